@@ -1,0 +1,35 @@
+# graphjobs: `make demo` and `make test` work on a fresh clone (they create .venv first).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+EXTRAS ?= test,dev
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+comma  := ,
+SRC    := graphs operators pipelines cluster benchmarks tests
+# Numba's on-disk cache lives in the venv so repeated runs (and CI re-runs) skip compilation.
+export NUMBA_CACHE_DIR ?= $(CURDIR)/$(VENV)/numba-cache
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[$(EXTRAS)]"
+	touch $@
+
+demo: setup
+	$(BIN)/graphjobs demo
+
+lint: setup
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
+
+test: setup lint
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python -m benchmarks.run --device cpu --out bench-cpu.jsonl
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .graphjobs
