@@ -1,0 +1,25 @@
+"""Graphs for graphjobs: the immutable CSRGraph, readers, generators, save/load."""
+
+from . import toy
+from ._device import gpu_available
+from .csr import CSRGraph
+from .edges import from_edges
+from .errors import GraphFormatError
+from .generators import barabasi_albert, erdos_renyi, rmat
+from .load import read_edgelist
+from .reorder import reorder
+from .store import load
+
+__all__ = [
+    "CSRGraph",
+    "GraphFormatError",
+    "barabasi_albert",
+    "erdos_renyi",
+    "from_edges",
+    "gpu_available",
+    "load",
+    "read_edgelist",
+    "reorder",
+    "rmat",
+    "toy",
+]

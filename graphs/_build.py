@@ -1,0 +1,179 @@
+"""Array kernels behind CSRGraph: COO -> CSR, transpose, edge-row expansion.
+
+Rows come out sorted by column, and equal (row, column) pairs keep their input order, so the CSR
+of a given edge multiset is canonical and ``dedupe`` keeps the first occurrence of an edge.
+CPU: two stable counting-sort passes in Numba (by destination, then by source), O(m + n).
+GPU: one stable radix sort of 64-bit keys ``src * n + dst`` in CuPy.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ._device import array_module, import_cupy
+
+INT32_LIMIT = 2**31 - 1
+
+
+def index_dtype(n: int) -> np.dtype:
+    """int32 column indices while every vertex id fits, int64 beyond."""
+    return np.dtype(np.int32) if n <= INT32_LIMIT else np.dtype(np.int64)
+
+
+@nb.njit(cache=True)
+def _counts_to_ptr(keys, nkeys):
+    ptr = np.zeros(nkeys + 1, dtype=np.int64)
+    for k in keys:
+        ptr[k + 1] += 1
+    for i in range(nkeys):
+        ptr[i + 1] += ptr[i]
+    return ptr
+
+
+@nb.njit(cache=True)
+def _coo_to_csr_cpu(src, dst, w, has_w, n, out_idx, out_w):
+    m = src.size
+    # pass 1: stable order by destination
+    ptr_d = _counts_to_ptr(dst, n)
+    tmp_src = np.empty(m, dtype=src.dtype)
+    tmp_dst = np.empty(m, dtype=dst.dtype)
+    tmp_w = np.empty(m if has_w else 0, dtype=np.float32)
+    for i in range(m):
+        p = ptr_d[dst[i]]
+        ptr_d[dst[i]] = p + 1
+        tmp_src[p] = src[i]
+        tmp_dst[p] = dst[i]
+        if has_w:
+            tmp_w[p] = w[i]
+    # pass 2: stable order by source keeps destinations sorted inside each row
+    indptr = _counts_to_ptr(src, n)
+    cursor = indptr[:-1].copy()
+    for i in range(m):
+        s = tmp_src[i]
+        p = cursor[s]
+        cursor[s] = p + 1
+        out_idx[p] = tmp_dst[i]
+        if has_w:
+            out_w[p] = tmp_w[i]
+    return indptr
+
+
+@nb.njit(parallel=True, cache=True)
+def _dedupe_sorted_cpu(indptr, indices, w, has_w):
+    n = indptr.size - 1
+    keep = np.zeros(n + 1, dtype=np.int64)
+    for u in nb.prange(n):
+        c = 0
+        for e in range(indptr[u], indptr[u + 1]):
+            if e == indptr[u] or indices[e] != indices[e - 1]:
+                c += 1
+        keep[u + 1] = c
+    for u in range(n):
+        keep[u + 1] += keep[u]
+    out_idx = np.empty(keep[n], dtype=indices.dtype)
+    out_w = np.empty(keep[n] if has_w else 0, dtype=np.float32)
+    for u in nb.prange(n):
+        p = keep[u]
+        for e in range(indptr[u], indptr[u + 1]):
+            if e == indptr[u] or indices[e] != indices[e - 1]:
+                out_idx[p] = indices[e]
+                if has_w:
+                    out_w[p] = w[e]
+                p += 1
+    return keep, out_idx, out_w
+
+
+def build_csr(src, dst, weights, n: int, *, dedupe: bool = False):
+    """CSR arrays ``(indptr, indices, weights)`` of the edges ``src[i] -> dst[i]``.
+
+    ``src``/``dst`` are integer arrays with values in ``[0, n)`` (NumPy or CuPy; the result lives
+    on the same device); ``weights`` is a float32 array or None.
+    """
+    xp = array_module(src)
+    if xp is not np:
+        return _build_csr_gpu(src, dst, weights, n, dedupe)
+    idx_t = index_dtype(n)
+    m = src.size
+    out_idx = np.empty(m, dtype=idx_t)
+    has_w = weights is not None
+    w = weights if has_w else np.empty(0, dtype=np.float32)
+    out_w = np.empty(m if has_w else 0, dtype=np.float32)
+    indptr = _coo_to_csr_cpu(src, dst, w, has_w, n, out_idx, out_w)
+    if dedupe:
+        indptr, out_idx, out_w = _dedupe_sorted_cpu(indptr, out_idx, out_w, has_w)
+    return indptr, out_idx, (out_w if has_w else None)
+
+
+def _build_csr_gpu(src, dst, weights, n, dedupe):
+    cp = import_cupy()
+    if n > 3_000_000_000:
+        raise ValueError(f"GPU CSR build supports up to 3e9 vertices (n*n must fit in int64), got {n}")
+    key = src.astype(cp.int64) * n + dst.astype(cp.int64)
+    if weights is None:
+        key = cp.sort(key)
+    else:
+        order = cp.argsort(key)
+        key = key[order]
+        weights = weights[order]
+        del order
+    if dedupe and key.size > 1:
+        keep = cp.empty(key.size, dtype=cp.bool_)
+        keep[0] = True
+        cp.not_equal(key[1:], key[:-1], out=keep[1:])
+        key = key[keep]
+        if weights is not None:
+            weights = weights[keep]
+    rows = key // n
+    indices = (key - rows * n).astype(index_dtype(n))
+    counts = cp.bincount(rows, minlength=n)
+    indptr = cp.zeros(n + 1, dtype=cp.int64)
+    cp.cumsum(counts, out=indptr[1:])
+    return indptr, indices, weights
+
+
+@nb.njit(cache=True)
+def _transpose_cpu(indptr, indices, w, has_w, n, out_idx, out_w):
+    indptr_t = _counts_to_ptr(indices, n)
+    cursor = indptr_t[:-1].copy()
+    for u in range(n):
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            p = cursor[v]
+            cursor[v] = p + 1
+            out_idx[p] = u
+            if has_w:
+                out_w[p] = w[e]
+    return indptr_t
+
+
+def transpose_csr(indptr, indices, weights, n: int):
+    """CSR of the reversed edges; rows sorted, weights carried along."""
+    xp = array_module(indptr)
+    if xp is not np:
+        rows = expand_rows(indptr, indices.size)
+        return _build_csr_gpu(indices, rows, weights, n, dedupe=False)
+    has_w = weights is not None
+    out_idx = np.empty(indices.size, dtype=indices.dtype)
+    out_w = np.empty(indices.size if has_w else 0, dtype=np.float32)
+    w = weights if has_w else np.empty(0, dtype=np.float32)
+    indptr_t = _transpose_cpu(indptr, indices, w, has_w, n, out_idx, out_w)
+    return indptr_t, out_idx, (out_w if has_w else None)
+
+
+def expand_rows(indptr, m: int):
+    """Row (source vertex) of every edge: the COO row array of a CSR, in the index dtype."""
+    xp = array_module(indptr)
+    n = indptr.size - 1
+    dtype = index_dtype(n)
+    if xp is np:
+        return np.repeat(np.arange(n, dtype=dtype), np.diff(indptr))
+    cp = xp
+    flags = cp.zeros(m, dtype=dtype)
+    starts = indptr[1:-1]
+    starts = starts[starts < m]
+    if starts.size:
+        import cupyx
+
+        cupyx.scatter_add(flags, starts, 1)
+    return cp.cumsum(flags, dtype=dtype)

@@ -1,0 +1,103 @@
+"""Where arrays live: lazy CuPy import, device names, moves between host and GPU.
+
+Every package of graphjobs goes through these helpers, so CuPy is imported only when a GPU
+array or ``device='gpu'`` is actually used, and a missing CuPy gives one clear error.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+import numpy as np
+
+DEVICES = ("cpu", "gpu")
+_GPU_HINT = "install the GPU extra: pip install 'graphjobs[gpu]' (CuPy for your CUDA version)"
+
+
+@functools.cache
+def _cupy_module() -> Any | None:
+    try:
+        return importlib.import_module("cupy")
+    except ImportError:
+        return None
+
+
+def import_cupy() -> Any:
+    """Return the ``cupy`` module or raise an ImportError that says how to get it."""
+    cp = _cupy_module()
+    if cp is None:
+        raise ImportError(f"this GPU code path needs CuPy, which is not installed; {_GPU_HINT}")
+    return cp
+
+
+@functools.cache
+def gpu_count() -> int:
+    """Number of CUDA devices CuPy can see (0 without CuPy or a driver)."""
+    cp = _cupy_module()
+    if cp is None:
+        return 0
+    try:
+        return int(cp.cuda.runtime.getDeviceCount())
+    except Exception:  # no driver, no device, or a broken CUDA install: treat as no GPU
+        return 0
+
+
+def gpu_available() -> bool:
+    return gpu_count() > 0
+
+
+def is_gpu_array(a: Any) -> bool:
+    return type(a).__module__.split(".", 1)[0] == "cupy"
+
+
+def array_module(a: Any) -> Any:
+    """``cupy`` for CuPy arrays, ``numpy`` for everything else (like ``cupy.get_array_module``)."""
+    return import_cupy() if is_gpu_array(a) else np
+
+
+def device_of(a: Any) -> str:
+    return "gpu" if is_gpu_array(a) else "cpu"
+
+
+def resolve_device(device: str | None) -> str:
+    """Turn ``'auto'``/None into ``'gpu'`` when one is usable, else ``'cpu'``; check the name."""
+    if device in (None, "auto"):
+        return "gpu" if gpu_available() else "cpu"
+    if device not in DEVICES:
+        raise ValueError(f"device must be 'cpu', 'gpu' or 'auto', got {device!r}")
+    if device == "gpu" and not gpu_available():
+        import_cupy()  # raises the install hint when CuPy is missing
+        raise RuntimeError("device='gpu' was requested but CuPy sees no CUDA device")
+    return device
+
+
+def to_device(a: Any, device: str) -> Any:
+    """Move one array (or None) to ``device`` without copying when it is already there."""
+    if a is None:
+        return None
+    if device == "gpu":
+        return import_cupy().asarray(a)
+    return a.get() if is_gpu_array(a) else np.asarray(a)
+
+
+def to_host(a: Any) -> Any:
+    return to_device(a, "cpu")
+
+
+@functools.cache
+def get_kernel(source: str, name: str, options: tuple[str, ...] = ("-std=c++17",)) -> Any:
+    """The compiled CuPy RawKernel ``name`` of ``source``: built once per process and device.
+
+    CuPy compiles lazily on first launch for each device and caches the binary on disk, so one
+    RawKernel object per (source, name) is all the memoization needed.
+    """
+    cp = import_cupy()
+    return cp.RawKernel(source, name, options=options)
+
+
+def launch_config(n_items: int, threads: int = 256, max_blocks: int = 65535 * 32) -> tuple[tuple, tuple]:
+    """Grid and block tuples for a 1-D launch over ``n_items`` (at least one block)."""
+    blocks = max(1, min(max_blocks, (int(n_items) + threads - 1) // threads))
+    return (blocks,), (threads,)

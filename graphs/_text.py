@@ -1,0 +1,186 @@
+"""Line-level view of edge-list text files: sniffing the layout and naming the bad line.
+
+The fast readers (pyarrow, pandas, cuDF) report *what* failed but not *where*; these helpers
+re-read the file line by line only when something failed, to name the line and what was expected.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .errors import GraphFormatError
+
+
+def open_text(path: str) -> io.TextIOBase:
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    if path.endswith(".bz2"):
+        return bz2.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the first lines of a text file say about the rest."""
+
+    skip: int  # leading comment/blank lines
+    delimiter: str | None  # None: runs of whitespace
+    header: list[str] | None  # column names when the first data line is a header
+    string_ids: bool  # first data line holds non-numeric ids
+    ragged: bool  # whitespace runs or leading spaces: pyarrow cannot split this
+    first: list[str] | None  # fields of the first data line
+
+
+def split(line: str, delimiter: str | None) -> list[str]:
+    line = line.rstrip("\r\n")
+    return line.split() if delimiter is None else line.split(delimiter)
+
+
+def is_int(s: str) -> bool:
+    s = s.strip()
+    return bool(s) and (s.isdigit() or (s[0] in "+-" and s[1:].isdigit()))
+
+
+def is_float(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_skipped(line: str, comment: str | None) -> bool:
+    s = line.strip()
+    return not s or (comment is not None and s.startswith(comment))
+
+
+def sniff(path: str, *, comment, delimiter, header, id_cols, sample_lines: int = 200) -> Layout:
+    lines: list[str] = []
+    with open_text(path) as f:
+        for line in f:
+            lines.append(line)
+            if len(lines) >= sample_lines:
+                break
+    skip = 0
+    while skip < len(lines) and _is_skipped(lines[skip], comment):
+        skip += 1
+    data = [ln for ln in lines[skip:] if not _is_skipped(ln, comment)]
+    if not data:
+        return Layout(skip, delimiter, None, False, False, None)
+    if delimiter is None:
+        first = data[0].rstrip("\r\n")
+        delimiter = "\t" if "\t" in first else ("," if path.endswith((".csv", ".csv.gz")) else " ")
+    ragged = delimiter in (" ", "\t") and any(_ragged(ln.rstrip("\r\n"), delimiter) for ln in data)
+    tokens = split(data[0], None if ragged else delimiter)
+    names = None
+    named = any(isinstance(c, str) for c in id_cols)
+    looks_named = all(not is_int(tokens[c]) for c in id_cols if isinstance(c, int) and c < len(tokens))
+    next_numeric = len(data) > 1 and all(
+        is_int(t) for i, t in enumerate(split(data[1], None if ragged else delimiter)) if i in id_cols
+    )
+    if header is True or (header is None and (named or (looks_named and next_numeric))):
+        names = [t.strip() for t in tokens]
+        data = data[1:]
+        tokens = split(data[0], None if ragged else delimiter) if data else None
+    string_ids = tokens is not None and any(
+        not is_int(tokens[c]) for c in _positions(id_cols, names) if c < len(tokens)
+    )
+    return Layout(skip, None if ragged else delimiter, names, string_ids, ragged, tokens)
+
+
+def _ragged(line: str, delimiter: str) -> bool:
+    if not line.strip():
+        return False
+    if line != line.strip(" \t"):
+        return True
+    return (
+        (delimiter * 2) in line or (delimiter == " " and "\t" in line) or (delimiter == "\t" and " " in line)
+    )
+
+
+def _positions(cols, names) -> list[int]:
+    out = []
+    for c in cols:
+        if isinstance(c, str):
+            out.append(names.index(c) if names and c in names else 10**9)
+        else:
+            out.append(c)
+    return out
+
+
+def column_index(col, names, path) -> int:
+    """Position of a column given by position or by header name."""
+    if isinstance(col, str):
+        if not names or col not in names:
+            have = f"the header has {names}" if names else "the file has no header line"
+            raise GraphFormatError(path, None, f"expected a column named {col!r}, but {have}")
+        return names.index(col)
+    if not isinstance(col, int) or col < 0:
+        raise ValueError(f"column must be a non-negative position or a header name, got {col!r}")
+    return col
+
+
+def data_lines(path: str, comment: str | None) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line) for every non-comment, non-blank line."""
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not _is_skipped(line, comment):
+                yield lineno, line
+
+
+def line_of_row(path: str, comment: str | None, row: int, header: bool) -> int | None:
+    """Line number of data row ``row`` (0-based, header excluded)."""
+    target = row + (1 if header else 0)
+    for k, (lineno, _) in enumerate(data_lines(path, comment)):
+        if k == target:
+            return lineno
+    return None
+
+
+def locate_error(path, *, comment, delimiter, header, src, dst, weight, string_ids) -> None:
+    """Raise GraphFormatError for the first line a reader would reject; return if all lines are fine."""
+    ncols = max(c for c in (src, dst, weight) if c is not None) + 1
+    rows = data_lines(path, comment)
+    if header:
+        next(rows, None)
+    for lineno, line in rows:
+        fields = split(line, delimiter)
+        if len(fields) < ncols:
+            want = f"at least {ncols} columns (source in {src + 1}, target in {dst + 1}"
+            want += f", weight in {weight + 1})" if weight is not None else ")"
+            raise GraphFormatError(path, lineno, f"expected {want}, got {len(fields)}: {line.strip()!r}")
+        for name, c in (("source", src), ("target", dst)):
+            f = fields[c].strip()
+            if not f or (not string_ids and not is_int(f)):
+                kind = "a vertex id" if string_ids else "an integer vertex id"
+                raise GraphFormatError(path, lineno, f"expected {kind} ({name}, column {c + 1}), got {f!r}")
+        if weight is not None:
+            f = fields[weight].strip()
+            if not is_float(f):
+                raise GraphFormatError(
+                    path, lineno, f"expected a numeric weight in column {weight + 1}, got {f!r}"
+                )
+            v = float(f)
+            if not math.isfinite(v) or v < 0:
+                raise GraphFormatError(
+                    path, lineno, f"expected a finite, non-negative edge weight, got {f!r}"
+                )
+
+
+def check_exists(path) -> str:
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise GraphFormatError(
+            path, None, "expected an edge-list file, got a directory (use graphs.load for saved graphs)"
+        )
+    if os.path.getsize(path) == 0:
+        raise GraphFormatError(path, None, "expected edges, got an empty file")
+    return path

@@ -1,0 +1,23 @@
+"""The error raised for malformed graph input."""
+
+from __future__ import annotations
+
+import os
+
+
+class GraphFormatError(ValueError):
+    """Bad graph input: names the file, the line (1-based, when known) and what was expected.
+
+    Attributes ``path``, ``line`` and ``expected`` hold the parts for programs; ``str()`` is the
+    one-line message a person reads, e.g. ``edges.txt, line 7: expected an integer vertex id in
+    column 2, got 'x17'``.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, line: int | None, expected: str):
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+        self.expected = expected
+        where = self.path if self.path is not None else "<arrays>"
+        if line is not None:
+            where = f"{where}, line {line}"
+        super().__init__(f"{where}: {expected}")

@@ -1,0 +1,283 @@
+"""Reading edge lists: SNAP text (.txt/.gz), CSV/TSV, Parquet and Matrix Market into a CSRGraph."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+
+import numpy as np
+
+from . import _text
+from ._device import resolve_device
+from .csr import CSRGraph
+from .edges import assemble, check_weights, renumber_labels
+from .errors import GraphFormatError
+
+ENGINES = ("auto", "pyarrow", "pandas", "cudf")
+
+
+def read_edgelist(
+    path: str | os.PathLike,
+    *,
+    directed: bool = True,
+    weighted: bool = False,
+    comment: str | None = "#",
+    delimiter: str | None = None,
+    src_col: int | str = 0,
+    dst_col: int | str = 1,
+    weight_col: int | str | None = None,
+    engine: str = "auto",
+    dedupe: bool = False,
+    self_loops: bool = True,
+    header: bool | None = None,
+    device: str = "cpu",
+) -> CSRGraph:
+    """Read an edge-list file into a CSRGraph.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        ``.txt``/``.el``/other text (SNAP style: ``#`` comments, tab or space separated, LF or
+        CRLF), ``.csv``, ``.tsv``, ``.parquet``/``.pq`` or ``.mtx``; text may be ``.gz``/``.bz2``.
+    directed : bool
+        If False, every edge is stored in both directions. Matrix Market ``symmetric`` files are
+        always undirected.
+    weighted : bool
+        Read edge weights (column ``weight_col``, default the third column).
+    comment : str or None
+        Lines starting with this (after blanks) are skipped.
+    delimiter : str, optional
+        Field separator; by default tab if the first data line has one, ``,`` for CSV, else runs
+        of whitespace.
+    src_col, dst_col, weight_col : int or str
+        Column positions (0-based) or header names.
+    engine : {'auto', 'pyarrow', 'pandas', 'cudf'}
+        'auto' uses cuDF when ``device='gpu'`` and cuDF is installed, otherwise pyarrow (falling
+        back to pandas for layouts pyarrow cannot split, e.g. comments in mid-file).
+    dedupe, self_loops : bool
+        Drop repeated edges (first weight kept) / drop edges ``u -> u``. Both kept by default.
+    header : bool, optional
+        Whether the first data line names the columns; by default a header is recognised when
+        it holds the names given as ``src_col``/``dst_col`` or non-numeric ids above numeric ones.
+    device : {'cpu', 'gpu', 'auto'}
+        Where the returned graph lives.
+
+    Returns
+    -------
+    CSRGraph
+        Vertex labels (integers or strings) renumbered to ``0..n-1``, originals in ``ids``;
+        Matrix Market keeps its ``1..N`` indices as labels, isolated vertices included.
+
+    Raises
+    ------
+    GraphFormatError
+        Naming the file, the line and what was expected (non-numeric id, missing column,
+        negative or NaN weight, empty file, bad Matrix Market banner or size line).
+    FileNotFoundError
+        If ``path`` does not exist.
+    """
+    path = _text.check_exists(path)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    device = resolve_device(device)
+    if engine == "auto":
+        engine = "cudf" if device == "gpu" and has_cudf() else "pyarrow"
+    if engine == "cudf" and not has_cudf():
+        raise ImportError("engine='cudf' needs cuDF (RAPIDS), which is not installed; use engine='pyarrow'")
+    if weight_col is not None:
+        weighted = True
+    elif weighted:
+        weight_col = 2
+    fmt = file_format(path)
+    if fmt == "mtx":
+        from ._mtx import read_mtx
+
+        g = read_mtx(path, weighted=weighted, directed=directed, dedupe=dedupe, self_loops=self_loops)
+        return g.to(device)
+    if fmt == "parquet":
+        src, dst, w, line_of = _read_parquet(path, src_col, dst_col, weight_col)
+    else:
+        src, dst, w, line_of = read_text_columns(
+            path,
+            comment=comment,
+            delimiter=delimiter,
+            header=header,
+            cols=(src_col, dst_col, weight_col),
+            engine=engine,
+        )
+    if w is not None:
+        w = check_weights(w, path, line_of=line_of)
+    xp = _xp_of(src)
+    src, dst, ids = renumber_labels(xp, src, dst)
+    g = assemble(src, dst, w, len(ids), directed=directed, dedupe=dedupe, self_loops=self_loops, ids=ids)
+    return g.to(device)
+
+
+def file_format(path: str) -> str:
+    name = path.lower()
+    for z in (".gz", ".bz2"):
+        name = name.removesuffix(z)
+    if name.endswith((".parquet", ".pq")):
+        if name != path.lower():
+            raise GraphFormatError(
+                path, None, "Parquet files carry their own compression; expected no .gz/.bz2 suffix"
+            )
+        return "parquet"
+    if name.endswith(".mtx"):
+        return "mtx"
+    return "text"
+
+
+@functools.cache
+def has_cudf() -> bool:
+    return importlib.util.find_spec("cudf") is not None
+
+
+def _xp_of(a):
+    from ._device import array_module
+
+    return array_module(a)
+
+
+def read_text_columns(path, *, comment, delimiter, header, cols, engine, skip_first=False):
+    """``(src, dst, weights|None, line_of)`` arrays from a delimited text file."""
+    src_col, dst_col, weight_col = cols
+    id_cols = (src_col, dst_col)
+    lay = _text.sniff(
+        path, comment=comment, delimiter=delimiter, header=True if skip_first else header, id_cols=id_cols
+    )
+    if lay.first is None:
+        raise GraphFormatError(path, None, "expected edges, but the file has only comments or blank lines")
+    names = None if skip_first else lay.header
+    s, d = _text.column_index(src_col, names, path), _text.column_index(dst_col, names, path)
+    wc = None if weight_col is None else _text.column_index(weight_col, names, path)
+    if s == d:
+        raise ValueError(f"source and target columns must differ, both are column {s}")
+    has_header = lay.header is not None
+
+    def locate() -> None:
+        _text.locate_error(
+            path,
+            comment=comment,
+            delimiter=lay.delimiter,
+            header=has_header,
+            src=s,
+            dst=d,
+            weight=wc,
+            string_ids=lay.string_ids,
+        )
+
+    def line_of(row: int):
+        return _text.line_of_row(path, comment, row, has_header)
+
+    cols_out = None
+    if engine == "cudf":
+        from ._gpu_io import read_text_cudf
+
+        cols_out = read_text_cudf(path, lay, s, d, wc, comment, locate)
+    elif engine == "pyarrow" and not lay.ragged:
+        cols_out = _read_pyarrow(path, lay, s, d, wc, locate)
+    if cols_out is None:
+        cols_out = _read_pandas(path, lay, s, d, wc, comment, locate)
+    return (*cols_out, line_of)
+
+
+def _read_pyarrow(path, lay, s, d, wc, locate):
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    id_type = pa.string() if lay.string_ids else pa.int64()
+    types = {f"f{s}": id_type, f"f{d}": id_type}
+    if wc is not None:
+        types[f"f{wc}"] = pa.float64()
+    skip = lay.skip + (1 if lay.header is not None else 0)
+    try:
+        tbl = pcsv.read_csv(
+            path,
+            read_options=pcsv.ReadOptions(skip_rows=skip, autogenerate_column_names=True, block_size=1 << 24),
+            parse_options=pcsv.ParseOptions(delimiter=lay.delimiter),
+            convert_options=pcsv.ConvertOptions(
+                include_columns=list(types), column_types=types, strings_can_be_null=False
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError):
+        locate()  # raises GraphFormatError at the first bad line
+        return None  # every line is fine: a layout pyarrow cannot read (e.g. comments mid-file)
+    cols = [tbl.column(f"f{c}") for c in ((s, d) if wc is None else (s, d, wc))]
+    if any(c.null_count for c in cols):
+        locate()
+        raise GraphFormatError(path, None, "expected a value in every column, found an empty field")
+    out = [c.to_numpy() for c in cols]
+    return out[0], out[1], (out[2] if wc is not None else None)
+
+
+def _read_pandas(path, lay, s, d, wc, comment, locate):
+    import pandas as pd
+
+    usecols = [s, d] if wc is None else [s, d, wc]
+    id_dtype = object if lay.string_ids else "int64"
+    dtype = {s: id_dtype, d: id_dtype} | ({wc: "float64"} if wc is not None else {})
+    try:
+        df = pd.read_csv(
+            path,
+            sep=r"\s+" if lay.delimiter is None else lay.delimiter,
+            comment=comment if comment and len(comment) == 1 else None,
+            header=None,
+            skiprows=lay.skip + (1 if lay.header is not None else 0),
+            usecols=usecols,
+            dtype=dtype,
+            engine="c",
+        )
+    except (ValueError, pd.errors.ParserError) as exc:
+        locate()
+        raise GraphFormatError(path, None, f"could not parse the file: {exc}") from exc
+    if df.isna().to_numpy().any():
+        locate()
+        raise GraphFormatError(path, None, "expected a value in every column, found an empty field")
+    if df.shape[0] == 0:
+        raise GraphFormatError(path, None, "expected edges, but the file has only comments or blank lines")
+    w = df[wc].to_numpy(np.float64) if wc is not None else None
+    return df[s].to_numpy(), df[d].to_numpy(), w
+
+
+def _read_parquet(path, src_col, dst_col, weight_col):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise GraphFormatError(path, None, f"expected a Parquet file: {exc}") from exc
+
+    def name_of(col):
+        if isinstance(col, int):
+            if not 0 <= col < len(names):
+                raise GraphFormatError(
+                    path, None, f"expected a column {col}, the file has {len(names)}: {names}"
+                )
+            return names[col]
+        if col not in names:
+            raise GraphFormatError(path, None, f"expected a column named {col!r}, the file has {names}")
+        return col
+
+    want = [name_of(c) for c in (src_col, dst_col)] + (
+        [name_of(weight_col)] if weight_col is not None else []
+    )
+    tbl = pq.read_table(path, columns=want)
+    if tbl.num_rows == 0:
+        raise GraphFormatError(path, None, "expected edges, got a table with no rows")
+    out = []
+    for k, name in enumerate(want):
+        col = tbl.column(name)
+        if col.null_count:
+            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+            raise GraphFormatError(path, None, f"row {row}: expected a value in column {name!r}, got null")
+        t = col.type
+        if k < 2 and not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise GraphFormatError(path, None, f"expected integer or string vertex ids in {name!r}, got {t}")
+        if k == 2 and not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            raise GraphFormatError(path, None, f"expected numeric weights in {name!r}, got {t}")
+        arr = col.to_numpy()
+        out.append(arr.astype(np.float64) if k == 2 else arr)
+    return out[0], out[1], (out[2] if weight_col is not None else None), None
