@@ -1,0 +1,21 @@
+"""Exceptions raised by operators."""
+
+from __future__ import annotations
+
+
+class ConvergenceError(RuntimeError):
+    """An iterative operator did not reach its tolerance within ``max_iter`` iterations.
+
+    Attributes: ``algorithm``, ``iterations`` run, the last ``error`` and the ``threshold`` it had
+    to fall below.
+    """
+
+    def __init__(self, algorithm: str, iterations: int, error: float, threshold: float):
+        self.algorithm = algorithm
+        self.iterations = iterations
+        self.error = error
+        self.threshold = threshold
+        super().__init__(
+            f"{algorithm} did not converge in {iterations} iterations: L1 change {error:.3g} "
+            f"is still above {threshold:.3g}; raise max_iter or tol"
+        )
