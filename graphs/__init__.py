@@ -6,7 +6,7 @@ from .csr import CSRGraph
 from .edges import from_edges
 from .errors import GraphFormatError
 from .generators import barabasi_albert, erdos_renyi, rmat
-from .load import read_edgelist
+from .read import read_edgelist
 from .reorder import reorder
 from .store import load
 

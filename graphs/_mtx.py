@@ -86,7 +86,7 @@ def read_mtx(path, *, weighted, directed, dedupe, self_loops) -> CSRGraph:
 
 
 def _text_columns(path, wc):
-    from .load import read_text_columns
+    from .read import read_text_columns
 
     return read_text_columns(
         path, comment="%", delimiter=None, header=None, cols=(0, 1, wc), engine="pyarrow", skip_first=True

@@ -54,6 +54,10 @@ class CSRGraph:
     def __setattr__(self, name, value):
         raise AttributeError(f"CSRGraph is immutable (cannot set {name!r})")
 
+    def __reduce__(self):
+        state = (self._indptr, self._indices, self._weights, self._directed, self._ids, self._token)
+        return (_rebuild, state)
+
     # -- shape and arrays -------------------------------------------------------------------
     @property
     def n(self) -> int:
@@ -210,6 +214,12 @@ class CSRGraph:
         from .store import save_graph
 
         save_graph(self, path, overwrite=overwrite)
+
+
+def _rebuild(indptr, indices, weights, directed, ids, token) -> CSRGraph:
+    g = CSRGraph(indptr, indices, weights, directed=directed, ids=ids, validate=False)
+    object.__setattr__(g, "_token", token)
+    return g
 
 
 def _validate(xp, indptr, indices, weights, ids) -> None:

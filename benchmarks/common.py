@@ -1,0 +1,96 @@
+"""Timing and reporting helpers shared by the benchmark modules."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+
+COPY_BANDWIDTH = 3.0e12  # bytes/s read + written, device-to-device copy measured on the H100
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def device_name(device: str) -> str:
+    if device == "gpu":
+        import cupy as cp
+
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+def wall(
+    fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1, sync: Callable[[], None] | None = None
+):
+    """Median and all wall-clock seconds of ``fn`` (synchronising the device around each run)."""
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def gpu_time(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3):
+    """Median seconds of ``fn`` measured with CUDA events."""
+    import cupy as cp
+
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(times), times
+
+
+class Reporter:
+    """Writes one JSON line per measurement and keeps a short table for the end of the run."""
+
+    def __init__(self, path: str, device: str):
+        self.path = path
+        self.device = device
+        self.context = {"device": device, "device_name": device_name(device), "commit": commit()}
+        self.rows: list[str] = []
+
+    def emit(self, **record) -> None:
+        record = {**self.context, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **record}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record, default=float) + "\n")
+        base = record.get("baseline") or {}
+        line = f"{record['bench']:<9} {record.get('graph', ''):<18} {record.get('impl', ''):<26} "
+        line += f"{record['median']:>10.4g} {record.get('unit', '')}"
+        if base:
+            line += f"   vs {base['impl']} {base['median']:.4g} ({record.get('speedup', 0):.2f}x)"
+        if "bandwidth_fraction" in record:
+            line += f"   {100 * record['bandwidth_fraction']:.0f}% of copy bw"
+        print(line, flush=True)
+        self.rows.append(line)
+
+    def summary(self) -> None:
+        print("\n==== summary ====")
+        print("\n".join(self.rows))

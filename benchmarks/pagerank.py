@@ -1,0 +1,205 @@
+"""PageRank benchmarks: ours (pull, push) vs cuSPARSE on the GPU, vs NetworkX/SciPy on the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import graphs
+from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
+from operators import pagerank
+
+SNAP_GRAPHS = ["wiki-Vote", "email-Enron", "soc-Epinions1", "soc-Slashdot0902", "ca-CondMat"]
+
+
+def _inv_out(g, xp):
+    out = g.out_degree(weighted=g.weighted).astype(xp.float64)
+    return xp.where(out > 0, 1.0 / xp.maximum(out, 1e-300), 0.0)
+
+
+def _iteration_seconds(run_k):
+    """Per-iteration seconds from runs of 10 and 30 iterations (set-up cancels), and set-up."""
+    t10, _ = wall(lambda: run_k(10), repeats=3)
+    t30, _ = wall(lambda: run_k(30), repeats=3)
+    per = (t30 - t10) / 20
+    return per, max(0.0, t10 - 10 * per)
+
+
+def _bytes_ours(g, weighted):
+    n, m = g.n, g.m
+    # in-edge ids (+weights), indptr, vertex order, x_old/inv_out read, x_new/c_new written, one gather each
+    return (4 + (4 if weighted else 0)) * m + 8 * (n + 1) + 4 * n + 16 * n + 4 * n
+
+
+def gpu(rep: Reporter, scales, weighted_scales) -> None:
+    import cupy as cp
+    import cupyx.scipy.sparse as cps
+
+    from operators._pagerank_gpu import pagerank_gpu
+
+    sync = cp.cuda.Device().synchronize
+    for scale in scales:
+        for weighted in (False, True) if scale in weighted_scales else (False,):
+            name = f"rmat-{scale}" + ("-w" if weighted else "")
+            t_gen, _ = wall(
+                lambda s=scale, w=weighted: graphs.rmat(s, device="gpu", weighted=w),
+                repeats=1,
+                warmup=0,
+                sync=sync,
+            )
+            G = graphs.rmat(scale, device="gpu", weighted=weighted)
+            sync()
+            rep.emit(bench="build", graph=name, impl="rmat+csr", median=t_gen, unit="s", n=G.n, m=G.m)
+            t_r, _ = wall(lambda g=G: graphs.reorder(g), repeats=1, warmup=0, sync=sync)
+            R = graphs.reorder(G)
+            rep.emit(bench="build", graph=name, impl="reorder-by-degree", median=t_r, unit="s", n=G.n, m=G.m)
+            for layout, g in (("original", G), ("degree-order", R)):
+                t_t, _ = wall(g.transpose, repeats=1, warmup=0, sync=sync)
+                rep.emit(bench="build", graph=name, layout=layout, impl="transpose", median=t_t, unit="s")
+                _pagerank_layout(rep, cp, cps, pagerank_gpu, g, name, layout, weighted, sync)
+            del G, R, g
+            cp.get_default_memory_pool().free_all_blocks()
+
+
+def _pagerank_layout(rep, cp, cps, pagerank_gpu, g, name, layout, weighted, sync):
+    n, m = g.n, g.m
+    inv = _inv_out(g, cp)
+    x0 = np.full(n, 1.0 / n)
+    # baseline: what a CuPy user writes, cuSPARSE SpMV on the normalised transposed matrix
+    T = g.transpose()
+    data = inv[T.indices].astype(cp.float32)
+    if weighted:
+        data *= T.weights
+    A = cps.csr_matrix((data, T.indices, T.indptr.astype(cp.int32)), shape=(n, n))
+    x = cp.full(n, 1.0 / n, dtype=cp.float32)
+    dmask = (inv == 0).astype(cp.float32)
+    t_spmv, _ = gpu_time(lambda: A @ x)
+
+    def power_step():
+        y = 0.85 * (A @ x) + (0.85 * float(x @ dmask) + 0.15) / n
+        return float(cp.abs(y - x).sum())
+
+    t_power, _ = gpu_time(power_step)
+    bytes_spmv = 8 * m + 4 * (n + 1) + 8 * n
+    for method in ("pull", "push"):
+
+        def run_k(k, method=method):
+            pagerank_gpu(
+                g,
+                method=method,
+                alpha=0.85,
+                x0=x0,
+                p=None,
+                dw=None,
+                inv_out=cp.asnumpy(inv),
+                weighted=weighted,
+                max_iter=k,
+                threshold=-1.0,
+                dtype=np.float32,
+            )
+            sync()
+
+        per, setup = _iteration_seconds(run_k)
+        b = _bytes_ours(g, weighted)
+        rep.emit(
+            bench="pagerank",
+            graph=name,
+            layout=layout,
+            impl=f"graphjobs-{method} f32",
+            n=n,
+            m=m,
+            median=per * 1e3,
+            unit="ms/iter",
+            setup_ms=setup * 1e3,
+            baseline={"impl": "cusparse-spmv", "median": t_spmv * 1e3},
+            baseline_power_iteration_ms=t_power * 1e3,
+            speedup=t_spmv / per,
+            speedup_vs_power_iteration=t_power / per,
+            bytes_per_iter=b,
+            bandwidth_fraction=b / per / COPY_BANDWIDTH,
+            baseline_bandwidth_fraction=bytes_spmv / t_spmv / COPY_BANDWIDTH,
+        )
+    t_full, _ = wall(lambda: pagerank(g), repeats=3, sync=sync)
+    iters = _iterations_to_converge(g)
+    rep.emit(
+        bench="pagerank",
+        graph=name,
+        layout=layout,
+        impl="graphjobs end-to-end tol=1e-6",
+        n=n,
+        m=m,
+        median=t_full * 1e3,
+        unit="ms",
+        iterations=iters,
+    )
+
+
+def _iterations_to_converge(g):
+    for k in range(1, 200):
+        try:
+            pagerank(g, max_iter=k)
+            return k
+        except Exception:  # ConvergenceError until k is enough
+            continue
+    return None
+
+
+def cpu(rep: Reporter, dataset_dir, scales) -> None:
+    import networkx as nx
+
+    from operators.pagerank import _pull_cpu
+
+    cases = []
+    for name in SNAP_GRAPHS:
+        path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
+        if path is not None and path.is_file():
+            undirected = name.startswith(("ca-", "email-"))
+            cases.append((name, graphs.read_edgelist(path, directed=not undirected, dedupe=True)))
+    cases += [(f"rmat-{s}", graphs.rmat(s, device="cpu", dedupe=True)) for s in scales]
+    for name, g in cases:
+        t_ours, _ = wall(lambda g=g: pagerank(g), repeats=5)
+        Gn = nx.DiGraph() if g.directed else nx.Graph()
+        src, dst, _ = g.edges()
+        Gn.add_nodes_from(range(g.n))
+        Gn.add_edges_from(zip(src.tolist(), dst.tolist(), strict=True))
+        t_nx, _ = wall(lambda Gn=Gn: nx.pagerank(Gn), repeats=3, warmup=0)
+        rep.emit(
+            bench="pagerank",
+            graph=name,
+            impl="graphjobs-pull cpu",
+            n=g.n,
+            m=g.m,
+            median=t_ours * 1e3,
+            unit="ms",
+            baseline={"impl": "networkx.pagerank", "median": t_nx * 1e3},
+            speedup=t_nx / t_ours,
+        )
+        # per iteration against the SciPy step NetworkX runs (x @ A + dangling + teleport)
+        T, inv = g.transpose(), _inv_out(g, np)
+        A = g.to_scipy().astype(np.float64)
+        A = A.multiply(inv[:, None]).tocsr()
+        x = np.full(g.n, 1.0 / g.n)
+        dm = inv == 0
+
+        def scipy_step(A=A, x=x, dm=dm, n=g.n):
+            y = 0.85 * (x @ A + x[dm].sum() / n) + 0.15 / n
+            return np.abs(y - x).sum()
+
+        t_sp, _ = wall(scipy_step, repeats=20)
+        p = np.full(g.n, 1.0 / g.n)
+        w = np.empty(0, dtype=np.float32)
+        per, _ = _iteration_seconds(
+            lambda k, T=T, inv=inv, p=p, w=w: _pull_cpu(
+                T.indptr, T.indices, w, False, inv, p.copy(), p, p, 0.85, k, -1.0
+            )
+        )
+        rep.emit(
+            bench="pagerank",
+            graph=name,
+            impl="graphjobs-pull cpu",
+            n=g.n,
+            m=g.m,
+            median=per * 1e3,
+            unit="ms/iter",
+            baseline={"impl": "scipy csr step", "median": t_sp * 1e3},
+            speedup=t_sp / per,
+        )

@@ -1,0 +1,46 @@
+"""Run the benchmarks: python -m benchmarks.run --device cpu|gpu --out FILE.jsonl [--only pagerank,load]."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from benchmarks import load, pagerank
+from benchmarks.common import Reporter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dataset_dir() -> Path | None:
+    for d in (os.environ.get("GRAPHJOBS_DATASETS"), ROOT.parent / "shared" / "datasets", ROOT / ".data"):
+        if d and Path(d).is_dir():
+            return Path(d)
+    return None
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
+    ap.add_argument("--out", required=True, help="JSON-lines file to append to")
+    ap.add_argument("--only", default="pagerank,load", help="comma-separated: pagerank, load")
+    ap.add_argument("--scales", default=None, help="R-MAT scales (GPU default 20,22,24,25; CPU 16,18)")
+    ap.add_argument("--weighted-scales", default="22,24", help="GPU scales also run with edge weights")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(","))
+    rep = Reporter(args.out, args.device)
+    default = "20,22,24,25" if args.device == "gpu" else "16,18"
+    scales = [int(s) for s in (args.scales or default).split(",") if s]
+    if "load" in only:
+        load.run(rep, args.device)
+    if "pagerank" in only:
+        if args.device == "gpu":
+            weighted = {int(s) for s in args.weighted_scales.split(",") if s}
+            pagerank.gpu(rep, scales, weighted)
+        else:
+            pagerank.cpu(rep, dataset_dir(), scales)
+    rep.summary()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""CSRGraph: invariants, immutability, transpose and degrees against SciPy, tokens, devices."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from dask.base import tokenize
+
+import graphs
+from graphs import CSRGraph, from_edges
+from graphs._device import to_host
+from tests.conftest import DEVICES
+
+
+def random_edges(n=200, m=1500, seed=0, weighted=False):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    w = rng.uniform(0.1, 2.0, m) if weighted else None
+    return src, dst, w
+
+
+def dense(g: CSRGraph) -> np.ndarray:
+    return g.to_scipy().toarray()
+
+
+def test_from_edges_matches_scipy_coo_including_duplicates():
+    src, dst, w = random_edges(weighted=True)
+    g = from_edges(src, dst, w, n=200, renumber=False)
+    ref = sp.coo_array((w.astype(np.float32), (src, dst)), shape=(200, 200)).toarray()  # sums duplicates
+    np.testing.assert_allclose(dense(g), ref, rtol=1e-6)
+    assert g.m == 1500 and g.indptr.dtype == np.int64 and g.indices.dtype == np.int32
+    for u in range(g.n):  # rows sorted
+        row = g.indices[g.indptr[u] : g.indptr[u + 1]]
+        assert np.all(np.diff(row) >= 0)
+
+
+def test_dedupe_keeps_first_weight_and_self_loop_filter():
+    g = from_edges([0, 0, 1, 1, 2], [1, 1, 1, 2, 2], [5.0, 7.0, 1.0, 2.0, 3.0], renumber=False, dedupe=True)
+    assert g.m == 4 and g.weights[0] == 5.0
+    h = from_edges([0, 0, 1, 1, 2], [1, 1, 1, 2, 2], renumber=False, self_loops=False)
+    assert h.m == 3 and sorted(zip(*[a.tolist() for a in h.edges()[:2]], strict=True)) == [
+        (0, 1),
+        (0, 1),
+        (1, 2),
+    ]
+
+
+def test_undirected_stores_both_directions_and_loops_once():
+    g = from_edges([0, 1, 2], [1, 2, 2], renumber=False, directed=False)
+    assert not g.directed and g.m == 5
+    a = dense(g)
+    np.testing.assert_array_equal(a, a.T)
+    assert a[2, 2] == 1 and g.transpose() is g
+
+
+def test_renumbering_integers_sorted_and_strings_by_first_appearance():
+    g = from_edges(np.array([1000, 7, 7]), np.array([7, 99, 1000]))
+    assert g.ids.tolist() == [7, 99, 1000] and g.n == 3
+    h = from_edges(np.array(["x", "y"], dtype=object), np.array(["y", "z"], dtype=object))
+    assert h.ids.tolist() == ["x", "y", "z"]
+    np.testing.assert_array_equal(h.internal_ids(["z", "x"]), [2, 0])
+    with pytest.raises(KeyError, match="not in the graph"):
+        h.internal_ids(["nope"])
+    wide = from_edges(np.array([-(2**62), 2**62]), np.array([2**62, 5]))  # sparse range: the sort path
+    assert wide.ids.tolist() == [-(2**62), 5, 2**62]
+
+
+def test_constructor_validation():
+    ok = np.array([0, 1, 2], dtype=np.int64)
+    with pytest.raises(TypeError, match="int64"):
+        CSRGraph(ok.astype(np.int32), np.array([1, 0], dtype=np.int32))
+    with pytest.raises(ValueError, match="lie in"):
+        CSRGraph(ok, np.array([1, 5], dtype=np.int32))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        CSRGraph(np.array([0, 2, 1, 2], dtype=np.int64), np.array([1, 0], dtype=np.int32))
+    with pytest.raises(ValueError, match="finite"):
+        CSRGraph(ok, np.array([1, 0], dtype=np.int32), np.array([1.0, np.nan], dtype=np.float32))
+    with pytest.raises(graphs.GraphFormatError, match="weights\\[1\\]"):
+        from_edges([0, 1], [1, 0], [1.0, -2.0])
+    with pytest.raises(graphs.GraphFormatError, match="out of range"):
+        from_edges([0, 5], [1, 0], n=3, renumber=False)
+
+
+def test_immutable():
+    g = graphs.toy.chain(4)
+    with pytest.raises(AttributeError, match="immutable"):
+        g.n = 3
+    with pytest.raises(ValueError, match="read-only"):
+        g.indices[0] = 2
+
+
+def test_transpose_and_degrees_match_scipy():
+    src, dst, w = random_edges(weighted=True, seed=3)
+    g = from_edges(src, dst, w, n=200, renumber=False)
+    t = g.transpose()
+    np.testing.assert_allclose(dense(t), dense(g).T)
+    assert g.transpose() is t and t.transpose() is g
+    a = g.to_scipy()
+    np.testing.assert_array_equal(g.out_degree(), np.diff(a.indptr))
+    np.testing.assert_array_equal(g.in_degree(), np.bincount(dst, minlength=200))
+    np.testing.assert_allclose(g.out_degree(weighted=True), a.sum(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(g.in_degree(weighted=True), a.sum(axis=0), rtol=1e-6)
+
+
+def test_token_is_content_based_and_used_by_dask(monkeypatch):
+    src, dst, w = random_edges(weighted=True)
+    _, first = np.unique(src * 200 + dst, return_index=True)  # distinct pairs: input order is irrelevant
+    src, dst, w = src[first], dst[first], w[first]
+    a = from_edges(src, dst, w, n=200, renumber=False)
+    b = from_edges(src[::-1].copy(), dst[::-1].copy(), w[::-1].copy(), n=200, renumber=False)
+    assert a is not b and a.token == b.token  # same edge set, canonical CSR
+    w2 = w.copy()
+    w2[0] += 1.0
+    assert from_edges(src, dst, w2, n=200, renumber=False).token != a.token
+    assert from_edges(src, dst, n=200, renumber=False).token != a.token
+    assert from_edges(src, dst, w, n=201, renumber=False).token != a.token
+    labels = from_edges(src + 1, dst + 1, w)  # same structure, different labels
+    assert labels.token != from_edges(src, dst, w).token
+
+    def no_pickle(self, protocol):
+        raise AssertionError("dask pickled the graph to tokenize it")
+
+    monkeypatch.setattr(CSRGraph, "__reduce_ex__", no_pickle, raising=False)
+    assert tokenize(a) == tokenize(b) != tokenize(labels)
+
+
+def test_pickle_round_trip_keeps_content():
+    g = graphs.toy.labeled()
+    h = pickle.loads(pickle.dumps(g))
+    assert h.token == g.token and h.ids.tolist() == g.ids.tolist()
+
+
+def test_reorder_by_degree_keeps_the_labelled_graph():
+    g = graphs.rmat(8, seed=1, device="cpu", weighted=True)
+    r = graphs.reorder(g)
+    deg = r.out_degree() + r.in_degree()
+    assert np.all(np.diff(deg) <= 0)
+
+    def labelled(x):
+        s, d, w = x.edges()
+        return sorted(zip(x.ids[s].tolist(), x.ids[d].tolist(), w.tolist(), strict=True))
+
+    assert labelled(r) == labelled(g)
+    with pytest.raises(ValueError, match="permutation"):
+        graphs.reorder(g, by=np.zeros(g.n, dtype=np.int64))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_round_trip_and_gpu_build_equals_cpu_build(device):
+    src, dst, w = random_edges(weighted=True, seed=5)
+    cpu = from_edges(src, dst, w, n=200, renumber=False, dedupe=True)
+    if device == "gpu":
+        import cupy as cp
+
+        gpu = from_edges(cp.asarray(src), cp.asarray(dst), cp.asarray(w), n=200, renumber=False, dedupe=True)
+        assert gpu.device == "gpu"
+        for a, b in ((gpu.indptr, cpu.indptr), (gpu.indices, cpu.indices), (gpu.weights, cpu.weights)):
+            np.testing.assert_array_equal(to_host(a), b)
+        assert gpu.token == cpu.token  # computed on the GPU, same value
+        t = gpu.transpose()
+        np.testing.assert_array_equal(to_host(t.indices), cpu.transpose().indices)
+        np.testing.assert_array_equal(to_host(t.weights), cpu.transpose().weights)
+        np.testing.assert_array_equal(to_host(gpu.in_degree()), cpu.in_degree())
+        relabelled = from_edges(cp.asarray(src + 10), cp.asarray(dst + 10))
+        assert relabelled.ids.tolist() == from_edges(src + 10, dst + 10).ids.tolist()
+    moved = cpu.to(device)
+    assert moved.device == device and moved.token == cpu.token
+    assert cpu.to("cpu") is cpu
+    np.testing.assert_array_equal(to_host(moved.to("cpu").indices), cpu.indices)
