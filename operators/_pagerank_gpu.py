@@ -15,14 +15,14 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, launch_config
 
-THREADS = 256
-CHUNK = 2048  # in-edges per block for hub vertices
-HUB_MIN = 1024  # in-degree from which a vertex is split into chunks
+THREADS = 256  # push kernels
+# Pull kernel tunables (measured on the H100, see benchmarks/): block size, shared-memory hot cache.
+TUNING = {"threads": 1024, "hot": 24576, "min_hot_share": 0.05}
+HUB_MIN = 1024  # in-degree from which a vertex is split into chunks of 8 * threads in-edges
 WARP_MIN = 32  # warp per vertex
 GROUP_MIN = 8  # 8 lanes per vertex; below: one thread per vertex
 
 COMMON_CUDA = r"""
-#define THREADS 256
 __device__ __forceinline__ double gj_block_sum(double v, double* sh) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
@@ -41,24 +41,31 @@ __device__ __forceinline__ void gj_finish(int v, double s, const VAL* __restrict
         VAL* __restrict__ c_new, const VAL* __restrict__ inv_out, const VAL* __restrict__ p,
         const VAL* __restrict__ dw, int has_p, int has_dw, double dsum, double alpha, double inv_n,
         double& err, double& dang) {
-    const double pv = has_p ? (double)p[v] : inv_n;
-    const double dv = has_dw ? (double)dw[v] : pv;
+    const double pv = has_p ? (double)__ldcs(&p[v]) : inv_n;
+    const double dv = has_dw ? (double)__ldcs(&dw[v]) : pv;
     const VAL out = (VAL)(alpha * (s + dsum * dv) + (1.0 - alpha) * pv);
-    const VAL io = inv_out[v];
+    const VAL io = __ldcs(&inv_out[v]);
     x_new[v] = out;
     c_new[v] = out * io;
-    err += fabs((double)out - (double)x_old[v]);
+    err += fabs((double)out - (double)__ldcs(&x_old[v]));
     if (io == (VAL)0) dang += (double)out;
 }
+__device__ __forceinline__ double gj_gather(IDX u, const VAL* __restrict__ c_old, const VAL* hot_c, int hot) {
+    return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));
+}
 #if WEIGHTED
-#define GJ_CONTRIB(e) ((double)c_old[indices[e]] * (double)w[e])
+#define GJ_CONTRIB(e) (gj_gather(__ldcs(&indices[e]), c_old, hot_c, hot) * (double)__ldcs(&w[e]))
 #else
-#define GJ_CONTRIB(e) ((double)c_old[indices[e]])
+#define GJ_CONTRIB(e) (gj_gather(__ldcs(&indices[e]), c_old, hot_c, hot))
 #endif
+// An iteration whose predecessor already converged does nothing: the host can launch a batch of
+// iterations and read their errors once, and the converged vector stays in its buffer.
+#define GJ_SKIP_IF_CONVERGED() if (*prev_err < threshold) return;
 #define GJ_VERTEX_ARGS const VAL* __restrict__ x_old, VAL* __restrict__ x_new, \
     VAL* __restrict__ c_new, const VAL* __restrict__ inv_out, const VAL* __restrict__ p, \
     const VAL* __restrict__ dw, int has_p, int has_dw, \
-    const double* __restrict__ dsum_in, double* __restrict__ acc_out, double alpha, double inv_n
+    const double* __restrict__ prev_err, const double* __restrict__ dsum_in, double* __restrict__ acc_out, \
+    double threshold, double alpha, double inv_n
 #define GJ_FINISH(v, s) gj_finish((v), (s), x_old, x_new, c_new, inv_out, p, dw, has_p, has_dw, \
     dsum, alpha, inv_n, err, dang)
 #define GJ_REDUCE_OUT() { double e2 = gj_block_sum(err, sh); double d2 = gj_block_sum(dang, sh); \
@@ -66,65 +73,84 @@ __device__ __forceinline__ void gj_finish(int v, double s, const VAL* __restrict
 """
 
 PULL_KERNEL = r"""
-extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_pull(
+// Persistent blocks take work items from a per-iteration counter. Items, in this order: chunks of
+// CHUNK in-edges of hub vertices, then groups of vertices handled a warp, 8 lanes or a thread each.
+// The values of the `hot` first vertices (the hubs, once the graph is ordered by degree) are copied
+// into shared memory, so the gathers that hit them skip L2; streamed arrays are read evict-first.
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pull(
         const long long* __restrict__ indptr, const IDX* __restrict__ indices, const float* __restrict__ w,
         const VAL* __restrict__ c_old, const int* __restrict__ order,
         const int* __restrict__ chunk_hub, const long long* __restrict__ chunk_start,
         const int* __restrict__ hub_vertex, const int* __restrict__ hub_chunks,
         double* __restrict__ hub_sum, unsigned int* __restrict__ hub_done,
-        int blocks_hub, int blocks_warp, int blocks_group, int n_warp, int n_group, int n_thread,
+        unsigned int* __restrict__ next_item, int hot, int blocks_hub, int blocks_warp, int blocks_group,
+        int n_warp, int n_group, int n_thread,
         int off_warp, int off_group, int off_thread, GJ_VERTEX_ARGS) {
+    GJ_SKIP_IF_CONVERGED();
+    extern __shared__ unsigned char gj_smem[];
+    VAL* hot_c = reinterpret_cast<VAL*>(gj_smem);
     __shared__ double sh[32];
+    __shared__ int item;
+    for (int i = threadIdx.x; i < hot; i += THREADS) hot_c[i] = c_old[i];
+    __syncthreads();
     double err = 0.0, dang = 0.0;
     const double dsum = *dsum_in;
-    int b = blockIdx.x;
-    if (b < blocks_hub) {  // a chunk of a hub's in-edges; the last chunk to finish completes the hub
-        const int h = chunk_hub[b];
-        const int v = hub_vertex[h];
-        const long long start = chunk_start[b];
-        const long long end = min(start + (long long)CHUNK, indptr[v + 1]);
-        double s = 0.0;
-        for (long long e = start + threadIdx.x; e < end; e += THREADS) s += GJ_CONTRIB(e);
-        s = gj_block_sum(s, sh);
-        if (threadIdx.x == 0) {
-            atomicAdd(&hub_sum[h], s);
-            __threadfence();
-            if (atomicAdd(&hub_done[h], 1u) == (unsigned int)(hub_chunks[h] - 1)) {
+    const int total = blocks_hub + blocks_warp + blocks_group + (n_thread + THREADS - 1) / THREADS;
+    while (true) {
+        if (threadIdx.x == 0) item = (int)atomicAdd(next_item, 1u);
+        __syncthreads();
+        int b = item;
+        __syncthreads();
+        if (b >= total) break;
+        if (b < blocks_hub) {  // a chunk of a hub's in-edges; the last chunk to finish completes the hub
+            const int h = chunk_hub[b];
+            const int v = hub_vertex[h];
+            const long long start = chunk_start[b];
+            const long long end = min(start + (long long)CHUNK, indptr[v + 1]);
+            double s = 0.0;
+            for (long long e = start + threadIdx.x; e < end; e += THREADS) s += GJ_CONTRIB(e);
+            s = gj_block_sum(s, sh);
+            if (threadIdx.x == 0) {
+                atomicAdd(&hub_sum[h], s);
                 __threadfence();
-                const double total = atomicAdd(&hub_sum[h], 0.0);
-                hub_sum[h] = 0.0;
-                hub_done[h] = 0u;
-                GJ_FINISH(v, total);
+                if (atomicAdd(&hub_done[h], 1u) == (unsigned int)(hub_chunks[h] - 1)) {
+                    __threadfence();
+                    const double total_s = atomicAdd(&hub_sum[h], 0.0);
+                    hub_sum[h] = 0.0;
+                    hub_done[h] = 0u;
+                    GJ_FINISH(v, total_s);
+                }
             }
-        }
-    } else if ((b -= blocks_hub) < blocks_warp) {  // a warp per vertex
-        const int k = b * (THREADS / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-        if (k < n_warp) {
-            const int v = order[off_warp + k];
-            double s = 0.0;
-            const long long end = indptr[v + 1];
+        } else if ((b -= blocks_hub) < blocks_warp) {  // a warp per vertex
+            const int k = b * (THREADS / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+            if (k < n_warp) {
+                const int v = __ldcs(&order[off_warp + k]);
+                double s = 0.0;
+                const long long end = __ldcs(&indptr[v + 1]);
 #pragma unroll 4
-            for (long long e = indptr[v] + lane; e < end; e += 32) s += GJ_CONTRIB(e);
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-            if (lane == 0) GJ_FINISH(v, s);
-        }
-    } else if ((b -= blocks_warp) < blocks_group) {  // 8 lanes per vertex
-        const int k = b * (THREADS / 8) + (threadIdx.x >> 3), lane = threadIdx.x & 7;
-        const int v = k < n_group ? order[off_group + k] : 0;
-        double s = 0.0;
-        if (k < n_group) {
-            const long long end = indptr[v + 1];
-            for (long long e = indptr[v] + lane; e < end; e += 8) s += GJ_CONTRIB(e);
-        }
-        for (int o = 4; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-        if (k < n_group && lane == 0) GJ_FINISH(v, s);
-    } else {  // a thread per vertex
-        const int k = (b - blocks_group) * THREADS + threadIdx.x;
-        if (k < n_thread) {
-            const int v = order[off_thread + k];
+                for (long long e = __ldcs(&indptr[v]) + lane; e < end; e += 32) s += GJ_CONTRIB(e);
+                for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+                if (lane == 0) GJ_FINISH(v, s);
+            }
+        } else if ((b -= blocks_warp) < blocks_group) {  // 8 lanes per vertex
+            const int k = b * (THREADS / 8) + (threadIdx.x >> 3), lane = threadIdx.x & 7;
+            const int v = k < n_group ? __ldcs(&order[off_group + k]) : 0;
             double s = 0.0;
-            for (long long e = indptr[v]; e < indptr[v + 1]; ++e) s += GJ_CONTRIB(e);
-            GJ_FINISH(v, s);
+            if (k < n_group) {
+                const long long end = __ldcs(&indptr[v + 1]);
+                for (long long e = __ldcs(&indptr[v]) + lane; e < end; e += 8) s += GJ_CONTRIB(e);
+            }
+            for (int o = 4; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+            if (k < n_group && lane == 0) GJ_FINISH(v, s);
+        } else {  // a thread per vertex
+            const int k = (b - blocks_group) * THREADS + threadIdx.x;
+            if (k < n_thread) {
+                const int v = __ldcs(&order[off_thread + k]);
+                double s = 0.0;
+                const long long end = __ldcs(&indptr[v + 1]);
+                for (long long e = __ldcs(&indptr[v]); e < end; ++e) s += GJ_CONTRIB(e);
+                GJ_FINISH(v, s);
+            }
         }
     }
     GJ_REDUCE_OUT();
@@ -134,7 +160,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_pull(
 PUSH_KERNEL = r"""
 extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push(const IDX* __restrict__ rows,
         const IDX* __restrict__ indices, const float* __restrict__ w, const VAL* __restrict__ c_old,
-        VAL* __restrict__ acc, long long m) {
+        VAL* __restrict__ acc, long long m, const double* __restrict__ prev_err, double threshold) {
+    GJ_SKIP_IF_CONVERGED();
     const long long stride = (long long)gridDim.x * THREADS;
     for (long long e = (long long)blockIdx.x * THREADS + threadIdx.x; e < m; e += stride) {
 #if WEIGHTED
@@ -142,11 +169,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push(const IDX
 #else
         const VAL val = c_old[rows[e]];
 #endif
-        if (val != (VAL)0) atomicAdd(&acc[indices[e]], val);
+        if (val != (VAL)0) atomicAdd(&acc[__ldcs(&indices[e])], val);
     }
 }
 extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push_finish(VAL* __restrict__ acc, int n,
         GJ_VERTEX_ARGS) {
+    GJ_SKIP_IF_CONVERGED();
     __shared__ double sh[32];
     double err = 0.0, dang = 0.0;
     const double dsum = *dsum_in;
@@ -160,19 +188,26 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push_finish(VA
 """
 
 
-def _source(body: str, dtype, weighted: bool, idx) -> str:
-    val = "float" if dtype == np.float32 else "double"
-    index = "int" if idx == np.int32 else "long long"
-    head = (
-        f"#define VAL {val}\n#define IDX {index}\n#define WEIGHTED {int(weighted)}\n#define CHUNK {CHUNK}\n"
+def _source(body: str, dtype, weighted: bool, idx, threads: int = THREADS) -> str:
+    head = "".join(
+        f"#define {k} {v}\n"
+        for k, v in (
+            ("VAL", "float" if dtype == np.float32 else "double"),
+            ("IDX", "int" if idx == np.int32 else "long long"),
+            ("WEIGHTED", int(weighted)),
+            ("THREADS", threads),
+            ("CHUNK", 8 * threads),
+            ("MIN_BLOCKS", max(1, 2048 // threads)),
+        )
     )
     return head + COMMON_CUDA + body
 
 
-def pull_plan(indptr_t):
+def pull_plan(indptr_t, threads: int):
     """Vertices grouped by in-degree class, and the hub chunks; computed once per call."""
     cp = import_cupy()
     n = indptr_t.size - 1
+    chunk = 8 * threads
     deg = cp.diff(indptr_t)
     cls = cp.full(n, 3, dtype=cp.int8)
     cls[deg >= GROUP_MIN] = 2
@@ -181,11 +216,11 @@ def pull_plan(indptr_t):
     order = cp.argsort(cls).astype(cp.int32)  # stable: ids ascending inside a class
     counts = cp.bincount(cls, minlength=4).get().astype(np.int64)
     hubs = order[: counts[0]]
-    nch = (cp.diff(indptr_t)[hubs].get() + CHUNK - 1) // CHUNK
+    nch = (deg[hubs].get() + chunk - 1) // chunk
     chunk_hub = np.repeat(np.arange(counts[0], dtype=np.int32), nch)
     first = (np.cumsum(nch) - nch).astype(np.int64)
     within = np.arange(chunk_hub.size, dtype=np.int64) - np.repeat(first, nch)
-    chunk_start = indptr_t[hubs].get()[chunk_hub] + within * CHUNK
+    chunk_start = indptr_t[hubs].get()[chunk_hub] + within * chunk
     offs = np.concatenate([[0], np.cumsum(counts)])
     return {
         "order": order,
@@ -197,13 +232,56 @@ def pull_plan(indptr_t):
         "hub_done": cp.zeros(max(1, int(counts[0])), dtype=cp.uint32),
         "blocks": (
             int(chunk_hub.size),
-            math.ceil(counts[1] / (THREADS // 32)),
-            math.ceil(counts[2] / (THREADS // 8)),
-            math.ceil(counts[3] / THREADS),
+            math.ceil(counts[1] / (threads // 32)),
+            math.ceil(counts[2] / (threads // 8)),
         ),
         "counts": tuple(int(c) for c in counts[1:]),
         "offsets": tuple(int(o) for o in offs[1:4]),
     }
+
+
+def _hot_size(indptr, m: int, dtype) -> int:
+    """Vertices to cache in shared memory: TUNING['hot'], or 0 when they hold few out-edges."""
+    hot = min(int(TUNING["hot"]), indptr.size - 1, 98304 // np.dtype(dtype).itemsize)
+    if hot <= 0 or m == 0:
+        return 0
+    share = int(indptr[hot]) / m  # gathers that hit vertices < hot: their out-edges
+    return hot if share >= TUNING["min_hot_share"] else 0
+
+
+def _persistent_pull(G, T, weighted, dtype, dummy):
+    """The compiled pull kernel, its launch shape and the per-graph arguments."""
+    cp = import_cupy()
+    threads = int(TUNING["threads"])
+    plan = pull_plan(T.indptr, threads)
+    hot = _hot_size(G.indptr, G.m, dtype)
+    smem = hot * dtype.itemsize
+    kernel = get_kernel(_source(PULL_KERNEL, dtype, weighted, T.indices.dtype, threads), "gj_pagerank_pull")
+    if smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = smem
+    dev = cp.cuda.Device()
+    sms = dev.attributes["MultiProcessorCount"]
+    per_sm = max(
+        1, min(2048 // threads, (dev.attributes["MaxSharedMemoryPerMultiprocessor"] - 2048) // (smem + 1280))
+    )
+    wt = T.weights if weighted else dummy.astype(cp.float32)
+    head = (T.indptr, T.indices, wt)
+    plan_args = (
+        plan["order"],
+        plan["chunk_hub"],
+        plan["chunk_start"],
+        plan["hub_vertex"],
+        plan["hub_chunks"],
+        plan["hub_sum"],
+        plan["hub_done"],
+    )
+    sizes = (
+        np.int32(hot),
+        *(np.int32(b) for b in plan["blocks"]),
+        *(np.int32(c) for c in plan["counts"]),
+        *(np.int32(o) for o in plan["offsets"]),
+    )
+    return kernel, (sms * per_sm,), (threads,), smem, head, plan_args, sizes
 
 
 def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold, dtype):
@@ -223,26 +301,13 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
     has_p, has_dw = vec["p"] is not None, vec["dw"] is not None
     pv, dwv = (vec["p"] if has_p else dummy), (vec["dw"] if has_dw else dummy)
     tail = (np.int32(has_p), np.int32(has_dw))
+    thr = np.float64(threshold)
     scal = (np.float64(alpha), np.float64(1.0 / n))
     if method == "pull":
-        T = G.transpose()
-        plan = pull_plan(T.indptr)
-        wt = T.weights if weighted else dummy.astype(cp.float32)
-        kernel = get_kernel(_source(PULL_KERNEL, dtype, weighted, T.indices.dtype), "gj_pagerank_pull")
-        grid = (max(1, sum(plan["blocks"])),)
-        head = (T.indptr, T.indices, wt)
-        plan_args = (
-            plan["order"],
-            plan["chunk_hub"],
-            plan["chunk_start"],
-            plan["hub_vertex"],
-            plan["hub_chunks"],
-            plan["hub_sum"],
-            plan["hub_done"],
-            *(np.int32(b) for b in plan["blocks"][:3]),
-            *(np.int32(c) for c in plan["counts"]),
-            *(np.int32(o) for o in plan["offsets"]),
+        kernel, grid, block, smem, head, plan_args, sizes = _persistent_pull(
+            G, G.transpose(), weighted, dtype, dummy
         )
+        next_item = cp.zeros(max_iter + 1, dtype=cp.uint32)
     else:
         src = _source(PUSH_KERNEL, dtype, weighted, G.indices.dtype)
         scatter, finish = get_kernel(src, "gj_pagerank_push"), get_kernel(src, "gj_pagerank_push_finish")
@@ -251,17 +316,24 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         accv = cp.zeros(n, dtype=dtype)
         egrid, _ = launch_config(G.m, THREADS, max_blocks=132 * 32)
         vgrid, _ = launch_config(n, THREADS, max_blocks=132 * 16)
-    err = math.inf
-    for it in range(max_iter):
-        vargs = (x_old, x_new, c_new, inv, pv, dwv, *tail, acc[it, 1:], acc[it + 1], *scal)
-        if method == "pull":
-            kernel(grid, (THREADS,), (*head, c_old, *plan_args, *vargs))
-        else:
-            scatter(egrid, (THREADS,), (rows, G.indices, w, c_old, accv, np.int64(G.m)))
-            finish(vgrid, (THREADS,), (accv, np.int32(n), *vargs))
-        err = float(acc[it + 1, 0].get())
-        x_old, x_new = x_new, x_old
-        c_old, c_new = c_new, c_old
-        if err < threshold:
-            return x_old, it + 1, err
-    return x_old, max_iter, err
+    acc[0, 0] = math.inf  # "error before the first iteration": never converged
+    bufs_x, bufs_c = (x_old, x_new), (c_old, c_new)
+    it, batch = 0, 1
+    while it < max_iter:
+        stop = min(max_iter, it + batch)
+        for k in range(it, stop):  # iteration k reads buffer k % 2 and writes the other one
+            xo, xn, co, cn = bufs_x[k % 2], bufs_x[1 - k % 2], bufs_c[k % 2], bufs_c[1 - k % 2]
+            vargs = (xo, xn, cn, inv, pv, dwv, *tail, acc[k, :1], acc[k, 1:], acc[k + 1], thr, *scal)
+            if method == "pull":
+                args = (*head, co, *plan_args, next_item[k : k + 1], *sizes, *vargs)
+                kernel(grid, block, args, shared_mem=smem)
+            else:
+                scatter(egrid, (THREADS,), (rows, G.indices, w, co, accv, np.int64(G.m), acc[k, :1], thr))
+                finish(vgrid, (THREADS,), (accv, np.int32(n), *vargs))
+        errs = acc[it + 1 : stop + 1, 0].get()  # one synchronisation per batch
+        done = np.flatnonzero(errs < threshold)
+        if done.size:
+            k = it + int(done[0])  # the first converged iteration; later launches were no-ops
+            return bufs_x[1 - k % 2], k + 1, float(errs[done[0]])
+        it, batch = stop, min(2 * batch, 16)
+    return bufs_x[max_iter % 2], max_iter, float(errs[-1])
