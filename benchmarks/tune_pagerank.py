@@ -34,7 +34,7 @@ def main() -> None:
             for threads, hot in configs:
                 pg.TUNING.update(threads=threads, hot=hot)
 
-                def run_k(k):
+                def run_k(k, g=g, inv=inv):
                     x, _, _ = pg.pagerank_gpu(
                         g,
                         method="pull",
@@ -60,7 +60,7 @@ def main() -> None:
                     f"setup {setup * 1e3:7.1f} ms  L1 diff vs first {diff:.1e}",
                     flush=True,
                 )
-        del base, g
+        del base
         cp.get_default_memory_pool().free_all_blocks()
 
 
