@@ -18,7 +18,7 @@ from graphs._device import get_kernel, import_cupy, launch_config
 THREADS = 256  # push kernels
 # Pull kernel tunables (measured on the H100, see benchmarks/): block size, shared-memory hot cache.
 TUNING = {"threads": 1024, "hot": 24576, "min_hot_share": 0.05}
-HUB_MIN = 1024  # in-degree from which a vertex is split into chunks of 8 * threads in-edges
+HUB_MIN = 1024  # in-degree from which a vertex is split into chunks of WCHUNK in-edges
 WARP_MIN = 32  # warp per vertex
 GROUP_MIN = 8  # 8 lanes per vertex; below: one thread per vertex
 
@@ -73,44 +73,47 @@ __device__ __forceinline__ double gj_gather(IDX u, const VAL* __restrict__ c_old
 """
 
 PULL_KERNEL = r"""
-// Persistent blocks take work items from a per-iteration counter. Items, in this order: chunks of
-// CHUNK in-edges of hub vertices, then groups of vertices handled a warp, 8 lanes or a thread each.
+// Warps stride over warp-sized work items (no block barriers, no work counter). Items, in order:
+// chunks of WCHUNK in-edges of hub vertices (the last chunk to finish completes the hub), then
+// PER_ITEM vertices a warp, PER_ITEM * 4 vertices 8 lanes each, PER_ITEM * 32 vertices a lane each.
 // The values of the `hot` first vertices (the hubs, once the graph is ordered by degree) are copied
-// into shared memory, so the gathers that hit them skip L2; streamed arrays are read evict-first.
+// into shared memory so the gathers that hit them skip L2; streamed arrays are read evict-first.
+#define WCHUNK 1024
+#define PER_ITEM 4
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pull(
         const long long* __restrict__ indptr, const IDX* __restrict__ indices, const float* __restrict__ w,
         const VAL* __restrict__ c_old, const int* __restrict__ order,
         const int* __restrict__ chunk_hub, const long long* __restrict__ chunk_start,
         const int* __restrict__ hub_vertex, const int* __restrict__ hub_chunks,
-        double* __restrict__ hub_sum, unsigned int* __restrict__ hub_done,
-        unsigned int* __restrict__ next_item, int hot, int blocks_hub, int blocks_warp, int blocks_group,
-        int n_warp, int n_group, int n_thread,
-        int off_warp, int off_group, int off_thread, GJ_VERTEX_ARGS) {
+        double* __restrict__ hub_sum, unsigned int* __restrict__ hub_done, int hot,
+        int items_hub, int n_warp, int n_group, int n_thread, int off_warp, int off_group, int off_thread,
+        GJ_VERTEX_ARGS) {
     GJ_SKIP_IF_CONVERGED();
     extern __shared__ unsigned char gj_smem[];
     VAL* hot_c = reinterpret_cast<VAL*>(gj_smem);
     __shared__ double sh[32];
-    __shared__ int item;
     for (int i = threadIdx.x; i < hot; i += THREADS) hot_c[i] = c_old[i];
     __syncthreads();
     double err = 0.0, dang = 0.0;
     const double dsum = *dsum_in;
-    const int total = blocks_hub + blocks_warp + blocks_group + (n_thread + THREADS - 1) / THREADS;
-    while (true) {
-        if (threadIdx.x == 0) item = (int)atomicAdd(next_item, 1u);
-        __syncthreads();
-        int b = item;
-        __syncthreads();
-        if (b >= total) break;
-        if (b < blocks_hub) {  // a chunk of a hub's in-edges; the last chunk to finish completes the hub
-            const int h = chunk_hub[b];
+    const int lane = threadIdx.x & 31;
+    const int items_warp = (n_warp + PER_ITEM - 1) / PER_ITEM;
+    const int items_group = (n_group + 4 * PER_ITEM - 1) / (4 * PER_ITEM);
+    const int items_thread = (n_thread + 32 * PER_ITEM - 1) / (32 * PER_ITEM);
+    const int total = items_hub + items_warp + items_group + items_thread;
+    const int warps = gridDim.x * (THREADS / 32);
+    for (int b = blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5); b < total; b += warps) {
+        int j = b;
+        if (j < items_hub) {
+            const int h = chunk_hub[j];
             const int v = hub_vertex[h];
-            const long long start = chunk_start[b];
-            const long long end = min(start + (long long)CHUNK, indptr[v + 1]);
+            const long long start = chunk_start[j];
+            const long long end = min(start + (long long)WCHUNK, indptr[v + 1]);
             double s = 0.0;
-            for (long long e = start + threadIdx.x; e < end; e += THREADS) s += GJ_CONTRIB(e);
-            s = gj_block_sum(s, sh);
-            if (threadIdx.x == 0) {
+#pragma unroll 4
+            for (long long e = start + lane; e < end; e += 32) s += GJ_CONTRIB(e);
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+            if (lane == 0) {
                 atomicAdd(&hub_sum[h], s);
                 __threadfence();
                 if (atomicAdd(&hub_done[h], 1u) == (unsigned int)(hub_chunks[h] - 1)) {
@@ -121,9 +124,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
                     GJ_FINISH(v, total_s);
                 }
             }
-        } else if ((b -= blocks_hub) < blocks_warp) {  // a warp per vertex
-            const int k = b * (THREADS / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-            if (k < n_warp) {
+        } else if ((j -= items_hub) < items_warp) {  // a warp per vertex
+            for (int k = j * PER_ITEM; k < min(n_warp, (j + 1) * PER_ITEM); ++k) {
                 const int v = __ldcs(&order[off_warp + k]);
                 double s = 0.0;
                 const long long end = __ldcs(&indptr[v + 1]);
@@ -132,24 +134,29 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
                 for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
                 if (lane == 0) GJ_FINISH(v, s);
             }
-        } else if ((b -= blocks_warp) < blocks_group) {  // 8 lanes per vertex
-            const int k = b * (THREADS / 8) + (threadIdx.x >> 3), lane = threadIdx.x & 7;
-            const int v = k < n_group ? __ldcs(&order[off_group + k]) : 0;
-            double s = 0.0;
-            if (k < n_group) {
-                const long long end = __ldcs(&indptr[v + 1]);
-                for (long long e = __ldcs(&indptr[v]) + lane; e < end; e += 8) s += GJ_CONTRIB(e);
-            }
-            for (int o = 4; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-            if (k < n_group && lane == 0) GJ_FINISH(v, s);
-        } else {  // a thread per vertex
-            const int k = (b - blocks_group) * THREADS + threadIdx.x;
-            if (k < n_thread) {
-                const int v = __ldcs(&order[off_thread + k]);
+        } else if ((j -= items_warp) < items_group) {  // 8 lanes per vertex
+            for (int r = 0; r < PER_ITEM; ++r) {
+                const int k = (j * PER_ITEM + r) * 4 + (lane >> 3), sub = lane & 7;
+                const int v = k < n_group ? __ldcs(&order[off_group + k]) : 0;
                 double s = 0.0;
-                const long long end = __ldcs(&indptr[v + 1]);
-                for (long long e = __ldcs(&indptr[v]); e < end; ++e) s += GJ_CONTRIB(e);
-                GJ_FINISH(v, s);
+                if (k < n_group) {
+                    const long long end = __ldcs(&indptr[v + 1]);
+                    for (long long e = __ldcs(&indptr[v]) + sub; e < end; e += 8) s += GJ_CONTRIB(e);
+                }
+                for (int o = 4; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+                if (k < n_group && sub == 0) GJ_FINISH(v, s);
+            }
+        } else {  // a lane per vertex
+            j -= items_group;
+            for (int r = 0; r < PER_ITEM; ++r) {
+                const int k = (j * PER_ITEM + r) * 32 + lane;
+                if (k < n_thread) {
+                    const int v = __ldcs(&order[off_thread + k]);
+                    double s = 0.0;
+                    const long long end = __ldcs(&indptr[v + 1]);
+                    for (long long e = __ldcs(&indptr[v]); e < end; ++e) s += GJ_CONTRIB(e);
+                    GJ_FINISH(v, s);
+                }
             }
         }
     }
@@ -196,18 +203,20 @@ def _source(body: str, dtype, weighted: bool, idx, threads: int = THREADS) -> st
             ("IDX", "int" if idx == np.int32 else "long long"),
             ("WEIGHTED", int(weighted)),
             ("THREADS", threads),
-            ("CHUNK", 8 * threads),
             ("MIN_BLOCKS", max(1, 2048 // threads)),
         )
     )
     return head + COMMON_CUDA + body
 
 
-def pull_plan(indptr_t, threads: int):
+WCHUNK = 1024  # in-edges of a hub per warp work item (as in PULL_KERNEL)
+
+
+def pull_plan(indptr_t):
     """Vertices grouped by in-degree class, and the hub chunks; computed once per call."""
     cp = import_cupy()
     n = indptr_t.size - 1
-    chunk = 8 * threads
+    chunk = WCHUNK
     deg = cp.diff(indptr_t)
     cls = cp.full(n, 3, dtype=cp.int8)
     cls[deg >= GROUP_MIN] = 2
@@ -230,11 +239,7 @@ def pull_plan(indptr_t, threads: int):
         "hub_chunks": cp.asarray(nch.astype(np.int32)),
         "hub_sum": cp.zeros(max(1, int(counts[0])), dtype=cp.float64),
         "hub_done": cp.zeros(max(1, int(counts[0])), dtype=cp.uint32),
-        "blocks": (
-            int(chunk_hub.size),
-            math.ceil(counts[1] / (threads // 32)),
-            math.ceil(counts[2] / (threads // 8)),
-        ),
+        "items_hub": int(chunk_hub.size),
         "counts": tuple(int(c) for c in counts[1:]),
         "offsets": tuple(int(o) for o in offs[1:4]),
     }
@@ -253,11 +258,11 @@ def _persistent_pull(G, T, weighted, dtype, dummy):
     """The compiled pull kernel, its launch shape and the per-graph arguments."""
     cp = import_cupy()
     threads = int(TUNING["threads"])
-    plan = pull_plan(T.indptr, threads)
+    plan = pull_plan(T.indptr)
     hot = _hot_size(G.indptr, G.m, dtype)
     smem = hot * dtype.itemsize
     kernel = get_kernel(_source(PULL_KERNEL, dtype, weighted, T.indices.dtype, threads), "gj_pagerank_pull")
-    if smem > 48 * 1024:
+    if smem:
         kernel.max_dynamic_shared_size_bytes = smem
     dev = cp.cuda.Device()
     sms = dev.attributes["MultiProcessorCount"]
@@ -277,7 +282,7 @@ def _persistent_pull(G, T, weighted, dtype, dummy):
     )
     sizes = (
         np.int32(hot),
-        *(np.int32(b) for b in plan["blocks"]),
+        np.int32(plan["items_hub"]),
         *(np.int32(c) for c in plan["counts"]),
         *(np.int32(o) for o in plan["offsets"]),
     )
@@ -307,7 +312,6 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         kernel, grid, block, smem, head, plan_args, sizes = _persistent_pull(
             G, G.transpose(), weighted, dtype, dummy
         )
-        next_item = cp.zeros(max_iter + 1, dtype=cp.uint32)
     else:
         src = _source(PUSH_KERNEL, dtype, weighted, G.indices.dtype)
         scatter, finish = get_kernel(src, "gj_pagerank_push"), get_kernel(src, "gj_pagerank_push_finish")
@@ -325,7 +329,7 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
             xo, xn, co, cn = bufs_x[k % 2], bufs_x[1 - k % 2], bufs_c[k % 2], bufs_c[1 - k % 2]
             vargs = (xo, xn, cn, inv, pv, dwv, *tail, acc[k, :1], acc[k, 1:], acc[k + 1], thr, *scal)
             if method == "pull":
-                args = (*head, co, *plan_args, next_item[k : k + 1], *sizes, *vargs)
+                args = (*head, co, *plan_args, *sizes, *vargs)
                 kernel(grid, block, args, shared_mem=smem)
             else:
                 scatter(egrid, (THREADS,), (rows, G.indices, w, co, accv, np.int64(G.m), acc[k, :1], thr))
