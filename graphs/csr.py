@@ -172,6 +172,13 @@ class CSRGraph:
             self._cache["transpose"] = t
         return t
 
+    def derived(self, key: str, factory):
+        """``factory(self)``, computed once and kept with the graph (e.g. an operator's plan)."""
+        value = self._cache.get(key)
+        if value is None:
+            value = self._cache[key] = factory(self)
+        return value
+
     def out_degree(self, *, weighted: bool = False):
         """Out-degree of every vertex (int64), or the sum of out-edge weights (float64)."""
         xp = array_module(self._indptr)

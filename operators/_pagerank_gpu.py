@@ -17,7 +17,7 @@ from graphs._device import get_kernel, import_cupy, launch_config
 
 THREADS = 256  # push kernels
 # Pull kernel tunables (measured on the H100, see benchmarks/): block size, shared-memory hot cache.
-TUNING = {"threads": 1024, "hot": 24576, "min_hot_share": 0.05}
+TUNING = {"threads": 1024, "hot": 24576, "max_hot_bytes": 98304, "min_hot_share": 0.05}
 HUB_MIN = 1024  # in-degree from which a vertex is split into chunks of WCHUNK in-edges
 WARP_MIN = 32  # warp per vertex
 GROUP_MIN = 8  # 8 lanes per vertex; below: one thread per vertex
@@ -141,6 +141,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
                 double s = 0.0;
                 if (k < n_group) {
                     const long long end = __ldcs(&indptr[v + 1]);
+#pragma unroll 4
                     for (long long e = __ldcs(&indptr[v]) + sub; e < end; e += 8) s += GJ_CONTRIB(e);
                 }
                 for (int o = 4; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
@@ -154,6 +155,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
                     const int v = __ldcs(&order[off_thread + k]);
                     double s = 0.0;
                     const long long end = __ldcs(&indptr[v + 1]);
+#pragma unroll 4
                     for (long long e = __ldcs(&indptr[v]); e < end; ++e) s += GJ_CONTRIB(e);
                     GJ_FINISH(v, s);
                 }
@@ -247,7 +249,7 @@ def pull_plan(indptr_t):
 
 def _hot_size(indptr, m: int, dtype) -> int:
     """Vertices to cache in shared memory: TUNING['hot'], or 0 when they hold few out-edges."""
-    hot = min(int(TUNING["hot"]), indptr.size - 1, 98304 // np.dtype(dtype).itemsize)
+    hot = min(int(TUNING["hot"]), indptr.size - 1, int(TUNING["max_hot_bytes"]) // np.dtype(dtype).itemsize)
     if hot <= 0 or m == 0:
         return 0
     share = int(indptr[hot]) / m  # gathers that hit vertices < hot: their out-edges
@@ -258,7 +260,7 @@ def _persistent_pull(G, T, weighted, dtype, dummy):
     """The compiled pull kernel, its launch shape and the per-graph arguments."""
     cp = import_cupy()
     threads = int(TUNING["threads"])
-    plan = pull_plan(T.indptr)
+    plan = T.derived("pagerank_pull_plan", lambda t: pull_plan(t.indptr))
     hot = _hot_size(G.indptr, G.m, dtype)
     smem = hot * dtype.itemsize
     kernel = get_kernel(_source(PULL_KERNEL, dtype, weighted, T.indices.dtype, threads), "gj_pagerank_pull")
@@ -294,12 +296,13 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
     cp = import_cupy()
     n = G.n
     dtype = np.dtype(dtype)
-    vec = {
-        k: (None if a is None else cp.asarray(a, dtype=dtype)) for k, a in (("x0", x0), ("p", p), ("dw", dw))
-    }
+    start = cp.cuda.Event()
+    start.record()
+    vec = {k: (None if a is None else cp.asarray(a, dtype=dtype)) for k, a in (("p", p), ("dw", dw))}
     inv = cp.asarray(inv_out, dtype=dtype)
     dummy = cp.zeros(1, dtype=dtype)
-    x_old, x_new = vec["x0"].copy(), cp.empty(n, dtype=dtype)
+    x_old = cp.full(n, 1.0 / n, dtype=dtype) if x0 is None else cp.asarray(x0, dtype=dtype)
+    x_new = cp.empty(n, dtype=dtype)
     c_old, c_new = x_old * inv, cp.empty(n, dtype=dtype)
     acc = cp.zeros((max_iter + 1, 2), dtype=cp.float64)
     acc[0, 1] = cp.where(inv == 0, x_old.astype(cp.float64), 0.0).sum()
@@ -322,6 +325,8 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         vgrid, _ = launch_config(n, THREADS, max_blocks=132 * 16)
     acc[0, 0] = math.inf  # "error before the first iteration": never converged
     bufs_x, bufs_c = (x_old, x_new), (c_old, c_new)
+    loop = cp.cuda.Event()
+    loop.record()
     it, batch = 0, 1
     while it < max_iter:
         stop = min(max_iter, it + batch)
@@ -338,6 +343,19 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         done = np.flatnonzero(errs < threshold)
         if done.size:
             k = it + int(done[0])  # the first converged iteration; later launches were no-ops
-            return bufs_x[1 - k % 2], k + 1, float(errs[done[0]])
+            return bufs_x[1 - k % 2], k + 1, float(errs[done[0]]), _timings(start, loop, stop)
         it, batch = stop, min(2 * batch, 16)
-    return bufs_x[max_iter % 2], max_iter, float(errs[-1])
+    return bufs_x[max_iter % 2], max_iter, float(errs[-1]), _timings(start, loop, max_iter)
+
+
+def _timings(start, loop, launched: int) -> dict:
+    """Seconds of set-up and of the iteration loop, from CUDA events (the loop has synchronised)."""
+    cp = import_cupy()
+    end = cp.cuda.Event()
+    end.record()
+    end.synchronize()
+    return {
+        "setup_s": cp.cuda.get_elapsed_time(start, loop) / 1e3,
+        "loop_s": cp.cuda.get_elapsed_time(loop, end) / 1e3,
+        "launched": launched,
+    }

@@ -6,7 +6,7 @@ import numba as nb
 import numpy as np
 
 from graphs import CSRGraph
-from graphs._device import to_host
+from graphs._device import array_module
 
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability, vertex_vector
 from .errors import ConvergenceError
@@ -89,9 +89,7 @@ def pagerank(
     x0 = vertex_vector(G, nstart, "nstart")
     if n == 0:
         return np.zeros(0, dtype=np.float64)
-    x0 = np.full(n, 1.0 / n) if x0 is None else x0
-    outw = to_host(G.out_degree(weighted=weighted)).astype(np.float64)
-    inv_out = np.divide(1.0, outw, out=np.zeros(n), where=outw > 0)
+    inv_out = inverse_out_weight(G, weighted)
     args = dict(
         alpha=alpha,
         x0=x0,
@@ -105,7 +103,7 @@ def pagerank(
     if G.device == "gpu":
         from ._pagerank_gpu import pagerank_gpu
 
-        x, iters, err = pagerank_gpu(G, method=method, dtype=dtype, **args)
+        x, iters, err, _ = pagerank_gpu(G, method=method, dtype=dtype, **args)
     else:
         x, iters, err = _pagerank_cpu(G, method=method, **args)
     if not err < n * tol:
@@ -113,8 +111,16 @@ def pagerank(
     return x
 
 
+def inverse_out_weight(G: CSRGraph, weighted: bool):
+    """``1 / out-weight`` per vertex, 0 for dangling vertices (float64, on the graph's device)."""
+    outw = G.out_degree(weighted=weighted).astype(np.float64)
+    xp = array_module(outw)
+    return xp.where(outw > 0, 1.0 / xp.maximum(outw, np.finfo(np.float64).tiny), 0.0)
+
+
 def _pagerank_cpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold):
     n = G.n
+    x0 = np.full(n, 1.0 / n) if x0 is None else x0
     p = np.full(n, 1.0 / n) if p is None else p
     dw = p if dw is None else dw
     if method == "pull":
