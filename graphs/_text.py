@@ -84,7 +84,8 @@ def sniff(path: str, *, comment, delimiter, header, id_cols, sample_lines: int =
     next_numeric = len(data) > 1 and all(
         is_int(t) for i, t in enumerate(split(data[1], None if ragged else delimiter)) if i in id_cols
     )
-    if header is True or (header is None and (named or (looks_named and next_numeric))):
+    tabular = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith((".csv", ".tsv"))
+    if header is True or (header is None and (named or (looks_named and (next_numeric or tabular)))):
         names = [t.strip() for t in tokens]
         data = data[1:]
         tokens = split(data[0], None if ragged else delimiter) if data else None

@@ -21,3 +21,6 @@ class GraphFormatError(ValueError):
         if line is not None:
             where = f"{where}, line {line}"
         super().__init__(f"{where}: {expected}")
+
+    def __reduce__(self):  # survive pickling (errors raised on Dask workers travel back this way)
+        return (type(self), (self.path, self.line, self.expected))

@@ -58,8 +58,10 @@ def read_edgelist(
     dedupe, self_loops : bool
         Drop repeated edges (first weight kept) / drop edges ``u -> u``. Both kept by default.
     header : bool, optional
-        Whether the first data line names the columns; by default a header is recognised when
-        it holds the names given as ``src_col``/``dst_col`` or non-numeric ids above numeric ones.
+        Whether the first data line names the columns. By default it does when it holds the
+        names given as ``src_col``/``dst_col``; in ``.csv``/``.tsv`` files also when its id fields
+        are not numbers (pandas' convention: pass ``header=False`` for string labels without a
+        header); in other text files when non-numeric ids stand above numeric ones.
     device : {'cpu', 'gpu', 'auto'}
         Where the returned graph lives.
 

@@ -19,3 +19,6 @@ class ConvergenceError(RuntimeError):
             f"{algorithm} did not converge in {iterations} iterations: L1 change {error:.3g} "
             f"is still above {threshold:.3g}; raise max_iter or tol"
         )
+
+    def __reduce__(self):  # survive pickling (errors raised on Dask workers travel back this way)
+        return (type(self), (self.algorithm, self.iterations, self.error, self.threshold))

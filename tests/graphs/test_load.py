@@ -73,6 +73,9 @@ def test_string_labels_weights_and_named_columns(tmp_path):
     assert labelled_edges(g) == [("alice", "bob", 0.5), ("bob", "carol", 2.0), ("carol", "alice", 1.25)]
     h = read_edgelist(write(tmp_path, "w.txt", "a b 1\nb c 2\n"), weighted=True)
     assert labelled_edges(h) == [("a", "b", 1.0), ("b", "c", 2.0)]
+    named = write(tmp_path, "n.csv", "src,dst\nx,y\ny,z\n")  # CSV: a non-numeric first row is a header
+    assert labelled_edges(read_edgelist(named)) == [("x", "y"), ("y", "z")]
+    assert read_edgelist(named, header=False).n == 5
 
 
 def test_undirected_dedupe_and_self_loops(tmp_path):

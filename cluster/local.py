@@ -1,0 +1,83 @@
+"""Starting or joining a Dask cluster: LocalCUDACluster with GPUs, LocalCluster without."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from graphs._device import gpu_count
+
+from .worker import GraphjobsWorker
+
+
+def _cuda_cluster_available() -> bool:
+    return gpu_count() > 0 and importlib.util.find_spec("dask_cuda") is not None
+
+
+def make_cluster(
+    n_workers: int | None = None, *, device: str = "auto", threads_per_worker: int | None = None, **kw
+):
+    """A local Dask cluster for graphjobs.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        GPU: one worker per visible GPU by default. CPU: ``max(1, min(4, cores // 2))``.
+    device : {'auto', 'cpu', 'gpu'}
+        'auto' picks a ``dask_cuda.LocalCUDACluster`` when GPUs and dask-cuda are present,
+        otherwise a ``distributed.LocalCluster`` of processes.
+    threads_per_worker : int, optional
+        Dask task threads per worker (default 1: each task already runs Numba or GPU kernels in
+        parallel; Numba gets ``cores // n_workers`` threads per worker).
+    **kw
+        Passed on to the cluster class (e.g. ``dashboard_address``, ``memory_limit``).
+
+    Returns
+    -------
+    distributed.deploy.Cluster
+        Its ``dashboard_link`` is printed.
+    """
+    if device not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
+    use_gpu = device == "gpu" or (device == "auto" and _cuda_cluster_available())
+    threads = threads_per_worker or 1
+    if use_gpu:
+        if not _cuda_cluster_available():
+            raise RuntimeError(
+                "device='gpu' needs a visible GPU, CuPy and dask-cuda (pip install 'graphjobs[gpu]')"
+            )
+        from dask_cuda import LocalCUDACluster
+
+        cores = os.cpu_count() or 1
+        workers = n_workers or gpu_count()
+        plugin = GraphjobsWorker("gpu", numba_threads=max(1, cores // workers))
+        cluster = LocalCUDACluster(n_workers=n_workers, threads_per_worker=threads, plugins={plugin}, **kw)
+    else:
+        from distributed import LocalCluster
+
+        cores = os.cpu_count() or 1
+        workers = n_workers or max(1, min(4, cores // 2))
+        plugin = GraphjobsWorker("cpu", numba_threads=max(1, cores // workers))
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=threads, processes=True, plugins={plugin}, **kw
+        )
+    print(f"graphjobs: Dask dashboard at {cluster.dashboard_link}", flush=True)
+    return cluster
+
+
+def connect(address: str | None = None, **kw):
+    """A ``distributed.Client``: to the scheduler at ``address``, or to a fresh ``make_cluster(**kw)``.
+
+    Workers of an existing scheduler get the graphjobs worker plugin (device 'auto').
+    """
+    from distributed import Client
+
+    if address:
+        if kw:
+            raise ValueError(f"cluster options {sorted(kw)} apply only without a scheduler address")
+        client = Client(address)
+        client.register_plugin(GraphjobsWorker("auto"))
+        print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", flush=True)
+        return client
+    cluster = make_cluster(**kw)
+    return Client(cluster)

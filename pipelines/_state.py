@@ -1,0 +1,41 @@
+"""Per-process state of a worker: graphs loaded once from the workdir and reused by every task."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import graphs
+
+MAX_GRAPHS = 4
+_GRAPHS: OrderedDict[tuple[str, str], graphs.CSRGraph] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def graph(path: str, token: str, device: str) -> graphs.CSRGraph:
+    """The graph saved at ``path`` on ``device``: read from disk once per process (LRU of MAX_GRAPHS)."""
+    key = (token, device)
+    with _LOCK:
+        g = _GRAPHS.get(key)
+        if g is not None:
+            _GRAPHS.move_to_end(key)
+            return g
+        g = graphs.load(path, device=device, verify=False)
+        if g.token != token:
+            raise RuntimeError(
+                f"{path} holds graph {g.token}, expected {token}: the workdir changed under the job"
+            )
+        _GRAPHS[key] = g
+        while len(_GRAPHS) > MAX_GRAPHS:
+            _GRAPHS.popitem(last=False)
+        return g
+
+
+def loaded() -> list[tuple[str, str]]:
+    with _LOCK:
+        return list(_GRAPHS)
+
+
+def clear() -> None:
+    with _LOCK:
+        _GRAPHS.clear()

@@ -1,0 +1,131 @@
+"""Building blocks of jobs: graph sources, the cached load stage, handles passed between tasks.
+
+Every stage is a ``dask.delayed(pure=True)`` call whose key is ``graphjobs-<stage>-<token>``; the token
+depends only on the inputs and parameters, so it names the stage's artifact in the workdir too and a
+re-run finds finished stages there. Tasks pass small handles (a path and a token), never graphs: each
+worker loads a graph once (``pipelines._state``) and reuses it for every task.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import dask
+from dask.base import tokenize
+
+import graphs
+from cluster.worker import worker_device
+
+from . import _state
+
+GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
+READ_OPTIONS = (
+    "directed",
+    "weighted",
+    "dedupe",
+    "self_loops",
+    "comment",
+    "delimiter",
+    "src_col",
+    "dst_col",
+    "weight_col",
+    "header",
+)
+
+
+@dataclass(frozen=True)
+class GraphHandle:
+    """A graph saved in the workdir: what tasks pass around instead of the graph itself."""
+
+    path: str
+    token: str
+    n: int
+    m: int
+    directed: bool
+    weighted: bool
+
+    def get(self, device: str | None = None) -> graphs.CSRGraph:
+        """The graph on ``device`` (default: this worker's), loaded once per process."""
+        return _state.graph(self.path, self.token, device or worker_device())
+
+    def __dask_tokenize__(self):
+        return ("GraphHandle", self.token)
+
+
+def default_workdir() -> Path:
+    return Path(os.environ.get("GRAPHJOBS_WORKDIR", ".graphjobs"))
+
+
+def parse_source(source):
+    """``('graph', g)``, ``('generator', name, kwargs)`` or ``('file', abspath)`` for a job's input.
+
+    Generator specs look like ``rmat:16``, ``rmat:scale=20,seed=3`` or ``ba:n=10000,m=4``.
+    """
+    if isinstance(source, graphs.CSRGraph):
+        return ("graph", source)
+    text = os.fspath(source)
+    name, sep, rest = text.partition(":")
+    if sep and name in GENERATORS and not os.path.exists(text):
+        kwargs = {}
+        for i, part in enumerate(p for p in rest.split(",") if p):
+            key, eq, value = part.partition("=")
+            if not eq:
+                key, value = ("scale" if name == "rmat" else "n") if i == 0 else key, key
+            kwargs[key.strip()] = _number(value.strip(), text)
+        return ("generator", name, kwargs)
+    path = Path(text)
+    if not path.exists():
+        raise FileNotFoundError(f"{text}: no such file (or generator spec like 'rmat:16', 'ba:n=1000,m=3')")
+    return ("file", str(path.resolve()))
+
+
+def _number(value: str, spec: str):
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"{spec}: {value!r} is not a number")
+
+
+def source_token(src) -> str:
+    if src[0] == "graph":
+        return src[1].token
+    if src[0] == "generator":
+        return tokenize(src[1], sorted(src[2].items()))
+    st = os.stat(src[1])
+    return tokenize(src[1], st.st_size, st.st_mtime_ns)
+
+
+def load_stage(source, *, workdir, read_options=None) -> tuple[dask.delayed, str]:
+    """The delayed load -> CSR stage and its token. Skipped when its artifact is in ``workdir``."""
+    src = parse_source(source)
+    options = {k: v for k, v in (read_options or {}).items() if v is not None}
+    unknown = set(options) - set(READ_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown read options {sorted(unknown)}; allowed: {READ_OPTIONS}")
+    token = tokenize("load", source_token(src), sorted(options.items()))
+    artifact = str(Path(workdir).resolve() / f"graph-{token}")
+    call = dask.delayed(_load, pure=True)
+    return call(src, options, artifact, dask_key_name=f"graphjobs-load-{token}"), token
+
+
+def _load(src, options, artifact) -> GraphHandle:
+    if not (Path(artifact) / "meta.json").is_file():
+        if src[0] == "graph":
+            g = src[1]
+        elif src[0] == "generator":
+            fn = GENERATORS[src[1]]
+            kwargs = dict(src[2])
+            if src[1] == "rmat":
+                kwargs.setdefault("device", worker_device())
+            g = fn(**kwargs)
+        else:
+            g = graphs.read_edgelist(src[1], **options)
+        g.save(artifact, overwrite=True)
+    g = graphs.load(artifact, mmap=True, verify=False)
+    return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)

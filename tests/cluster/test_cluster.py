@@ -1,0 +1,48 @@
+"""cluster: LocalCluster/LocalCUDACluster selection, the worker plugin, joining a running scheduler."""
+
+from __future__ import annotations
+
+import pytest
+from distributed import Client, LocalCluster
+
+from cluster import connect, make_cluster, worker_device
+
+
+def _worker_state():
+    import numba
+
+    return worker_device(), numba.get_num_threads()
+
+
+def test_cpu_cluster_with_plugin_and_connect():
+    with make_cluster(1, device="cpu", dashboard_address=":0") as cluster:
+        assert isinstance(cluster, LocalCluster) and len(cluster.workers) == 1
+        with Client(cluster) as client:
+            (state,) = client.run(_worker_state).values()
+            assert state[0] == "cpu" and state[1] >= 1
+        with connect(cluster.scheduler_address) as client:  # an existing scheduler
+            assert client.submit(worker_device).result() == "cpu"
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="device"):
+        make_cluster(device="tpu")
+    with pytest.raises(ValueError, match="apply only without"):
+        connect("tcp://127.0.0.1:1", n_workers=2)
+
+
+def test_gpu_cluster_refused_without_gpu(monkeypatch):
+    import cluster.local as local
+
+    monkeypatch.setattr(local, "_cuda_cluster_available", lambda: False)
+    with pytest.raises(RuntimeError, match="dask-cuda"):
+        make_cluster(device="gpu")
+
+
+@pytest.mark.gpu
+def test_cuda_cluster_one_worker_per_gpu():
+    from graphs._device import gpu_count
+
+    with make_cluster(dashboard_address=":0") as cluster, Client(cluster) as client:
+        assert type(cluster).__name__ == "LocalCUDACluster" and len(cluster.workers) == gpu_count()
+        assert {s[0] for s in client.run(_worker_state).values()} == {"gpu"}

@@ -1,0 +1,141 @@
+"""The PageRank job: values, keys, cached stages, labels, errors; sync scheduler and a real cluster."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+import graphs
+import operators
+import pipelines
+from pipelines import _state
+from tests.conftest import as_vector, dataset_path
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def ranks_by_label(path):
+    df = pd.read_parquet(path)
+    assert list(df.columns) == ["vertex", "pagerank"]
+    return dict(zip(df.vertex.tolist(), df.pagerank.tolist(), strict=True))
+
+
+def write_edges(tmp_path, text, name="edges.txt"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_job_values_keys_and_labels(tmp_path, sync):
+    path = write_edges(tmp_path, "# comment\nann bob\nbob cid\ncid ann\ncid dan\n")
+    job = pipelines.pagerank_job(path, out=tmp_path / "pr.parquet", workdir=tmp_path / "wd", alpha=0.9)
+    assert sorted(k.rsplit("-", 1)[0] for k in job.keys()) == [
+        "graphjobs-load",
+        "graphjobs-pagerank",
+        "graphjobs-write-pagerank",
+    ]
+    summary = pipelines.run(job, progress=False)
+    g = graphs.read_edgelist(path)
+    expected = operators.pagerank(g, alpha=0.9)
+    got = ranks_by_label(tmp_path / "pr.parquet")
+    np.testing.assert_allclose(as_vector(g, got), expected, atol=1e-15)
+    assert summary["n"] == 4 and summary["top"][0][0] == max(got, key=got.get)
+
+
+def test_rerun_skips_finished_stages_and_parameters_change_tokens(tmp_path, sync, monkeypatch):
+    kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd")
+    first = pipelines.run(pipelines.pagerank_job("rmat:scale=9,seed=2", **kw), progress=False)
+    assert first["cached"] == {"pagerank": False, "output": False}
+
+    def fail(*a, **k):
+        raise AssertionError("the cached PageRank stage ran again")
+
+    monkeypatch.setattr(operators, "pagerank", fail)
+    again = pipelines.run(pipelines.pagerank_job("rmat:scale=9,seed=2", **kw), progress=False)
+    assert again["cached"] == {"pagerank": True, "output": True} and again["top"] == first["top"]
+    a, b = pipelines.pagerank_job("rmat:9", **kw), pipelines.pagerank_job("rmat:9", alpha=0.5, **kw)
+    keys = lambda job: {k.rsplit("-", 1)[0]: k for k in job.keys()}  # noqa: E731
+    assert keys(a)["graphjobs-load"] == keys(b)["graphjobs-load"]
+    assert keys(a)["graphjobs-pagerank"] != keys(b)["graphjobs-pagerank"]
+
+
+def test_changed_input_file_is_read_again(tmp_path, sync):
+    path = write_edges(tmp_path, "1 2\n2 3\n")
+    kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd")
+    pipelines.run(pipelines.pagerank_job(path, **kw), progress=False)
+    path.write_text("1 2\n2 3\n3 4\n")
+    summary = pipelines.run(pipelines.pagerank_job(path, **kw), progress=False)
+    assert summary["n"] == 4 and set(ranks_by_label(tmp_path / "pr.parquet")) == {1, 2, 3, 4}
+
+
+def test_graph_is_loaded_once_per_process(tmp_path, sync):
+    _state.clear()
+    job = pipelines.pagerank_job("rmat:scale=8,seed=1", out=tmp_path / "o.parquet", workdir=tmp_path / "wd")
+    pipelines.run(job, progress=False)
+    assert len([k for k in _state.loaded() if k[1] == "cpu"]) == 1
+
+
+def test_personalization_and_snap_file_against_networkx(tmp_path, sync):
+    path = dataset_path("wiki-Vote.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    import networkx as nx
+
+    from tests.conftest import to_networkx
+
+    g = graphs.read_edgelist(path)
+    pers = {30: 1.0, 3: 2.0}
+    job = pipelines.pagerank_job(
+        path, personalization=pers, out=tmp_path / "p.parquet", workdir=tmp_path / "wd"
+    )
+    pipelines.run(job, progress=False)
+    ref = nx.pagerank(to_networkx(g), personalization=pers)
+    got = ranks_by_label(tmp_path / "p.parquet")
+    assert sum(abs(got[k] - ref[k]) for k in ref) < 1e-6
+
+
+def test_bad_input_raises_the_format_error(tmp_path, sync):
+    path = write_edges(tmp_path, "1 2\n3 x\n")
+    job = pipelines.pagerank_job(path, out=tmp_path / "o.parquet", workdir=tmp_path / "wd")
+    with pytest.raises(graphs.GraphFormatError, match="line 2"):
+        pipelines.run(job, progress=False)
+    with pytest.raises(FileNotFoundError):
+        pipelines.pagerank_job(tmp_path / "missing.txt")
+    with pytest.raises(ValueError, match="unknown read options"):
+        pipelines.pagerank_job(path, read_options={"colour": 1})
+
+
+def test_on_a_real_local_cluster(tmp_path):
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    path = write_edges(tmp_path, "a b\nb c\nc a\nc d\n")
+    bad = write_edges(tmp_path, "1 2 1\n3 4 -1\n", name="bad.txt")
+    with make_cluster(1, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        summary = pipelines.run(
+            pipelines.pagerank_job(path, out=tmp_path / "o.parquet", workdir=tmp_path / "wd"),
+            client,
+            progress=False,
+        )
+        g = graphs.read_edgelist(path)
+        np.testing.assert_allclose(
+            as_vector(g, ranks_by_label(tmp_path / "o.parquet")), operators.pagerank(g)
+        )
+        assert summary["device"] == "cpu"
+        job = pipelines.pagerank_job(
+            bad,
+            weighted=None,
+            read_options={"weighted": True},
+            out=tmp_path / "x.parquet",
+            workdir=tmp_path / "wd",
+        )
+        with pytest.raises(graphs.GraphFormatError) as info:  # raised on the worker, intact here
+            pipelines.run(job, client, progress=False)
+        assert info.value.line == 2 and info.value.path.endswith("bad.txt")
