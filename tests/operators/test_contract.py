@@ -16,7 +16,7 @@ from tests.conftest import DEVICES
 OPERATORS = {
     "pagerank": lambda g: pagerank(g),
     "pagerank-push": lambda g: pagerank(g, method="push"),
-    "pagerank-personalized": lambda g: pagerank(g, personalization={g.ids[0].item(): 1.0}),
+    "pagerank-personalized": lambda g: pagerank(g, personalization={0: 1.0, 7: 2.0}),  # by label
 }
 
 
