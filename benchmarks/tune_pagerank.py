@@ -18,12 +18,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scales", default="22,24")
     ap.add_argument("--configs", default="1024:24576,1024:12288,512:12288,1024:0,256:0")
+    ap.add_argument(
+        "--diag",
+        choices=["none", "nogather"],
+        default="none",
+        help="nogather: replace each gather by a dependent no-op (diagnostic, wrong ranks)",
+    )
     args = ap.parse_args()
     import cupy as cp
     import cupyx.scipy.sparse as cps
 
     from operators import _pagerank_gpu as pg
 
+    if args.diag == "nogather":  # keeps the index loads, drops the gathered value
+        pg.COMMON_CUDA = pg.COMMON_CUDA.replace(
+            "return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));", "return (double)u * 1e-30;"
+        )
     configs = [tuple(int(x) for x in c.split(":")) for c in args.configs.split(",")]
     pg.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot in configs)
     for scale in (int(s) for s in args.scales.split(",")):
