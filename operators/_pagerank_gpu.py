@@ -18,9 +18,11 @@ from graphs._device import get_kernel, import_cupy, launch_config
 THREADS = 256  # push kernels
 # Pull kernel tunables (measured on the H100, see benchmarks/): block size, shared-memory hot cache.
 TUNING = {"threads": 1024, "hot": 24576, "max_hot_bytes": 98304, "min_hot_share": 0.05}
-HUB_MIN = 1024  # in-degree from which a vertex is split into chunks of WCHUNK in-edges
-WARP_MIN = 32  # warp per vertex
-GROUP_MIN = 8  # 8 lanes per vertex; below: one thread per vertex
+# In-degree classes of the pull kernel: hubs split into WCHUNK-edge chunks, then vertices with a
+# group of 32, 16, 8 or 1 lanes each (lower bounds below), then vertices with no edge at all.
+HUB_MIN = 1024
+CLASS_MIN = (128, 32, 8, 0)
+WCHUNK = 1024  # in-edges of a hub per warp work item (as in PULL_KERNEL)
 
 COMMON_CUDA = r"""
 __device__ __forceinline__ double gj_block_sum(double v, double* sh) {
@@ -60,12 +62,12 @@ __device__ __forceinline__ double gj_gather(IDX u, const VAL* __restrict__ c_old
 #endif
 // An iteration whose predecessor already converged does nothing: the host can launch a batch of
 // iterations and read their errors once, and the converged vector stays in its buffer.
-#define GJ_SKIP_IF_CONVERGED() if (*prev_err < threshold) return;
+#define GJ_SKIP_IF_CONVERGED() if (acc_in[0] < threshold) return;
 #define GJ_VERTEX_ARGS const VAL* __restrict__ x_old, VAL* __restrict__ x_new, \
     VAL* __restrict__ c_new, const VAL* __restrict__ inv_out, const VAL* __restrict__ p, \
     const VAL* __restrict__ dw, int has_p, int has_dw, \
-    const double* __restrict__ prev_err, const double* __restrict__ dsum_in, double* __restrict__ acc_out, \
-    double threshold, double alpha, double inv_n
+    const double* __restrict__ acc_in, double* __restrict__ acc_out, double threshold, \
+    double alpha, double inv_n
 #define GJ_FINISH(v, s) gj_finish((v), (s), x_old, x_new, c_new, inv_out, p, dw, has_p, has_dw, \
     dsum, alpha, inv_n, err, dang)
 #define GJ_REDUCE_OUT() { double e2 = gj_block_sum(err, sh); double d2 = gj_block_sum(dang, sh); \
@@ -75,19 +77,22 @@ __device__ __forceinline__ double gj_gather(IDX u, const VAL* __restrict__ c_old
 PULL_KERNEL = r"""
 // Warps stride over warp-sized work items (no block barriers, no work counter). Items, in order:
 // chunks of WCHUNK in-edges of hub vertices (the last chunk to finish completes the hub), then
-// PER_ITEM vertices a warp, PER_ITEM * 4 vertices 8 lanes each, PER_ITEM * 32 vertices a lane each.
+// vertices in groups of G = 32, 16, 8 or 1 lanes by in-degree, 32 / G vertices at a time, PER_ITEM
+// rounds per item. Vertices without any edge (when teleport and dangling are uniform) all take the
+// same value: one thread computes it and their share of the error and dangling mass.
 // The values of the `hot` first vertices (the hubs, once the graph is ordered by degree) are copied
 // into shared memory so the gathers that hit them skip L2; streamed arrays are read evict-first.
 #define WCHUNK 1024
 #define PER_ITEM 4
+constexpr int kUnroll = WEIGHTED ? 2 : 4;  // weighted loops need more registers; 32 per thread at most
+template <int G> struct gj_lanes { static constexpr int value = G; };
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pull(
         const long long* __restrict__ indptr, const IDX* __restrict__ indices, const float* __restrict__ w,
         const VAL* __restrict__ c_old, const int* __restrict__ order,
         const int* __restrict__ chunk_hub, const long long* __restrict__ chunk_start,
         const int* __restrict__ hub_vertex, const int* __restrict__ hub_chunks,
-        double* __restrict__ hub_sum, unsigned int* __restrict__ hub_done, int hot,
-        int items_hub, int n_warp, int n_group, int n_thread, int off_warp, int off_group, int off_thread,
-        GJ_VERTEX_ARGS) {
+        double* __restrict__ hub_sum, unsigned int* __restrict__ hub_done, int hot, int items_hub,
+        int n32, int n16, int n8, int n1, int n_iso, int off32, GJ_VERTEX_ARGS) {
     GJ_SKIP_IF_CONVERGED();
     extern __shared__ unsigned char gj_smem[];
     VAL* hot_c = reinterpret_cast<VAL*>(gj_smem);
@@ -95,12 +100,32 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
     for (int i = threadIdx.x; i < hot; i += THREADS) hot_c[i] = c_old[i];
     __syncthreads();
     double err = 0.0, dang = 0.0;
-    const double dsum = *dsum_in;
+    const double dsum = acc_in[1];
     const int lane = threadIdx.x & 31;
-    const int items_warp = (n_warp + PER_ITEM - 1) / PER_ITEM;
-    const int items_group = (n_group + 4 * PER_ITEM - 1) / (4 * PER_ITEM);
-    const int items_thread = (n_thread + 32 * PER_ITEM - 1) / (32 * PER_ITEM);
-    const int total = items_hub + items_warp + items_group + items_thread;
+    auto groups = [&](auto tag, int j, int count, int off) {
+        constexpr int G = decltype(tag)::value;
+        const int sub = lane & (G - 1);
+#pragma unroll 1
+        for (int r = 0; r < PER_ITEM; ++r) {
+            const int k = (j * PER_ITEM + r) * (32 / G) + lane / G;
+            const bool ok = k < count;
+            const int v = ok ? __ldcs(&order[off + k]) : 0;
+            double s = 0.0;
+            if (ok) {
+                const long long end = __ldcs(&indptr[v + 1]);
+#pragma unroll kUnroll
+                for (long long e = __ldcs(&indptr[v]) + sub; e < end; e += G) s += GJ_CONTRIB(e);
+            }
+#pragma unroll
+            for (int o = G / 2; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+            if (ok && sub == 0) GJ_FINISH(v, s);
+        }
+    };
+    const int i32 = (n32 + PER_ITEM - 1) / PER_ITEM;
+    const int i16 = (n16 + 2 * PER_ITEM - 1) / (2 * PER_ITEM);
+    const int i8 = (n8 + 4 * PER_ITEM - 1) / (4 * PER_ITEM);
+    const int i1 = (n1 + 32 * PER_ITEM - 1) / (32 * PER_ITEM);
+    const int total = items_hub + i32 + i16 + i8 + i1;
     const int warps = gridDim.x * (THREADS / 32);
     for (int b = blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5); b < total; b += warps) {
         int j = b;
@@ -110,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
             const long long start = chunk_start[j];
             const long long end = min(start + (long long)WCHUNK, indptr[v + 1]);
             double s = 0.0;
-#pragma unroll 4
+#pragma unroll kUnroll
             for (long long e = start + lane; e < end; e += 32) s += GJ_CONTRIB(e);
             for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
             if (lane == 0) {
@@ -124,43 +149,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
                     GJ_FINISH(v, total_s);
                 }
             }
-        } else if ((j -= items_hub) < items_warp) {  // a warp per vertex
-            for (int k = j * PER_ITEM; k < min(n_warp, (j + 1) * PER_ITEM); ++k) {
-                const int v = __ldcs(&order[off_warp + k]);
-                double s = 0.0;
-                const long long end = __ldcs(&indptr[v + 1]);
-#pragma unroll 4
-                for (long long e = __ldcs(&indptr[v]) + lane; e < end; e += 32) s += GJ_CONTRIB(e);
-                for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-                if (lane == 0) GJ_FINISH(v, s);
-            }
-        } else if ((j -= items_warp) < items_group) {  // 8 lanes per vertex
-            for (int r = 0; r < PER_ITEM; ++r) {
-                const int k = (j * PER_ITEM + r) * 4 + (lane >> 3), sub = lane & 7;
-                const int v = k < n_group ? __ldcs(&order[off_group + k]) : 0;
-                double s = 0.0;
-                if (k < n_group) {
-                    const long long end = __ldcs(&indptr[v + 1]);
-#pragma unroll 4
-                    for (long long e = __ldcs(&indptr[v]) + sub; e < end; e += 8) s += GJ_CONTRIB(e);
-                }
-                for (int o = 4; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-                if (k < n_group && sub == 0) GJ_FINISH(v, s);
-            }
-        } else {  // a lane per vertex
-            j -= items_group;
-            for (int r = 0; r < PER_ITEM; ++r) {
-                const int k = (j * PER_ITEM + r) * 32 + lane;
-                if (k < n_thread) {
-                    const int v = __ldcs(&order[off_thread + k]);
-                    double s = 0.0;
-                    const long long end = __ldcs(&indptr[v + 1]);
-#pragma unroll 4
-                    for (long long e = __ldcs(&indptr[v]); e < end; ++e) s += GJ_CONTRIB(e);
-                    GJ_FINISH(v, s);
-                }
-            }
+        } else if ((j -= items_hub) < i32) {
+            groups(gj_lanes<32>{}, j, n32, off32);
+        } else if ((j -= i32) < i16) {
+            groups(gj_lanes<16>{}, j, n16, off32 + n32);
+        } else if ((j -= i16) < i8) {
+            groups(gj_lanes<8>{}, j, n8, off32 + n32 + n16);
+        } else {
+            groups(gj_lanes<1>{}, j - i8, n1, off32 + n32 + n16 + n8);
         }
+    }
+    if (n_iso > 0 && blockIdx.x == 0 && threadIdx.x == 0) {  // same expression as gj_finish with s = 0
+        const VAL xi = (VAL)(alpha * (0.0 + dsum * inv_n) + (1.0 - alpha) * inv_n);
+        err += (double)n_iso * fabs((double)xi - acc_in[2]);
+        dang += (double)n_iso * (double)xi;
+        acc_out[2] = (double)xi;
     }
     GJ_REDUCE_OUT();
 }
@@ -169,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
 PUSH_KERNEL = r"""
 extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push(const IDX* __restrict__ rows,
         const IDX* __restrict__ indices, const float* __restrict__ w, const VAL* __restrict__ c_old,
-        VAL* __restrict__ acc, long long m, const double* __restrict__ prev_err, double threshold) {
+        VAL* __restrict__ acc, long long m, const double* __restrict__ acc_in, double threshold) {
     GJ_SKIP_IF_CONVERGED();
     const long long stride = (long long)gridDim.x * THREADS;
     for (long long e = (long long)blockIdx.x * THREADS + threadIdx.x; e < m; e += stride) {
@@ -186,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push_finish(VA
     GJ_SKIP_IF_CONVERGED();
     __shared__ double sh[32];
     double err = 0.0, dang = 0.0;
-    const double dsum = *dsum_in;
+    const double dsum = acc_in[1];
     for (int v = blockIdx.x * THREADS + threadIdx.x; v < n; v += gridDim.x * THREADS) {
         const double s = (double)acc[v];
         acc[v] = (VAL)0;
@@ -211,39 +214,59 @@ def _source(body: str, dtype, weighted: bool, idx, threads: int = THREADS) -> st
     return head + COMMON_CUDA + body
 
 
-WCHUNK = 1024  # in-edges of a hub per warp work item (as in PULL_KERNEL)
+def kernel_sources() -> list[tuple[str, str, tuple[str, ...]]]:
+    """Every kernel variant this module can compile: (label, source, kernel names)."""
+    out = []
+    for dtype in (np.float32, np.float64):
+        for weighted in (False, True):
+            for idx in (np.int32, np.int64):
+                tag = f"{np.dtype(dtype).name}-{'w' if weighted else 'u'}-{np.dtype(idx).name}"
+                threads = int(TUNING["threads"])
+                out.append(
+                    (
+                        f"pull-{tag}",
+                        _source(PULL_KERNEL, dtype, weighted, idx, threads),
+                        ("gj_pagerank_pull",),
+                    )
+                )
+                out.append(
+                    (
+                        f"push-{tag}",
+                        _source(PUSH_KERNEL, dtype, weighted, idx),
+                        ("gj_pagerank_push", "gj_pagerank_push_finish"),
+                    )
+                )
+    return out
 
 
-def pull_plan(indptr_t):
-    """Vertices grouped by in-degree class, and the hub chunks; computed once per call."""
+def pull_plan(indptr_t, indptr):
+    """Vertices grouped by in-degree class (``order``), hub chunks, class sizes; cached with the graph."""
     cp = import_cupy()
     n = indptr_t.size - 1
-    chunk = WCHUNK
     deg = cp.diff(indptr_t)
-    cls = cp.full(n, 3, dtype=cp.int8)
-    cls[deg >= GROUP_MIN] = 2
-    cls[deg >= WARP_MIN] = 1
+    cls = cp.full(n, 5, dtype=cp.int8)  # 5: no in-edges and no out-edges
+    cls[(deg > 0) | (cp.diff(indptr) > 0)] = 4
+    for k, lo in enumerate(CLASS_MIN[:-1]):
+        cls[(deg >= lo) & (cls == 4)] = k + 1
     cls[deg >= HUB_MIN] = 0
     order = cp.argsort(cls).astype(cp.int32)  # stable: ids ascending inside a class
-    counts = cp.bincount(cls, minlength=4).get().astype(np.int64)
+    counts = cp.bincount(cls, minlength=6).get().astype(np.int64)
     hubs = order[: counts[0]]
-    nch = (deg[hubs].get() + chunk - 1) // chunk
+    nch = (deg[hubs].get() + WCHUNK - 1) // WCHUNK
     chunk_hub = np.repeat(np.arange(counts[0], dtype=np.int32), nch)
     first = (np.cumsum(nch) - nch).astype(np.int64)
     within = np.arange(chunk_hub.size, dtype=np.int64) - np.repeat(first, nch)
-    chunk_start = indptr_t[hubs].get()[chunk_hub] + within * chunk
-    offs = np.concatenate([[0], np.cumsum(counts)])
     return {
         "order": order,
         "chunk_hub": cp.asarray(chunk_hub),
-        "chunk_start": cp.asarray(chunk_start),
+        "chunk_start": cp.asarray(indptr_t[hubs].get()[chunk_hub] + within * WCHUNK),
         "hub_vertex": hubs.copy(),
         "hub_chunks": cp.asarray(nch.astype(np.int32)),
         "hub_sum": cp.zeros(max(1, int(counts[0])), dtype=cp.float64),
         "hub_done": cp.zeros(max(1, int(counts[0])), dtype=cp.uint32),
         "items_hub": int(chunk_hub.size),
-        "counts": tuple(int(c) for c in counts[1:]),
-        "offsets": tuple(int(o) for o in offs[1:4]),
+        "counts": tuple(int(c) for c in counts),
+        "isolated": order[int(counts[:5].sum()) :],
     }
 
 
@@ -256,11 +279,12 @@ def _hot_size(indptr, m: int, dtype) -> int:
     return hot if share >= TUNING["min_hot_share"] else 0
 
 
-def _persistent_pull(G, T, weighted, dtype, dummy):
-    """The compiled pull kernel, its launch shape and the per-graph arguments."""
+def _persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
+    """The compiled pull kernel, its launch shape, the per-graph arguments and the isolated ids."""
     cp = import_cupy()
     threads = int(TUNING["threads"])
-    plan = T.derived("pagerank_pull_plan", lambda t: pull_plan(t.indptr))
+    T = G.transpose()
+    plan = G.derived("pagerank_pull_plan", lambda g: pull_plan(g.transpose().indptr, g.indptr))
     hot = _hot_size(G.indptr, G.m, dtype)
     smem = hot * dtype.itemsize
     kernel = get_kernel(_source(PULL_KERNEL, dtype, weighted, T.indices.dtype, threads), "gj_pagerank_pull")
@@ -273,22 +297,14 @@ def _persistent_pull(G, T, weighted, dtype, dummy):
     )
     wt = T.weights if weighted else dummy.astype(cp.float32)
     head = (T.indptr, T.indices, wt)
-    plan_args = (
-        plan["order"],
-        plan["chunk_hub"],
-        plan["chunk_start"],
-        plan["hub_vertex"],
-        plan["hub_chunks"],
-        plan["hub_sum"],
-        plan["hub_done"],
-    )
-    sizes = (
-        np.int32(hot),
-        np.int32(plan["items_hub"]),
-        *(np.int32(c) for c in plan["counts"]),
-        *(np.int32(o) for o in plan["offsets"]),
-    )
-    return kernel, (sms * per_sm,), (threads,), smem, head, plan_args, sizes
+    plan_args = tuple(plan[k] for k in ("order", "chunk_hub", "chunk_start", "hub_vertex", "hub_chunks"))
+    plan_args += (plan["hub_sum"], plan["hub_done"])
+    _, n32, n16, n8, n1, n_iso = plan["counts"]
+    if not closed_form_isolated:  # isolated vertices follow the lane class in `order`
+        n1, n_iso = n1 + n_iso, 0
+    sizes = tuple(np.int32(v) for v in (hot, plan["items_hub"], n32, n16, n8, n1, n_iso, plan["counts"][0]))
+    isolated = plan["isolated"] if n_iso else None
+    return kernel, (sms * per_sm,), (threads,), smem, (*head,), plan_args, sizes, isolated
 
 
 def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold, dtype):
@@ -304,16 +320,21 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
     x_old = cp.full(n, 1.0 / n, dtype=dtype) if x0 is None else cp.asarray(x0, dtype=dtype)
     x_new = cp.empty(n, dtype=dtype)
     c_old, c_new = x_old * inv, cp.empty(n, dtype=dtype)
-    acc = cp.zeros((max_iter + 1, 2), dtype=cp.float64)
+    acc = cp.zeros(
+        (max_iter + 1, 3), dtype=cp.float64
+    )  # per iteration: L1 change, dangling mass, isolated value
     acc[0, 1] = cp.where(inv == 0, x_old.astype(cp.float64), 0.0).sum()
+    acc[0, 2] = float(x_old[0]) if n else 0.0
     has_p, has_dw = vec["p"] is not None, vec["dw"] is not None
     pv, dwv = (vec["p"] if has_p else dummy), (vec["dw"] if has_dw else dummy)
     tail = (np.int32(has_p), np.int32(has_dw))
     thr = np.float64(threshold)
     scal = (np.float64(alpha), np.float64(1.0 / n))
+    isolated = None
     if method == "pull":
-        kernel, grid, block, smem, head, plan_args, sizes = _persistent_pull(
-            G, G.transpose(), weighted, dtype, dummy
+        uniform = x0 is None and p is None and dw is None
+        kernel, grid, block, smem, head, plan_args, sizes, isolated = _persistent_pull(
+            G, weighted, dtype, dummy, uniform
         )
     else:
         src = _source(PUSH_KERNEL, dtype, weighted, G.indices.dtype)
@@ -332,20 +353,29 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         stop = min(max_iter, it + batch)
         for k in range(it, stop):  # iteration k reads buffer k % 2 and writes the other one
             xo, xn, co, cn = bufs_x[k % 2], bufs_x[1 - k % 2], bufs_c[k % 2], bufs_c[1 - k % 2]
-            vargs = (xo, xn, cn, inv, pv, dwv, *tail, acc[k, :1], acc[k, 1:], acc[k + 1], thr, *scal)
+            vargs = (xo, xn, cn, inv, pv, dwv, *tail, acc[k], acc[k + 1], thr, *scal)
             if method == "pull":
                 args = (*head, co, *plan_args, *sizes, *vargs)
                 kernel(grid, block, args, shared_mem=smem)
             else:
-                scatter(egrid, (THREADS,), (rows, G.indices, w, co, accv, np.int64(G.m), acc[k, :1], thr))
+                scatter(egrid, (THREADS,), (rows, G.indices, w, co, accv, np.int64(G.m), acc[k], thr))
                 finish(vgrid, (THREADS,), (accv, np.int32(n), *vargs))
         errs = acc[it + 1 : stop + 1, 0].get()  # one synchronisation per batch
         done = np.flatnonzero(errs < threshold)
         if done.size:
             k = it + int(done[0])  # the first converged iteration; later launches were no-ops
-            return bufs_x[1 - k % 2], k + 1, float(errs[done[0]]), _timings(start, loop, stop)
+            x = _fill_isolated(bufs_x[1 - k % 2], isolated, acc[k + 1, 2])
+            return x, k + 1, float(errs[done[0]]), _timings(start, loop, stop)
         it, batch = stop, min(2 * batch, 16)
-    return bufs_x[max_iter % 2], max_iter, float(errs[-1]), _timings(start, loop, max_iter)
+    x = _fill_isolated(bufs_x[max_iter % 2], isolated, acc[max_iter, 2])
+    return x, max_iter, float(errs[-1]), _timings(start, loop, max_iter)
+
+
+def _fill_isolated(x, isolated, value):
+    """Vertices without edges were computed in closed form: write their common value."""
+    if isolated is not None and isolated.size:
+        x[isolated] = value.astype(x.dtype)
+    return x
 
 
 def _timings(start, loop, launched: int) -> dict:
