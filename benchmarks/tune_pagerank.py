@@ -38,7 +38,8 @@ def main() -> None:
     pg.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot in configs)
     for scale in (int(s) for s in args.scales.split(",")):
         base = graphs.rmat(scale, device="gpu")
-        for layout, g in (("degree-order", graphs.reorder(base)), ("original", base)):
+        for layout in args.layouts.split(","):
+            g = base if layout == "original" else graphs.reorder(base, by=layout)
             t_spmv, t_power = cusparse_baseline(cp, cps, g, False)
             print(f"rmat-{scale} {layout:<12} cuSPARSE {t_spmv * 1e3:.3f} ms, step {t_power * 1e3:.3f}")
             ref = None

@@ -105,20 +105,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
     auto groups = [&](auto tag, int j, int count, int off) {
         constexpr int G = decltype(tag)::value;
         const int sub = lane & (G - 1);
+        // the next round's vertex and row bounds are loaded before this round's edges (pipelining)
+        int k = j * PER_ITEM * (32 / G) + lane / G;
+        int v = k < count ? __ldcs(&order[off + k]) : -1;
+        EIDX beg = v >= 0 ? (EIDX)__ldcs(&indptr[v]) : 0, end = v >= 0 ? (EIDX)__ldcs(&indptr[v + 1]) : 0;
 #pragma unroll 1
         for (int r = 0; r < PER_ITEM; ++r) {
-            const int k = (j * PER_ITEM + r) * (32 / G) + lane / G;
-            const bool ok = k < count;
-            const int v = ok ? __ldcs(&order[off + k]) : 0;
+            const int k2 = k + 32 / G;
+            const int v2 = (r + 1 < PER_ITEM && k2 < count) ? __ldcs(&order[off + k2]) : -1;
+            const EIDX beg2 = v2 >= 0 ? (EIDX)__ldcs(&indptr[v2]) : 0;
+            const EIDX end2 = v2 >= 0 ? (EIDX)__ldcs(&indptr[v2 + 1]) : 0;
             double s = 0.0;
-            if (ok) {
-                const long long end = __ldcs(&indptr[v + 1]);
 #pragma unroll kUnroll
-                for (long long e = __ldcs(&indptr[v]) + sub; e < end; e += G) s += GJ_CONTRIB(e);
-            }
+            for (EIDX e = beg + sub; e < end; e += G) s += GJ_CONTRIB(e);
 #pragma unroll
             for (int o = G / 2; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-            if (ok && sub == 0) GJ_FINISH(v, s);
+            if (v >= 0 && sub == 0) GJ_FINISH(v, s);
+            k = k2;
+            v = v2;
+            beg = beg2;
+            end = end2;
         }
     };
     const int i32 = (n32 + PER_ITEM - 1) / PER_ITEM;
@@ -132,11 +138,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
         if (j < items_hub) {
             const int h = chunk_hub[j];
             const int v = hub_vertex[h];
-            const long long start = chunk_start[j];
-            const long long end = min(start + (long long)WCHUNK, indptr[v + 1]);
+            const EIDX start = (EIDX)chunk_start[j];
+            const EIDX end = (EIDX)min(chunk_start[j] + (long long)WCHUNK, indptr[v + 1]);
             double s = 0.0;
 #pragma unroll kUnroll
-            for (long long e = start + lane; e < end; e += 32) s += GJ_CONTRIB(e);
+            for (EIDX e = start + lane; e < end; e += 32) s += GJ_CONTRIB(e);
             for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
             if (lane == 0) {
                 atomicAdd(&hub_sum[h], s);
@@ -200,12 +206,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push_finish(VA
 """
 
 
-def _source(body: str, dtype, weighted: bool, idx, threads: int = THREADS) -> str:
+def _source(body: str, dtype, weighted: bool, idx, threads: int = THREADS, wide_edges: bool = False) -> str:
     head = "".join(
         f"#define {k} {v}\n"
         for k, v in (
             ("VAL", "float" if dtype == np.float32 else "double"),
             ("IDX", "int" if idx == np.int32 else "long long"),
+            ("EIDX", "long long" if wide_edges else "int"),  # edge offsets: 32-bit while m < 2**31
             ("WEIGHTED", int(weighted)),
             ("THREADS", threads),
             ("MIN_BLOCKS", max(1, 2048 // threads)),
@@ -287,7 +294,8 @@ def _persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
     plan = G.derived("pagerank_pull_plan", lambda g: pull_plan(g.transpose().indptr, g.indptr))
     hot = _hot_size(G.indptr, G.m, dtype)
     smem = hot * dtype.itemsize
-    kernel = get_kernel(_source(PULL_KERNEL, dtype, weighted, T.indices.dtype, threads), "gj_pagerank_pull")
+    source = _source(PULL_KERNEL, dtype, weighted, T.indices.dtype, threads, wide_edges=G.m >= 2**31)
+    kernel = get_kernel(source, "gj_pagerank_pull")
     if smem:
         kernel.max_dynamic_shared_size_bytes = smem
     dev = cp.cuda.Device()
