@@ -18,6 +18,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scales", default="22,24")
     ap.add_argument("--configs", default="1024:24576,1024:12288,512:12288,1024:0,256:0")
+    ap.add_argument("--layouts", default="degree,original", help="degree, in_degree, out_degree, original")
     ap.add_argument(
         "--diag",
         choices=["none", "nogather"],
