@@ -1,6 +1,7 @@
 """Compare pull-kernel configurations (block size, shared-memory hot cache) on R-MAT graphs.
 
-    python3 -m benchmarks.tune_pagerank --scales 22,24 --configs 1024:24576,1024:12288,256:0
+    python3 -m benchmarks.tune_pagerank --scales 22,24 --configs 1024:24576,1024:16384:8,256:0
+(threads:hot[:cluster]; with a cluster, hot is each block's slice of the cached range)
 Each configuration's ranks are checked against the first one's; the times come from CUDA events.
 """
 
@@ -35,8 +36,8 @@ def main() -> None:
         pg.COMMON_CUDA = pg.COMMON_CUDA.replace(
             "return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));", "return (double)u * 1e-30;"
         )
-    configs = [tuple(int(x) for x in c.split(":")) for c in args.configs.split(",")]
-    pg.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot in configs)
+    configs = [(tuple(int(x) for x in c.split(":")) + (1,))[:3] for c in args.configs.split(",")]
+    pg.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot, _ in configs)
     for scale in (int(s) for s in args.scales.split(",")):
         base = graphs.rmat(scale, device="gpu")
         for layout in args.layouts.split(","):
@@ -44,13 +45,13 @@ def main() -> None:
             t_spmv, t_power = cusparse_baseline(cp, cps, g, False)
             print(f"rmat-{scale} {layout:<12} cuSPARSE {t_spmv * 1e3:.3f} ms, step {t_power * 1e3:.3f}")
             ref = None
-            for threads, hot in configs:
-                pg.TUNING.update(threads=threads, hot=hot)
+            for threads, hot, cluster in configs:
+                pg.TUNING.update(threads=threads, hot=hot, cluster=cluster)
                 x = pagerank_x(pg, g)
                 ref = x if ref is None else ref
                 per, setup = gpu_iteration_seconds(g, method="pull", weighted=False)
                 print(
-                    f"rmat-{scale} {layout:<12} threads={threads:<5} hot={hot:<6} {per * 1e3:8.3f} ms/iter "
+                    f"rmat-{scale} {layout:<12} threads={threads:<5} hot={hot:<6} cluster={cluster} {per * 1e3:8.3f} ms/iter "
                     f"setup {setup * 1e3:7.1f} ms  L1 diff vs first {np.abs(x - ref).sum():.1e}",
                     flush=True,
                 )

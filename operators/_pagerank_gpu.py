@@ -17,7 +17,7 @@ from graphs._device import get_kernel, import_cupy, launch_config
 
 THREADS = 256  # push kernels
 # Pull kernel tunables (measured on the H100, see benchmarks/): block size, shared-memory hot cache.
-TUNING = {"threads": 1024, "hot": 24576, "max_hot_bytes": 98304, "min_hot_share": 0.05}
+TUNING = {"threads": 1024, "hot": 24576, "max_hot_bytes": 98304, "min_hot_share": 0.05, "cluster": 1}
 # In-degree classes of the pull kernel: hubs split into WCHUNK-edge chunks, then vertices with a
 # group of 32, 16, 8 or 1 lanes each (lower bounds below), then vertices with no edge at all.
 HUB_MIN = 1024
@@ -52,9 +52,39 @@ __device__ __forceinline__ void gj_finish(int v, double s, const VAL* __restrict
     err += fabs((double)out - (double)__ldcs(&x_old[v]));
     if (io == (VAL)0) dang += (double)out;
 }
+#if CLUSTER > 1
+// Thread-block clusters: block r of a cluster holds hot values [r * HOT_SLICE, (r + 1) * HOT_SLICE) and
+// the others read them through distributed shared memory (mapa + ld.shared::cluster).
+__device__ __forceinline__ unsigned gj_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void gj_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ double gj_dsmem(const VAL* local, unsigned rank) {
+    unsigned addr = (unsigned)__cvta_generic_to_shared(local), remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+#if VAL_IS_DOUBLE
+    double v;
+    asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(remote));
+#else
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
+#endif
+    return (double)v;
+}
+__device__ __forceinline__ double gj_gather(IDX u, const VAL* __restrict__ c_old, const VAL* hot_c, int hot) {
+    if (u < (IDX)hot) return gj_dsmem(hot_c + (unsigned)u % HOT_SLICE, (unsigned)u / HOT_SLICE);
+    return (double)__ldg(&c_old[u]);
+}
+#else
 __device__ __forceinline__ double gj_gather(IDX u, const VAL* __restrict__ c_old, const VAL* hot_c, int hot) {
     return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));
 }
+#endif
 #if WEIGHTED
 #define GJ_CONTRIB(e) (gj_gather(__ldcs(&indices[e]), c_old, hot_c, hot) * (double)__ldcs(&w[e]))
 #else
@@ -86,7 +116,12 @@ PULL_KERNEL = r"""
 #define PER_ITEM 4
 constexpr int kUnroll = WEIGHTED ? 2 : 4;  // weighted loops need more registers; 32 per thread at most
 template <int G> struct gj_lanes { static constexpr int value = G; };
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pull(
+#if CLUSTER > 1
+#define GJ_CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define GJ_CLUSTER_DIMS
+#endif
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) GJ_CLUSTER_DIMS gj_pagerank_pull(
         const long long* __restrict__ indptr, const IDX* __restrict__ indices, const float* __restrict__ w,
         const VAL* __restrict__ c_old, const int* __restrict__ order,
         const int* __restrict__ chunk_hub, const long long* __restrict__ chunk_start,
@@ -97,8 +132,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
     extern __shared__ unsigned char gj_smem[];
     VAL* hot_c = reinterpret_cast<VAL*>(gj_smem);
     __shared__ double sh[32];
+#if CLUSTER > 1
+    const int base = (int)gj_cluster_rank() * HOT_SLICE;
+    for (int i = threadIdx.x; i < HOT_SLICE && base + i < hot; i += THREADS) hot_c[i] = c_old[base + i];
+    gj_cluster_sync();
+#else
     for (int i = threadIdx.x; i < hot; i += THREADS) hot_c[i] = c_old[i];
     __syncthreads();
+#endif
     double err = 0.0, dang = 0.0;
     const double dsum = acc_in[1];
     const int lane = threadIdx.x & 31;
@@ -171,6 +212,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gj_pagerank_pu
         dang += (double)n_iso * (double)xi;
         acc_out[2] = (double)xi;
     }
+#if CLUSTER > 1
+    gj_cluster_sync();  // no block may leave while the others still read its shared memory
+#endif
     GJ_REDUCE_OUT();
 }
 """
@@ -206,16 +250,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push_finish(VA
 """
 
 
-def _source(body: str, dtype, weighted: bool, idx, threads: int = THREADS, wide_edges: bool = False) -> str:
+def _source(body, dtype, weighted, idx, threads=THREADS, wide_edges=False, cluster=1, hot_slice=0) -> str:
     head = "".join(
         f"#define {k} {v}\n"
         for k, v in (
             ("VAL", "float" if dtype == np.float32 else "double"),
             ("IDX", "int" if idx == np.int32 else "long long"),
             ("EIDX", "long long" if wide_edges else "int"),  # edge offsets: 32-bit while m < 2**31
+            ("VAL_IS_DOUBLE", int(dtype == np.float64)),
+            ("CLUSTER", cluster),
+            ("HOT_SLICE", max(1, hot_slice)),
             ("WEIGHTED", int(weighted)),
             ("THREADS", threads),
-            ("MIN_BLOCKS", max(1, 2048 // threads)),
+            ("MIN_BLOCKS", 1 if (wide_edges or idx == np.int64) else max(1, 2048 // threads)),
         )
     )
     return head + COMMON_CUDA + body
@@ -224,25 +271,17 @@ def _source(body: str, dtype, weighted: bool, idx, threads: int = THREADS, wide_
 def kernel_sources() -> list[tuple[str, str, tuple[str, ...]]]:
     """Every kernel variant this module can compile: (label, source, kernel names)."""
     out = []
+    threads = int(TUNING["threads"])
     for dtype in (np.float32, np.float64):
         for weighted in (False, True):
             for idx in (np.int32, np.int64):
                 tag = f"{np.dtype(dtype).name}-{'w' if weighted else 'u'}-{np.dtype(idx).name}"
-                threads = int(TUNING["threads"])
-                out.append(
-                    (
-                        f"pull-{tag}",
-                        _source(PULL_KERNEL, dtype, weighted, idx, threads),
-                        ("gj_pagerank_pull",),
-                    )
-                )
-                out.append(
-                    (
-                        f"push-{tag}",
-                        _source(PUSH_KERNEL, dtype, weighted, idx),
-                        ("gj_pagerank_push", "gj_pagerank_push_finish"),
-                    )
-                )
+                wide = idx == np.int64
+                for cluster in (1, 8):
+                    src = _source(PULL_KERNEL, dtype, weighted, idx, threads, wide, cluster, 16384)
+                    out.append((f"pull-c{cluster}-{tag}", src, ("gj_pagerank_pull",)))
+                push = _source(PUSH_KERNEL, dtype, weighted, idx)
+                out.append((f"push-{tag}", push, ("gj_pagerank_push", "gj_pagerank_push_finish")))
     return out
 
 
@@ -277,13 +316,15 @@ def pull_plan(indptr_t, indptr):
     }
 
 
-def _hot_size(indptr, m: int, dtype) -> int:
-    """Vertices to cache in shared memory: TUNING['hot'], or 0 when they hold few out-edges."""
-    hot = min(int(TUNING["hot"]), indptr.size - 1, int(TUNING["max_hot_bytes"]) // np.dtype(dtype).itemsize)
+def _hot_size(indptr, m: int, dtype, cluster: int) -> tuple[int, int]:
+    """(hot vertices cached in shared memory, per-block slice): 0 when they hold few out-edges."""
+    n = indptr.size - 1
+    slice_ = min(int(TUNING["hot"]), int(TUNING["max_hot_bytes"]) // np.dtype(dtype).itemsize)
+    hot = min(slice_ * cluster, n)
     if hot <= 0 or m == 0:
-        return 0
+        return 0, 0
     share = int(indptr[hot]) / m  # gathers that hit vertices < hot: their out-edges
-    return hot if share >= TUNING["min_hot_share"] else 0
+    return (hot, slice_) if share >= TUNING["min_hot_share"] else (0, 0)
 
 
 def _persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
@@ -292,17 +333,34 @@ def _persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
     threads = int(TUNING["threads"])
     T = G.transpose()
     plan = G.derived("pagerank_pull_plan", lambda g: pull_plan(g.transpose().indptr, g.indptr))
-    hot = _hot_size(G.indptr, G.m, dtype)
-    smem = hot * dtype.itemsize
-    source = _source(PULL_KERNEL, dtype, weighted, T.indices.dtype, threads, wide_edges=G.m >= 2**31)
+    cluster = int(TUNING["cluster"])
+    hot, slice_ = _hot_size(G.indptr, G.m, dtype, cluster)
+    cluster = cluster if hot else 1
+    smem = (slice_ if cluster > 1 else hot) * dtype.itemsize
+    source = _source(
+        PULL_KERNEL,
+        dtype,
+        weighted,
+        T.indices.dtype,
+        threads,
+        wide_edges=G.m >= 2**31,
+        cluster=cluster,
+        hot_slice=slice_,
+    )
     kernel = get_kernel(source, "gj_pagerank_pull")
     if smem:
         kernel.max_dynamic_shared_size_bytes = smem
     dev = cp.cuda.Device()
     sms = dev.attributes["MultiProcessorCount"]
-    per_sm = max(
-        1, min(2048 // threads, (dev.attributes["MaxSharedMemoryPerMultiprocessor"] - 2048) // (smem + 1280))
+    wide = G.m >= 2**31 or T.indices.dtype == np.int64  # 64-bit offsets: one block per SM (64 registers)
+    per_sm = (
+        1
+        if wide
+        else min(
+            2048 // threads, (dev.attributes["MaxSharedMemoryPerMultiprocessor"] - 2048) // (smem + 1280)
+        )
     )
+    per_sm = max(1, per_sm)
     wt = T.weights if weighted else dummy.astype(cp.float32)
     head = (T.indptr, T.indices, wt)
     plan_args = tuple(plan[k] for k in ("order", "chunk_hub", "chunk_start", "hub_vertex", "hub_chunks"))
@@ -312,7 +370,8 @@ def _persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
         n1, n_iso = n1 + n_iso, 0
     sizes = tuple(np.int32(v) for v in (hot, plan["items_hub"], n32, n16, n8, n1, n_iso, plan["counts"][0]))
     isolated = plan["isolated"] if n_iso else None
-    return kernel, (sms * per_sm,), (threads,), smem, (*head,), plan_args, sizes, isolated
+    blocks = max(cluster, (sms * per_sm) // cluster * cluster)  # a whole number of clusters
+    return kernel, (blocks,), (threads,), smem, (*head,), plan_args, sizes, isolated
 
 
 def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold, dtype):
