@@ -36,7 +36,7 @@ def main() -> None:
         pg.COMMON_CUDA = pg.COMMON_CUDA.replace(
             "return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));", "return (double)u * 1e-30;"
         )
-    configs = [(tuple(int(x) for x in c.split(":")) + (1,))[:3] for c in args.configs.split(",")]
+    configs = [(*(int(x) for x in c.split(":")), 1)[:3] for c in args.configs.split(",")]
     pg.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot, _ in configs)
     for scale in (int(s) for s in args.scales.split(",")):
         base = graphs.rmat(scale, device="gpu")
@@ -51,7 +51,7 @@ def main() -> None:
                 ref = x if ref is None else ref
                 per, setup = gpu_iteration_seconds(g, method="pull", weighted=False)
                 print(
-                    f"rmat-{scale} {layout:<12} threads={threads:<5} hot={hot:<6} cluster={cluster} {per * 1e3:8.3f} ms/iter "
+                    f"rmat-{scale} {layout:<12} {threads}:{hot}:{cluster:<3} {per * 1e3:8.3f} ms/iter "
                     f"setup {setup * 1e3:7.1f} ms  L1 diff vs first {np.abs(x - ref).sum():.1e}",
                     flush=True,
                 )
