@@ -7,7 +7,7 @@ from .edges import from_edges
 from .errors import GraphFormatError
 from .generators import barabasi_albert, erdos_renyi, rmat
 from .read import read_edgelist
-from .reorder import reorder
+from .reorder import reorder, reorder_orders
 from .store import load
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "load",
     "read_edgelist",
     "reorder",
+    "reorder_orders",
     "rmat",
     "toy",
 ]

@@ -11,6 +11,11 @@ from .csr import CSRGraph
 ORDERS = ("degree", "out_degree", "in_degree")
 
 
+def reorder_orders() -> tuple[str, ...]:
+    """The names ``reorder(by=...)`` accepts."""
+    return ORDERS
+
+
 def reorder(g: CSRGraph, by="degree") -> CSRGraph:
     """The same graph with internal ids renumbered, e.g. by decreasing degree.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numba as nb
 import numpy as np
 
@@ -46,7 +48,9 @@ def pagerank(
     max_iter : int
         Iterations allowed before ``ConvergenceError``.
     tol : float
-        Stop when the L1 change of an iteration is below ``n * tol`` (as NetworkX does).
+        Stop when the L1 change of an iteration is below ``n * tol`` (as NetworkX does). On large
+        graphs this rule is loose: from ``n * tol >= 2`` it holds after one iteration, so a
+        UserWarning is issued when ``n * tol >= 1``; pass ``tol=eps / n`` for an L1 change below eps.
     nstart : dict or array, optional
         Starting vector (normalised). Uniform by default.
     dangling : dict or array, optional
@@ -89,6 +93,13 @@ def pagerank(
     x0 = vertex_vector(G, nstart, "nstart")
     if n == 0:
         return np.zeros(0, dtype=np.float64)
+    if n * tol >= 1:
+        warnings.warn(
+            f"tol={tol:g} on {n:,} vertices: the stopping rule (L1 change < n * tol = {n * tol:.3g}, as in "
+            f"NetworkX) can hold after the first iteration; tol={1e-6 / n:.1e} gives an L1 change below 1e-6",
+            UserWarning,
+            stacklevel=2,
+        )
     inv_out = inverse_out_weight(G, weighted)
     args = dict(
         alpha=alpha,
@@ -112,10 +123,14 @@ def pagerank(
 
 
 def inverse_out_weight(G: CSRGraph, weighted: bool):
-    """``1 / out-weight`` per vertex, 0 for dangling vertices (float64, on the graph's device)."""
-    outw = G.out_degree(weighted=weighted).astype(np.float64)
-    xp = array_module(outw)
-    return xp.where(outw > 0, 1.0 / xp.maximum(outw, np.finfo(np.float64).tiny), 0.0)
+    """``1 / out-weight`` per vertex, 0 for dangling vertices (float64, on the graph's device; cached)."""
+
+    def compute(g):
+        outw = g.out_degree(weighted=weighted).astype(np.float64)
+        xp = array_module(outw)
+        return xp.where(outw > 0, 1.0 / xp.maximum(outw, np.finfo(np.float64).tiny), 0.0)
+
+    return G.derived(f"inverse_out_weight_{bool(weighted)}", compute)
 
 
 def _pagerank_cpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold):

@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     pr.add_argument("--weighted", action="store_true", help="read edge weights from the third column")
     pr.add_argument("--dedupe", action="store_true", help="drop repeated edges")
+    pr.add_argument(
+        "--reorder",
+        choices=["degree", "in_degree", "out_degree"],
+        help="renumber vertices once at load for locality (labels are kept)",
+    )
     pr.add_argument("--alpha", type=float, default=0.85, help="probability of following an edge (0.85)")
     pr.add_argument("--tol", type=float, default=1e-6)
     pr.add_argument("--max-iter", type=int, default=100)
@@ -108,6 +113,7 @@ def _pagerank(args) -> int:
         max_iter=args.max_iter,
         directed=not args.undirected,
         read_options={"weighted": args.weighted or None, "dedupe": args.dedupe or None},
+        reorder=args.reorder,
         out=args.out,
         workdir=args.workdir,
     )

@@ -198,3 +198,12 @@ def test_string_labels_and_networkx_parity():
     g = graphs.toy.labeled()
     ref = nx.pagerank(to_networkx(g), personalization={"a": 1, "e": 3})
     np.testing.assert_allclose(pagerank(g, personalization={"a": 1, "e": 3}), as_vector(g, ref), atol=1e-12)
+
+
+def test_loose_tolerance_on_large_graphs_warns():
+    g = graphs.erdos_renyi(1_200_000, m=2_400_000, seed=1)
+    with pytest.warns(UserWarning, match="L1 change < n \\* tol"):
+        loose = pagerank(g)  # n * tol = 1.2: NetworkX's rule
+    tight = pagerank(g, tol=1e-6 / g.n)
+    assert np.abs(loose - tight).sum() > 1e-4  # the loose answer is measurably off
+    assert np.abs(tight - pagerank(g, tol=1e-7 / g.n)).sum() < 2e-6

@@ -65,6 +65,19 @@ def test_rerun_skips_finished_stages_and_parameters_change_tokens(tmp_path, sync
     assert keys(a)["graphjobs-pagerank"] != keys(b)["graphjobs-pagerank"]
 
 
+def test_reorder_at_load_keeps_results_by_label(tmp_path, sync):
+    kw = dict(workdir=tmp_path / "wd")
+    pipelines.run(
+        pipelines.pagerank_job("rmat:scale=9,seed=3", out=tmp_path / "a.parquet", **kw), progress=False
+    )
+    job = pipelines.pagerank_job("rmat:scale=9,seed=3", reorder="degree", out=tmp_path / "b.parquet", **kw)
+    pipelines.run(job, progress=False)
+    a, b = ranks_by_label(tmp_path / "a.parquet"), ranks_by_label(tmp_path / "b.parquet")
+    assert a.keys() == b.keys() and max(abs(a[k] - b[k]) for k in a) < 1e-15
+    with pytest.raises(ValueError, match="reorder must be"):
+        pipelines.pagerank_job("rmat:9", reorder="random")
+
+
 def test_changed_input_file_is_read_again(tmp_path, sync):
     path = write_edges(tmp_path, "1 2\n2 3\n")
     kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd")
