@@ -7,27 +7,22 @@ import numpy as np
 import graphs
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
 from operators import pagerank
+from operators.pagerank import inverse_out_weight
 
 SNAP_GRAPHS = ["wiki-Vote", "email-Enron", "soc-Epinions1", "soc-Slashdot0902", "ca-CondMat"]
 
 
-def _inv_out(g, xp):
-    out = g.out_degree(weighted=g.weighted).astype(xp.float64)
-    return xp.where(out > 0, 1.0 / xp.maximum(out, 1e-300), 0.0)
-
-
 def _iteration_seconds(run_k):
-    """Per-iteration seconds from runs of 10 and 30 iterations (set-up cancels), and set-up."""
-    t10, _ = wall(lambda: run_k(10), repeats=3)
-    t30, _ = wall(lambda: run_k(30), repeats=3)
-    per = (t30 - t10) / 20
+    """Per-iteration seconds from runs of 10 and 50 iterations (set-up cancels), and set-up."""
+    t10, _ = wall(lambda: run_k(10), repeats=5)
+    t50, _ = wall(lambda: run_k(50), repeats=5)
+    per = (t50 - t10) / 40
     return per, max(0.0, t10 - 10 * per)
 
 
 def gpu_iteration_seconds(g, *, method, weighted, iterations=40, repeats=5):
     """Median per-iteration and set-up seconds of the GPU power iteration, from its CUDA events."""
     from operators._pagerank_gpu import pagerank_gpu
-    from operators.pagerank import inverse_out_weight
 
     inv = inverse_out_weight(g, weighted)
     runs = []
@@ -87,7 +82,7 @@ def gpu(rep: Reporter, scales, weighted_scales) -> None:
 def cusparse_baseline(cp, cps, g, weighted):
     """cuSPARSE SpMV alone, and the power-iteration step a CuPy user writes around it (seconds)."""
     n = g.n
-    inv = _inv_out(g, cp)
+    inv = inverse_out_weight(g, weighted)
     T = g.transpose()
     data = inv[T.indices].astype(cp.float32)
     if weighted:
@@ -149,7 +144,6 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
 
 def _iterations_to_converge(g, tol, weighted):
     from operators._pagerank_gpu import pagerank_gpu
-    from operators.pagerank import inverse_out_weight
 
     _, iters, _, _ = pagerank_gpu(
         g,
@@ -198,7 +192,7 @@ def cpu(rep: Reporter, dataset_dir, scales) -> None:
             speedup=t_nx / t_ours,
         )
         # per iteration against the SciPy step NetworkX runs (x @ A + dangling + teleport)
-        T, inv = g.transpose(), _inv_out(g, np)
+        T, inv = g.transpose(), inverse_out_weight(g, False)
         A = g.to_scipy().astype(np.float64)
         A = A.multiply(inv[:, None]).tocsr()
         x = np.full(g.n, 1.0 / g.n)

@@ -155,15 +155,21 @@ def _pagerank_cpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, t
 
 
 @nb.njit(parallel=True, cache=True)
+def _dangling_mass(x, inv_out):
+    total = 0.0
+    for v in nb.prange(x.size):
+        if inv_out[v] == 0.0:
+            total += x[v]
+    return total
+
+
+@nb.njit(parallel=True, cache=True)
 def _pull_cpu(indptr, indices, w, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):
     n = x.size
     x_next = np.empty(n)
     c = x * inv_out
     c_next = np.empty(n)
-    dsum = 0.0
-    for v in nb.prange(n):
-        if inv_out[v] == 0.0:
-            dsum += x[v]
+    dsum = _dangling_mass(x, inv_out)
     err = np.inf
     for it in range(max_iter):
         err = 0.0
@@ -192,10 +198,7 @@ def _push_cpu(indptr, indices, w, weighted, inv_out, x, p, dw, alpha, max_iter, 
     parts = bounds.size - 1
     acc = np.zeros((parts, n))
     x_next = np.empty(n)
-    dsum = 0.0
-    for v in nb.prange(n):
-        if inv_out[v] == 0.0:
-            dsum += x[v]
+    dsum = _dangling_mass(x, inv_out)
     err = np.inf
     for it in range(max_iter):
         for k in nb.prange(parts):
