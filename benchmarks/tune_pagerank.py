@@ -30,14 +30,15 @@ def main() -> None:
     import cupy as cp
     import cupyx.scipy.sparse as cps
 
+    from operators import _pagerank_cuda, _pagerank_pull
     from operators import _pagerank_gpu as pg
 
     if args.diag == "nogather":  # keeps the index loads, drops the gathered value
-        pg.COMMON_CUDA = pg.COMMON_CUDA.replace(
+        _pagerank_cuda.COMMON_CUDA = _pagerank_cuda.COMMON_CUDA.replace(
             "return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));", "return (double)u * 1e-30;"
         )
     configs = [(*(int(x) for x in c.split(":")), 1)[:3] for c in args.configs.split(",")]
-    pg.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot, _ in configs)
+    _pagerank_pull.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot, _ in configs)
     for scale in (int(s) for s in args.scales.split(",")):
         base = graphs.rmat(scale, device="gpu")
         for layout in args.layouts.split(","):
@@ -46,7 +47,7 @@ def main() -> None:
             print(f"rmat-{scale} {layout:<12} cuSPARSE {t_spmv * 1e3:.3f} ms, step {t_power * 1e3:.3f}")
             ref = None
             for threads, hot, cluster in configs:
-                pg.TUNING.update(threads=threads, hot=hot, cluster=cluster)
+                _pagerank_pull.TUNING.update(threads=threads, hot=hot, cluster=cluster)
                 x = pagerank_x(pg, g)
                 ref = x if ref is None else ref
                 per, setup = gpu_iteration_seconds(g, method="pull", weighted=False)

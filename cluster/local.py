@@ -41,6 +41,7 @@ def make_cluster(
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
     use_gpu = device == "gpu" or (device == "auto" and _cuda_cluster_available())
     threads = threads_per_worker or 1
+    cores = os.cpu_count() or 1
     if use_gpu:
         if not _cuda_cluster_available():
             raise RuntimeError(
@@ -48,14 +49,12 @@ def make_cluster(
             )
         from dask_cuda import LocalCUDACluster
 
-        cores = os.cpu_count() or 1
         workers = n_workers or gpu_count()
         plugin = GraphjobsWorker("gpu", numba_threads=max(1, cores // workers))
         cluster = LocalCUDACluster(n_workers=n_workers, threads_per_worker=threads, plugins={plugin}, **kw)
     else:
         from distributed import LocalCluster
 
-        cores = os.cpu_count() or 1
         workers = n_workers or max(1, min(4, cores // 2))
         plugin = GraphjobsWorker("cpu", numba_threads=max(1, cores // workers))
         cluster = LocalCluster(

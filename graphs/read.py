@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from . import _text
-from ._device import resolve_device
+from ._device import array_module, resolve_device
 from .csr import CSRGraph
 from .edges import assemble, check_weights, renumber_labels
 from .errors import GraphFormatError
@@ -110,7 +110,7 @@ def read_edgelist(
         )
     if w is not None:
         w = check_weights(w, path, line_of=line_of)
-    xp = _xp_of(src)
+    xp = array_module(src)
     src, dst, ids = renumber_labels(xp, src, dst)
     g = assemble(src, dst, w, len(ids), directed=directed, dedupe=dedupe, self_loops=self_loops, ids=ids)
     return g.to(device)
@@ -134,12 +134,6 @@ def file_format(path: str) -> str:
 @functools.cache
 def has_cudf() -> bool:
     return importlib.util.find_spec("cudf") is not None
-
-
-def _xp_of(a):
-    from ._device import array_module
-
-    return array_module(a)
 
 
 def read_text_columns(path, *, comment, delimiter, header, cols, engine, skip_first=False):
