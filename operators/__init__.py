@@ -2,5 +2,17 @@
 
 from .errors import ConvergenceError
 from .pagerank import pagerank
+from .ppr import ppr
+from .ppr_index import PPRIndex, build_ppr_index, load_ppr_index
+from .topk_ppr import TopkPPR, topk_ppr
 
-__all__ = ["ConvergenceError", "pagerank"]
+__all__ = [
+    "ConvergenceError",
+    "PPRIndex",
+    "TopkPPR",
+    "build_ppr_index",
+    "load_ppr_index",
+    "pagerank",
+    "ppr",
+    "topk_ppr",
+]

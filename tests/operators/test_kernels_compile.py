@@ -9,13 +9,27 @@ import subprocess
 import pytest
 
 from graphs import _mix, generators
-from operators import _pagerank_gpu
+from operators import _irw, _pagerank_gpu, _topk_gpu, _topk_gpu_estimate
 
 NVCC = shutil.which("nvcc")
 SOURCES = [
     ("fingerprint", _mix.FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64")),
     ("rmat", generators.RMAT_KERNEL, ("gj_rmat",)),
     *_pagerank_gpu.kernel_sources(),
+    ("irw-walks", _irw.WALKS_KERNEL, ("gj_irw_walks_i32", "gj_irw_walks_i64")),
+    (
+        "topk-push",
+        _topk_gpu.PUSH_KERNELS,
+        (
+            "gj_afp_push_tiles",
+            "gj_afp_push_threads",
+            "gj_afp_push_big",
+            "gj_afp_frontier",
+            "gj_select_candidates",
+        ),
+    ),
+    ("topk-estimate", _topk_gpu_estimate.ESTIMATE_KERNELS, ("gj_compute_ppr", "gj_bound_reduction")),
+    ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
 ]
 
 

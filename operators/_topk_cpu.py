@@ -1,0 +1,191 @@
+"""CPU (Numba) primitives of the top-k PPR query: forward push, IRW and H estimates, fallback walks.
+
+One ``CPUQuery`` per thread holds the per-source workspace (residues, reserves, the touched list),
+reset in O(touched) between sources. ``mark`` bits: 1 = queued for a push, 2 = touched.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from graphs._mix import mix64
+
+from ._irw import _U_GOLDEN, _walk_cpu
+
+
+@nb.njit(cache=True)
+def _afp_cpu(indptr, indices, deg1, beta, rmax, s, alpha, r, pi0, mark, touched, nt, queue):
+    """Adaptive forward push (FIFO) from the touched vertices above r(u) > d(u) beta(u) r_max."""
+    n = r.size
+    tail = 0
+    for i in range(nt):  # regenerate the frontier
+        u = touched[i]
+        if r[u] > deg1[u] * beta[u] * rmax and (mark[u] & 1) == 0:
+            mark[u] |= 1
+            queue[tail] = u
+            tail += 1
+    head = 0
+    size = tail
+    tail %= n
+    pushes = 0
+    while size > 0:
+        u = queue[head]
+        head = (head + 1) % n
+        size -= 1
+        mark[u] &= 2
+        ru = r[u]
+        r[u] = 0.0
+        pi0[u] += (1.0 - alpha) * ru
+        pushes += 1
+        lo, hi = indptr[u], indptr[u + 1]
+        if hi == lo:  # no out-edges: the walk jumps back to the source
+            lo, hi, inc = -1, 0, alpha * ru
+        else:
+            inc = alpha * ru / (hi - lo)
+        for e in range(lo, hi):
+            w = s if e < 0 else indices[e]
+            r[w] += inc
+            if (mark[w] & 2) == 0:
+                mark[w] |= 2
+                touched[nt] = w
+                nt += 1
+            if (mark[w] & 1) == 0 and r[w] > deg1[w] * beta[w] * rmax:
+                mark[w] |= 1
+                queue[tail] = w
+                tail = (tail + 1) % n
+                size += 1
+    return pushes, nt
+
+
+@nb.njit(parallel=True, cache=True)
+def _compute_ppr_cpu(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, out):
+    for i in nb.prange(cand.size):
+        t = cand[i]
+        acc = 0.0
+        nf = ip2[t + 1] - ip2[t]
+        for j in range(ip1[t], ip1[t + 1]):
+            v = starts[j]
+            if r[v] > 0.0:
+                k = j - ip1[t]
+                f = freqs[ip2[t] + k] if k < nf else 1
+                acc += r[v] * f / omega[v]
+        h = h_index[t]
+        out[i] = pi0[t] + acc + (est_h[h] if h >= 0 else 0.0)
+
+
+@nb.njit(cache=True)
+def _bound_reduction_cpu(touched, nt, hptr, h_end, h_freq, ret, r, omega, est_h):
+    """Walk part of the estimates of H (Alg. 4); returns the returned mass sum_v r(v) b_v too."""
+    returned = 0.0
+    for i in range(nt):
+        v = touched[i]
+        if r[v] > 0.0:
+            w = r[v] / omega[v]
+            returned += w * ret[v]
+            for e in range(hptr[v], hptr[v + 1]):
+                est_h[h_end[e]] += w * h_freq[e]
+    return returned
+
+
+@nb.njit(cache=True)
+def _fallback_cpu(indptr, indices, touched, nt, r, pi0, alpha, walks_per_mass, key):
+    est = pi0.copy()
+    ret = 0.0
+    g = np.uint64(0)
+    stop = 1.0 - alpha
+    for i in range(nt):
+        v = touched[i]
+        if r[v] <= 0.0:
+            continue
+        nv = max(1, int(np.ceil(r[v] * walks_per_mass)))
+        share = r[v] / nv
+        for _ in range(nv):
+            t = _walk_cpu(indptr, indices, v, mix64(key + g * _U_GOLDEN), stop)
+            g += np.uint64(1)
+            if t >= 0:
+                est[t] += share
+            else:
+                ret += share
+    return est, ret, g
+
+
+class CPUQuery:
+    """The workspace and primitives of Algorithm 3 on the CPU."""
+
+    def __init__(self, index):
+        g, a = index.graph, index.arrays
+        self.index, self.n = index, g.n
+        self.indptr, self.indices = g.indptr, g.indices
+        self.deg1 = np.maximum(np.diff(g.indptr), 1).astype(np.float64)
+        self.ones = np.ones(g.n)
+        self.omega = a["omega"].astype(np.float64)
+        self.r = np.zeros(g.n)
+        self.pi0 = np.zeros(g.n)
+        self.mark = np.zeros(g.n, dtype=np.uint8)
+        self.touched = np.empty(g.n, dtype=np.int32)
+        self.queue = np.empty(g.n, dtype=np.int32)
+        self.nt = 0
+
+    def start(self, s: int) -> None:
+        t = self.touched[: self.nt]
+        self.r[t] = 0.0
+        self.pi0[t] = 0.0
+        self.mark[t] = 0
+        self.s = s
+        self.r[s] = 1.0
+        self.mark[s] = 2
+        self.touched[0] = s
+        self.nt = 1
+
+    def push(self, rmax: float, adaptive: bool, tiling: bool) -> int:
+        beta = self.index.arrays["beta"] if adaptive else self.ones
+        pushes, self.nt = _afp_cpu(
+            self.indptr, self.indices, self.deg1, beta, rmax, self.s, self.index.params.alpha,
+            self.r, self.pi0, self.mark, self.touched, self.nt, self.queue,
+        )  # fmt: skip
+        return int(pushes)
+
+    def candidates(self, tau: float, exclude_h: bool):
+        t = self.touched[: self.nt]
+        keep = self.pi0[t] >= tau
+        if exclude_h:
+            keep &= self.index.arrays["h_index"][t] < 0
+        c = t[keep]
+        return c[np.argsort(-self.pi0[c], kind="stable")]
+
+    def bound_reduction(self):
+        a = self.index.arrays
+        est_h = np.zeros(a["high"].size)
+        self.returned_mass = _bound_reduction_cpu(
+            self.touched, self.nt, a["hptr"], a["h_end"], a["h_freq"], a["ret"], self.r, self.omega, est_h
+        )
+        return est_h
+
+    def compute_ppr(self, cand, est_h, tiling: bool):
+        a = self.index.arrays
+        out = np.empty(cand.size)
+        _compute_ppr_cpu(
+            cand, a["ip1"], a["starts"], a["ip2"], a["freqs"], self.r, self.omega, self.pi0,
+            a["h_index"], est_h, out,
+        )  # fmt: skip
+        return out
+
+    def returned(self) -> float:
+        return self.returned_mass
+
+    def pi0_of(self, vertices):
+        return self.pi0[vertices]
+
+    def top(self, vertices, est, k: int):
+        best = np.argsort(-est, kind="stable")[:k]
+        return np.asarray(vertices)[best], est[best]
+
+    def fallback(self, walks_per_mass: float, key: int):
+        est, ret, walks = _fallback_cpu(
+            self.indptr, self.indices, self.touched, self.nt, self.r, self.pi0,
+            self.index.params.alpha, walks_per_mass, np.uint64(key),
+        )  # fmt: skip
+        est /= 1.0 - ret
+        best = np.argsort(-est, kind="stable")
+        return best, est, int(walks)

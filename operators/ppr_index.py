@@ -1,0 +1,274 @@
+"""The kPAR index (Shi et al., PVLDB 13(1)): PRO-rank budget, random walks, inverted random walks.
+
+Offline stages: global PageRank -> PRO-rank list (pr(u)/d_out(u), decreasing) -> r_max and psi
+(Eq. 5) -> per-vertex thresholds beta(v) r_max from the 20% walk budget (Sec. 3.3.2, Eq. 8) ->
+omega(v) walks from every v (Eq. 7) -> inverted random walks with the high-IRW set H (Fig. 2, 4).
+Vertices without out-edges count as out-degree 1 in every formula (their residue is pushed back to
+the source, and a walk from them stops or returns).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from graphs import CSRGraph
+from graphs._device import array_module, to_host
+from graphs._mix import stream_key
+
+from ._checks import check_graph, check_positive, check_probability
+from ._irw import invert_walks, walk_ends
+
+FORMAT = "graphjobs-ppr-index"
+VERSION = 1
+HIGH_SHARE = 0.001  # |H| <= 0.1% of n
+FIRST_LEVEL = 16  # budget scheme: multipliers 16, 8, 4, 2 take 1/2, 1/4, 1/8, then the rest
+ARRAYS = ("beta", "omega", "ret", "ip1", "starts", "ip2", "freqs", "omega_i", "high", "h_index")
+ARRAYS += ("hptr", "h_end", "h_freq")
+
+
+@dataclass(frozen=True)
+class PPRParams:
+    """The accuracy constants of one index; every query formula reads them from here."""
+
+    n: int
+    m: int
+    alpha: float
+    epsilon: float
+    delta_min: float
+    p_fail: float
+
+    @property
+    def kappa(self) -> float:
+        return 2 * self.epsilon / 3 + 2
+
+    @property
+    def log_term(self) -> float:  # log(2 / p_f') with p_f' = p_f / (n log n)
+        return math.log(2 * self.n * math.log(self.n) / self.p_fail)
+
+    @property
+    def psi(self) -> float:
+        return self.kappa * self.log_term / self.epsilon**2
+
+    def r_max(self, delta: float) -> float:  # Eq. 5
+        return self.epsilon / math.sqrt(max(self.m, 1)) * math.sqrt(delta / (self.kappa * self.log_term))
+
+    def rho(self, delta: float) -> float:  # Eq. 10: the most one index walk adds to an estimate
+        return math.sqrt(delta * self.delta_min) / self.psi
+
+    def eps_prime(self, pi_hat, delta: float, epsilon: float | None = None):
+        """eps' at estimate ``pi_hat``: (2e/3 + 2) / (e^2 pi_hat) = kappa / (eps^2 sqrt(delta delta_min))."""
+        eps = self.epsilon if epsilon is None else epsilon
+        c = (2 * eps / 3 + 2) / (eps**2 * math.sqrt(delta * self.delta_min))
+        cp = c * np.maximum(pi_hat, 1e-300)
+        return (2 / 3 + np.sqrt(4 / 9 + 8 * cp)) / (2 * cp)
+
+
+@dataclass(frozen=True, eq=False)
+class PPRIndex:
+    """A built kPAR index: the graph it belongs to, its parameters and arrays (on the graph's device)."""
+
+    graph: CSRGraph
+    params: PPRParams
+    seed: int
+    budget: float
+    arrays: dict
+    omega_i_ub: int
+    info: dict
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["arrays"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def walks(self) -> int:
+        return int(to_host(self.arrays["omega"]).sum())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.arrays.values())
+
+    def to(self, device: str) -> PPRIndex:
+        from graphs._device import to_device
+
+        g = self.graph.to(device)
+        arrays = {k: to_device(v, device) for k, v in self.arrays.items()}
+        return PPRIndex(g, self.params, self.seed, self.budget, arrays, self.omega_i_ub, self.info)
+
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Write the index to a new directory (arrays as .npy, meta.json), atomically."""
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+        try:
+            for name in ARRAYS:
+                np.save(tmp / f"{name}.npy", to_host(self.arrays[name]), allow_pickle=False)
+            p = self.params
+            meta = dict(
+                format=FORMAT,
+                version=VERSION,
+                graph_token=self.graph.token,
+                n=p.n,
+                m=p.m,
+                alpha=p.alpha,
+                epsilon=p.epsilon,
+                delta_min=p.delta_min,
+                p_fail=p.p_fail,
+                seed=self.seed,
+                budget=self.budget,
+                omega_i_ub=self.omega_i_ub,
+                info=self.info,
+            )
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def load_ppr_index(path, G: CSRGraph, *, mmap: bool = False) -> PPRIndex:
+    """Load an index saved by ``PPRIndex.save`` for graph ``G`` (onto G's device).
+
+    Raises ValueError when the directory holds no index, another format version, or the index of a
+    different graph (its token differs from ``G.token``).
+    """
+    G = check_graph(G)
+    path = Path(path)
+    meta_file = path / "meta.json"
+    if not meta_file.is_file():
+        raise FileNotFoundError(f"{path}: no PPR index here (missing meta.json)")
+    meta = json.loads(meta_file.read_text())
+    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise ValueError(
+            f"{meta_file}: expected format {FORMAT} version {VERSION}, "
+            f"found {meta.get('format')} version {meta.get('version')}"
+        )
+    if meta["graph_token"] != G.token:
+        raise ValueError(
+            f"{path}: the index was built for graph {meta['graph_token']} (n={meta['n']}, m={meta['m']}), "
+            f"not for this one ({G.token}, n={G.n}, m={G.m})"
+        )
+    from graphs._device import to_device
+
+    arrays = {}
+    for name in ARRAYS:
+        a = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        arrays[name] = to_device(a, G.device)
+    params = PPRParams(*(meta[k] for k in ("n", "m", "alpha", "epsilon", "delta_min", "p_fail")))
+    return PPRIndex(G, params, meta["seed"], meta["budget"], arrays, meta["omega_i_ub"], meta["info"])
+
+
+def build_ppr_index(
+    G: CSRGraph,
+    *,
+    alpha: float = 0.8,
+    epsilon: float = 0.5,
+    delta_min: float | None = None,
+    p_fail: float | None = None,
+    budget: float = 0.2,
+    pagerank=None,
+    seed: int = 0,
+) -> PPRIndex:
+    """Build the kPAR index of ``G`` for top-k personalized PageRank queries (``topk_ppr``).
+
+    Parameters
+    ----------
+    G : CSRGraph
+        At least 2 vertices; built on the graph's device (GPU kernels or Numba). Weights are ignored.
+    alpha : float
+        Probability of following an edge (0.8: stop probability 0.2).
+    epsilon : float
+        Relative error guaranteed for PPR values above delta (w.p. 1 - p_fail).
+    delta_min : float, optional
+        Smallest delta the index serves (default 16/n); sets psi and the walks per vertex.
+    p_fail : float, optional
+        Failure probability (default 1/n).
+    budget : float
+        Extra walks, as a share of the base walks, given to the top of the PRO-rank list.
+    pagerank : array, optional
+        Global PageRank (with this alpha) to order the PRO-rank list; computed when omitted.
+    seed : int
+        Seed of the walks: the same seed gives the same index on the CPU and the GPU.
+
+    Returns
+    -------
+    PPRIndex
+        Arrays on the graph's device; ``.save(dir)`` and ``load_ppr_index(dir, G)`` keep it.
+    """
+    from .pagerank import pagerank as global_pagerank
+
+    G = check_graph(G)
+    if G.n < 2:
+        raise ValueError(f"the PPR index needs a graph with at least 2 vertices, got n={G.n}")
+    alpha = check_probability("alpha", alpha, closed_right=False)
+    epsilon = check_positive("epsilon", epsilon)
+    budget = check_positive("budget", budget) if budget else 0.0
+    n, xp = G.n, array_module(G.indptr)
+    delta_min = min(16.0 / n, 1.0) if delta_min is None else check_probability("delta_min", delta_min)
+    p_fail = 1.0 / n if p_fail is None else check_probability("p_fail", p_fail)
+    params = PPRParams(n, G.m, alpha, epsilon, delta_min, p_fail)
+    t0 = time.perf_counter()
+    if pagerank is None:
+        pagerank = global_pagerank(G, alpha=alpha, tol=1e-3 / n, max_iter=500, weighted=False)
+    deg = xp.maximum(G.out_degree(), 1).astype(np.float64)
+    pro = xp.argsort(-xp.asarray(pagerank, dtype=np.float64) / deg)
+    t1 = time.perf_counter()
+    scale = params.r_max(delta_min) * params.psi / delta_min
+    base = xp.ceil(deg * scale).astype(np.int64)
+    level = _budget_levels(to_host(base)[to_host(pro)], budget)
+    mult = xp.ones(n, dtype=np.int64)
+    mult[pro] = xp.asarray(level)
+    omega = base * mult
+    beta = xp.where(mult > 1, (mult * base - 1) / (deg * scale), 1.0)  # Eq. 8
+    t2 = time.perf_counter()
+    end, _ = walk_ends(G.indptr, G.indices, omega, stream_key(seed, 7), alpha)
+    t3 = time.perf_counter()
+    arrays, ub = invert_walks(end, omega, n, HIGH_SHARE)
+    del end
+    t4 = time.perf_counter()
+    arrays.update(beta=beta, omega=omega.astype(np.int32))
+    info = dict(
+        walks=int(omega.sum()),
+        base_walks=int(base.sum()),
+        boosted=int((mult > 1).sum()),
+        high=int(arrays["high"].size),
+        irw_pairs=int(arrays["starts"].size),
+        seconds=dict(pagerank=t1 - t0, budget=t2 - t1, walks=t3 - t2, invert=t4 - t3),
+    )
+    return PPRIndex(G, params, int(seed), budget, arrays, ub, info)
+
+
+def _budget_levels(base_in_order: np.ndarray, budget: float) -> np.ndarray:
+    """Walk multiplier of each vertex in PRO-rank order (Sec. 3.3.2).
+
+    Multiplier a = FIRST_LEVEL is given down the list until half of the extra budget is spent,
+    then a/2 until three quarters are, ..., and a = 2 until the budget is used up.
+    """
+    level = np.ones(base_in_order.size, dtype=np.int64)
+    total = math.floor(budget * float(base_in_order.sum()))
+    used, pos, a, share = 0, 0, FIRST_LEVEL, 0.5
+    while a >= 2 and pos < level.size and used < total:
+        goal = total if a == 2 else math.floor(total * share)
+        cum = used + np.cumsum((a - 1) * base_in_order[pos:])
+        take = int(np.searchsorted(cum, goal, side="right"))
+        if take:
+            level[pos : pos + take] = a
+            used = int(cum[take - 1])
+            pos += take
+        a //= 2
+        share += (1 - share) / 2
+    return level

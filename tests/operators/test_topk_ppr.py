@@ -1,0 +1,193 @@
+"""kPAR top-k PPR: index invariants, save/load, accuracy against exact PPR, CPU/GPU agreement."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import graphs
+from graphs._device import to_host
+from operators import build_ppr_index, load_ppr_index, ppr, topk_ppr
+from operators.ppr_metrics import ndcg_at_k, precision_at_k
+from tests.conftest import DEVICES, snap
+
+
+def _host(index):
+    return {k: to_host(v) for k, v in index.arrays.items()}
+
+
+@pytest.fixture(scope="module")
+def rmat13():
+    return graphs.rmat(13, seed=11, device="cpu")
+
+
+def test_index_invariants(rmat13):
+    g = rmat13
+    idx = build_ppr_index(g, seed=3)
+    a, p = _host(idx), idx.params
+    deg1 = np.maximum(np.diff(g.indptr), 1)
+    # every walk is counted once: in the IRW, in H's arrays, or as returned to the source
+    full = np.diff(a["ip2"]).sum()  # entries with explicit frequencies
+    irw_walks = a["freqs"].sum() + (a["starts"].size - full)
+    assert irw_walks + a["h_freq"].sum() + a["ret"].sum() == a["omega"].sum() == idx.walks
+    # omega(v) >= d(v) r_max(v) psi / delta_min, so one walk weighs at most rho
+    need = deg1 * a["beta"] * p.r_max(p.delta_min) * p.psi / p.delta_min
+    assert (a["omega"] >= need - 1e-9).all() and (a["beta"] >= 1).all()
+    base = np.ceil(deg1 * p.r_max(p.delta_min) * p.psi / p.delta_min)
+    extra = a["omega"].sum() - base.sum()
+    assert 0 < extra <= 0.2 * base.sum()
+    # each end vertex lists frequency > 1 starts first; starts are distinct
+    for t in range(0, g.n, 7):
+        lo, hi = a["ip1"][t], a["ip1"][t + 1]
+        nf = a["ip2"][t + 1] - a["ip2"][t]
+        assert (a["freqs"][a["ip2"][t] : a["ip2"][t + 1]] > 1).all() and nf <= hi - lo
+        assert np.unique(a["starts"][lo:hi]).size == hi - lo
+    # H: at most 0.1% of n, out of the IRW, holding the largest omega_I; omega_I^ub bounds the rest
+    high = a["high"]
+    assert 0 < high.size <= 0.001 * g.n
+    assert (a["ip1"][high + 1] == a["ip1"][high]).all()
+    rest = np.setdiff1d(np.arange(g.n), high)
+    assert a["omega_i"][rest].max() == idx.omega_i_ub < a["omega_i"][high].min()
+    assert (a["h_index"][high] == np.arange(high.size)).all()
+
+
+def test_walks_follow_the_ppr_distribution():
+    # the index's walks from v end at t with frequency ~ pi_v(t) without the return-to-source part
+    g = graphs.toy.__dict__.get("karate_club", None)
+    g = g() if callable(g) else graphs.barabasi_albert(200, 3, seed=2)
+    idx = build_ppr_index(g, seed=1, delta_min=1e-4)
+    a = _host(idx)
+    v = int(np.argmax(a["omega"]))
+    exact = to_host(ppr(g, [g.ids[v] if g.ids is not None else v]))[0]
+    counts = np.zeros(g.n)
+    for t in range(g.n):
+        lo, hi = a["ip1"][t], a["ip1"][t + 1]
+        hit = np.flatnonzero(a["starts"][lo:hi] == v)
+        if hit.size:
+            j = hit[0]
+            nf = a["ip2"][t + 1] - a["ip2"][t]
+            counts[t] = a["freqs"][a["ip2"][t] + j] if j < nf else 1
+    for t, h in enumerate(a["high"]):
+        sel = np.flatnonzero(a["h_end"][a["hptr"][v] : a["hptr"][v + 1]] == t)
+        counts[h] += a["h_freq"][a["hptr"][v] + sel].sum()
+    w = a["omega"][v]
+    assert a["ret"][v] == 0 if g.out_degree().min() > 0 else True
+    # chi-square style bound: every frequency within 5 standard deviations of w * pi
+    sd = np.sqrt(w * exact * (1 - exact)) + 1
+    assert (np.abs(counts - w * exact) <= 5 * sd).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_save_load_round_trip(tmp_path, rmat13, device):
+    g = rmat13.to(device)
+    idx = build_ppr_index(g, seed=5)
+    idx.save(tmp_path / "idx")
+    back = load_ppr_index(tmp_path / "idx", g)
+    for name, arr in idx.arrays.items():
+        np.testing.assert_array_equal(to_host(back.arrays[name]), to_host(arr))
+    assert back.params == idx.params and back.omega_i_ub == idx.omega_i_ub
+    a = topk_ppr(idx, [1, 2], k=20)
+    b = topk_ppr(back, [1, 2], k=20)
+    np.testing.assert_array_equal(a.vertices, b.vertices)
+    other = graphs.rmat(13, seed=12, device="cpu").to(device)
+    with pytest.raises(ValueError, match="built for graph"):
+        load_ppr_index(tmp_path / "idx", other)
+    with pytest.raises(FileExistsError):
+        idx.save(tmp_path / "idx")
+
+
+def _accuracy(g, idx, sources, k, **kw):
+    res = topk_ppr(idx, sources, k=k, **kw)
+    exact = to_host(ppr(g, sources))
+    prec, ndcg, good, total = [], [], 0, 0
+    p = idx.params
+    for i in range(len(sources)):
+        ids = g.internal_ids(res.vertices[i])
+        prec.append(precision_at_k(exact[i], ids, k))
+        ndcg.append(ndcg_at_k(exact[i], ids, k))
+        d = res.delta[i]
+        covered = exact[i][ids] >= max(d, math.sqrt(d * p.delta_min))
+        err = np.abs(res.ppr[i] - exact[i][ids]) <= p.epsilon * exact[i][ids]
+        good += int((err & covered).sum())
+        total += int(covered.sum())
+    return np.mean(prec), np.mean(ndcg), good / max(total, 1), res
+
+
+def _sources(g, count, seed=0):
+    # sources with out-edges, so that the top k is not a tie of zeros
+    rng = np.random.default_rng(seed)
+    ok = np.flatnonzero(np.diff(to_host(g.indptr)) > 0)
+    ids = rng.choice(ok, size=count, replace=False)
+    return ids if g.ids is None else to_host(g.ids)[ids]
+
+
+@pytest.mark.parametrize("k", [10, 100, 500])
+def test_topk_accuracy_on_generated_graph(rmat13, k):
+    idx = build_ppr_index(rmat13, seed=0)
+    prec, ndcg, guarantee, res = _accuracy(rmat13, idx, _sources(rmat13, 8), k)
+    assert prec >= 0.95 and ndcg >= 0.95 and guarantee >= 0.99
+    assert (np.diff(res.ppr, axis=1) <= 0).all()  # decreasing estimates
+
+
+@pytest.mark.parametrize("name", ["wiki-Vote", "soc-Epinions1"])
+def test_topk_accuracy_on_snap_graphs(name):
+    g = snap(name)
+    idx = build_ppr_index(g, seed=0)
+    for k in (10, 100, 500):
+        prec, ndcg, guarantee, _ = _accuracy(g, idx, _sources(g, 5, seed=k), k)
+        assert prec >= 0.95 and ndcg >= 0.95 and guarantee >= 0.99, (k, prec, ndcg, guarantee)
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [dict(adaptive=False, high_irw=False, tiling=False), dict(high_irw=False), dict(max_rounds=1, delta_init=0.1)],
+    ids=["kPAR_I", "no-H", "fallback"],
+)
+@pytest.mark.parametrize("device", DEVICES)
+def test_ablations_and_fallback_stay_accurate(rmat13, switches, device):
+    g = rmat13.to(device)
+    idx = build_ppr_index(g, seed=0)
+    prec, ndcg, guarantee, res = _accuracy(rmat13, idx, _sources(rmat13, 6), 50, **switches)
+    assert prec >= 0.95 and ndcg >= 0.95 and guarantee >= 0.99
+    assert res.fallback.all() == ("max_rounds" in switches)
+
+
+def test_hand_checked_star():
+    # a star: the centre 0 points to 1..5 and each leaf points back to 0
+    src = np.array([0, 0, 0, 0, 0, 1, 2, 3, 4, 5])
+    dst = np.array([1, 2, 3, 4, 5, 0, 0, 0, 0, 0])
+    g = graphs.from_edges(src, dst)
+    res = topk_ppr(build_ppr_index(g, seed=0), [0, 3], k=3)
+    # from 0: pi(0) = 0.2 / (1 - 0.64) = 5/9, every leaf 0.8 * 5/9 / 5 = 4/45
+    assert res.vertices[0][0] == 0 and res.ppr[0][0] == pytest.approx(5 / 9, rel=0.05)
+    np.testing.assert_allclose(res.ppr[0][1:], 4 / 45, rtol=0.05)
+    # from leaf 3: pi(0) = 0.8 (0.2 + 0.8 pi(0)) ... = 4/9, pi(3) = 0.2 + 0.16 * 4/9 = 61/225
+    assert res.vertices[1][:2].tolist() == [0, 3]
+    np.testing.assert_allclose(res.ppr[1][:2], [4 / 9, 61 / 225], rtol=0.05)
+
+
+def test_bad_sources_fail_before_any_work(rmat13):
+    idx = build_ppr_index(rmat13, seed=0)
+    with pytest.raises(KeyError, match="not in the graph"):
+        topk_ppr(idx, [1, 2, 10**9], k=5)
+    with pytest.raises(TypeError, match="PPRIndex"):
+        topk_ppr(rmat13, [1], k=5)
+
+
+@pytest.mark.gpu
+def test_gpu_and_cpu_agree(rmat13):
+    cpu = build_ppr_index(rmat13, seed=9)
+    gpu = build_ppr_index(rmat13.to("gpu"), seed=9)
+    for name, arr in cpu.arrays.items():  # counter-based walks: the same index on both
+        np.testing.assert_allclose(to_host(gpu.arrays[name]), arr, rtol=1e-12, err_msg=name)
+    srcs = _sources(rmat13, 10)
+    a, b = topk_ppr(cpu, srcs, k=100), topk_ppr(gpu, srcs, k=100)
+    overlap = [len(set(x) & set(y)) / 100 for x, y in zip(a.vertices, b.vertices, strict=True)]
+    assert np.mean(overlap) >= 0.95
+    common = [np.intersect1d(x, y) for x, y in zip(a.vertices, b.vertices, strict=True)]
+    for i, c in enumerate(common):
+        ea = dict(zip(a.vertices[i], a.ppr[i], strict=True))
+        eb = dict(zip(b.vertices[i], b.ppr[i], strict=True))
+        np.testing.assert_allclose([ea[v] for v in c], [eb[v] for v in c], rtol=0.1)
