@@ -50,7 +50,7 @@ __device__ __forceinline__ double gj_claim(int u, int s, double alpha, double* r
 #define GJ_PUSH_ARGS const long long* indptr, const int* indices, const double* thr, double rmax, int s, \
     double alpha, double* r, double* pi0, int* mark, int* touched, int* ntouched, const int* front, \
     const int* fcount, int* next, int* ncount, int* zero_count, int* big, double* bigval, int* nbig, \
-    int* zero_big
+    int* zero_big, unsigned long long* pushes
 #define GJ_PUSH_REST r, thr, rmax, mark, touched, ntouched, next, ncount
 
 extern "C" __global__ void gj_afp_push_tiles(GJ_PUSH_ARGS) {
@@ -59,8 +59,8 @@ extern "C" __global__ void gj_afp_push_tiles(GJ_PUSH_ARGS) {
     __shared__ double s_val[GJ_T];
     __shared__ int s_scan[GJ_T + 1];
     __shared__ int s_warp[GJ_T / 32];
-    if (blockIdx.x == 0 && threadIdx.x == 0) { *zero_count = 0; *zero_big = 0; }
     const int count = *fcount, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (blockIdx.x == 0 && threadIdx.x == 0) { *zero_count = 0; *zero_big = 0; *pushes += count; }
     for (int base = blockIdx.x * GJ_T; base < count; base += gridDim.x * GJ_T) {
         int i = base + threadIdx.x, tiles = 0;
         if (i < count) {
@@ -107,8 +107,8 @@ extern "C" __global__ void gj_afp_push_tiles(GJ_PUSH_ARGS) {
 }
 
 extern "C" __global__ void gj_afp_push_threads(GJ_PUSH_ARGS) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) { *zero_count = 0; *zero_big = 0; }
     const int count = *fcount;
+    if (blockIdx.x == 0 && threadIdx.x == 0) { *zero_count = 0; *zero_big = 0; *pushes += count; }
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         int u = front[i];
         long long d;
@@ -176,6 +176,7 @@ class GPUQuery:
     """
 
     SELECT_MIN = 1 << 16  # from this many touched vertices, candidates by flag + select
+    LAUNCHES = 8  # push iterations launched between two reads of the frontier size
 
     def __init__(self, index):
         cp = import_cupy()
@@ -198,6 +199,7 @@ class GPUQuery:
         self.bigval = cp.empty(n, dtype=cp.float64)
         self.cand = cp.empty(n, dtype=cp.int32)
         self.counts = cp.zeros(8, dtype=cp.int32)
+        self.pushes = cp.zeros(1, dtype=cp.uint64)
         self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.nt = 0
 
@@ -218,25 +220,23 @@ class GPUQuery:
         args = (self.touched, c[3:], self.r, thr, rmax, self.mark, self.front[0], c)
         _kernel("gj_afp_frontier")((self.sm_blocks * 4,), (THREADS,), args)
         push = _kernel("gj_afp_push_tiles" if tiling else "gj_afp_push_threads")
-        pushes, i = 0, 0
-        while True:
-            size = int(c[i % 3])
-            if size == 0:
-                break
-            pushes += size
-            args = (
+        self.pushes.fill(0)
+        grid = (self.sm_blocks * 4,)
+        i = 0
+        while int(c[i % 3]):  # a host sync per LAUNCHES iterations; empty frontiers cost a launch
+            for _ in range(self.LAUNCHES):
+                args = (
                 self.index.graph.indptr, self.index.graph.indices, thr, rmax, np.int32(self.s),
                 np.float64(self.index.params.alpha), self.r, self.pi0, self.mark, self.touched, c[3:],
                 self.front[i % 2], c[i % 3 :], self.front[(i + 1) % 2], c[(i + 1) % 3 :], c[(i + 2) % 3 :],
-                self.big, self.bigval, c[4 + i % 2 :], c[4 + (i + 1) % 2 :],
-            )  # fmt: skip
-            grid = (max(1, min(self.sm_blocks * 8, (size + THREADS - 1) // THREADS)),)
-            push(grid, (THREADS,), args)
-            if tiling and self.has_big:
-                _kernel("gj_afp_push_big")((self.sm_blocks * 2,), (THREADS,), args)
-            i += 1
+                self.big, self.bigval, c[4 + i % 2 :], c[4 + (i + 1) % 2 :], self.pushes,
+                )  # fmt: skip
+                push(grid, (THREADS,), args)
+                if tiling and self.has_big:
+                    _kernel("gj_afp_push_big")((self.sm_blocks * 2,), (THREADS,), args)
+                i += 1
         self.nt = int(c[3])
-        return pushes
+        return int(self.pushes[0])
 
     def candidates(self, tau: float, exclude_h: bool):
         cp = import_cupy()

@@ -223,9 +223,13 @@ def build_ppr_index(
     params = PPRParams(n, G.m, alpha, epsilon, delta_min, p_fail)
     t0 = time.perf_counter()
     if pagerank is None:
-        pagerank = global_pagerank(G, alpha=alpha, tol=1e-3 / n, max_iter=500, weighted=False)
+        opts = dict(alpha=alpha, tol=1e-6 / n, max_iter=500, weighted=False, dtype=np.float64)
+        pagerank = global_pagerank(G, **opts)
     deg = xp.maximum(G.out_degree(), 1).astype(np.float64)
-    pro = xp.argsort(-xp.asarray(pagerank, dtype=np.float64) / deg)
+    # PRO-rank list: pr(u) / d(u) decreasing, rounded to 9 digits and ties by vertex id, so that the
+    # CPU and the GPU (whose sums round differently) build the same list and the same index
+    score = to_host(xp.asarray(pagerank, dtype=np.float64) / deg) * n
+    pro = xp.asarray(np.argsort(-np.round(score, 9), kind="stable"))
     t1 = time.perf_counter()
     scale = params.r_max(delta_min) * params.psi / delta_min
     base = xp.ceil(deg * scale).astype(np.int64)

@@ -3,5 +3,6 @@
 from .job import Job, run
 from .pagerank import pagerank_job
 from .stages import GraphHandle, load_stage
+from .topk_ppr import index_job, topk_ppr_job
 
-__all__ = ["GraphHandle", "Job", "load_stage", "pagerank_job", "run"]
+__all__ = ["GraphHandle", "Job", "index_job", "load_stage", "pagerank_job", "run", "topk_ppr_job"]

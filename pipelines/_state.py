@@ -31,6 +31,24 @@ def graph(path: str, token: str, device: str) -> graphs.CSRGraph:
         return g
 
 
+_INDEXES: OrderedDict[tuple[str, str, str], object] = OrderedDict()
+
+
+def ppr_index(path: str, g: graphs.CSRGraph):
+    """The PPR index saved at ``path`` for graph ``g``, loaded once per process (LRU of MAX_GRAPHS)."""
+    from operators import load_ppr_index
+
+    key = (path, g.token, g.device)
+    with _LOCK:
+        idx = _INDEXES.get(key)
+        if idx is None:
+            idx = _INDEXES[key] = load_ppr_index(path, g)
+            while len(_INDEXES) > MAX_GRAPHS:
+                _INDEXES.popitem(last=False)
+        _INDEXES.move_to_end(key)
+        return idx
+
+
 def loaded() -> list[tuple[str, str]]:
     with _LOCK:
         return list(_GRAPHS)
@@ -39,3 +57,4 @@ def loaded() -> list[tuple[str, str]]:
 def clear() -> None:
     with _LOCK:
         _GRAPHS.clear()
+        _INDEXES.clear()

@@ -19,7 +19,27 @@ EXAMPLES = {
         "  graphjobs pagerank edges.csv --undirected --alpha 0.9 --scheduler tcp://10.0.0.5:8786\n"
         "  graphjobs pagerank rmat:scale=20,seed=1 --device gpu"
     ),
+    "index": (
+        "examples:\n  graphjobs index soc-Epinions1.txt.gz --out epinions-index\n"
+        "  graphjobs index rmat:22 --out r22"
+    ),
+    "topk-ppr": (
+        "examples:\n  graphjobs topk-ppr --index epinions-index --random 10000 -k 100 --out topk\n"
+        "  graphjobs topk-ppr --index r22 --sources ids.txt -k 1000 --out topk --scheduler tcp://10.0.0.5:8786"
+    ),
 }
+
+
+def _run_options(p) -> None:
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument(
+        "--cluster", action="store_true", help="start a local Dask cluster (dashboard) for the job"
+    )
+    p.add_argument(
+        "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to compute locally"
+    )
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,6 +86,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--workdir", default=None)
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
+    ix = sub.add_parser(
+        "index",
+        help="build the kPAR top-k PPR index of a graph",
+        epilog=EXAMPLES["index"],
+        formatter_class=fmt,
+    )
+    ix.add_argument("input", help="edge-list file or a spec like rmat:16")
+    ix.add_argument("--out", required=True, help="folder for the graph, its PageRank and the index")
+    ix.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    ix.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
+    ix.add_argument("--epsilon", type=float, default=0.5, help="relative error guarantee (0.5)")
+    ix.add_argument("--seed", type=int, default=0)
+    _run_options(ix)
+    tk = sub.add_parser(
+        "topk-ppr", help="top-k personalized PageRank of many sources", epilog=EXAMPLES["topk-ppr"],
+        formatter_class=fmt,
+    )  # fmt: skip
+    tk.add_argument("--index", required=True, help="folder written by `graphjobs index`")
+    which = tk.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sources", help="text file with one source label per line")
+    which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
+    tk.add_argument("-k", type=int, default=100, help="vertices per source (100)")
+    tk.add_argument(
+        "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
+    )
+    tk.add_argument("--chunk", type=int, default=1000, help="sources per task")
+    tk.add_argument("--seed", type=int, default=0)
+    _run_options(tk)
     return ap
 
 
@@ -129,9 +177,69 @@ def _pagerank(args) -> int:
     return 0
 
 
+def _execute(job, args) -> dict:
+    from cluster import connect, set_worker_device
+
+    from .job import run
+
+    if args.scheduler or args.cluster:
+        opts = {} if args.scheduler else {"device": args.device}
+        with connect(args.scheduler, **opts) as client:
+            return run(job, client, progress=not args.quiet)
+    set_worker_device(args.device)
+    return run(job, progress=not args.quiet)
+
+
+def _index(args) -> int:
+    from .topk_ppr import index_job
+
+    job = index_job(args.input, out=args.out, alpha=args.alpha, epsilon=args.epsilon, seed=args.seed,
+                    directed=not args.undirected)  # fmt: skip
+    t0 = time.perf_counter()
+    s = _execute(job, args)
+    print(
+        f"\nindex: n={s['n']:,} vertices, m={s['m']:,} edges, {s['walks']:,} walks, "
+        f"{s['irw_pairs']:,} IRW pairs, |H|={s['high']}, {time.perf_counter() - t0:.2f} s"
+        f"\nwritten: {args.out}"
+    )
+    return 0
+
+
+def _read_sources(path: str) -> list:
+    with open(path) as f:
+        items = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    if not items:
+        raise ValueError(f"{path}: no source labels (expected one label per line)")
+    try:
+        return [int(x) for x in items]
+    except ValueError:
+        return items
+
+
+def _topk(args) -> int:
+    from .topk_ppr import topk_ppr_job
+
+    sources = args.random if args.random is not None else _read_sources(args.sources)
+    job = topk_ppr_job(
+        sources=sources, index=args.index, k=args.k, out=args.out, chunk=args.chunk, seed=args.seed
+    )
+    t0 = time.perf_counter()
+    s = _execute(job, args)
+    src, top = s["first"]
+    print(
+        f"\ntopk-ppr: {s['queries']:,} sources, k={s['k']}, n={s['n']:,}, m={s['m']:,}, "
+        f"device={s['device']}, {time.perf_counter() - t0:.2f} s "
+        f"({1e3 * s['query_seconds_mean']:.2f} ms per query, "
+        f"{s['fallback']} Monte-Carlo fallbacks)"
+    )
+    print(f"first source {src}: " + ", ".join(f"{v} ({p:.4g})" for v, p in top))
+    print(f"written: {s['out']} ({s['parts']} parts)")
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"demo": _demo, "pagerank": _pagerank}[args.command]
+    handler = {"demo": _demo, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk}[args.command]
     try:
         return handler(args)
     except USER_ERRORS as exc:

@@ -142,7 +142,11 @@ def test_topk_accuracy_on_snap_graphs(name):
 
 @pytest.mark.parametrize(
     "switches",
-    [dict(adaptive=False, high_irw=False, tiling=False), dict(high_irw=False), dict(max_rounds=1, delta_init=0.1)],
+    [
+        dict(adaptive=False, high_irw=False, tiling=False),
+        dict(high_irw=False),
+        dict(max_rounds=1, delta_init=0.1),
+    ],
     ids=["kPAR_I", "no-H", "fallback"],
 )
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,0 +1,269 @@
+"""The top-k PPR jobs: load -> CSR -> PageRank -> IRW index, then query batches -> Parquet partitions.
+
+``index_job`` builds (or finds) the index in a folder; ``topk_ppr_job`` answers a batch of sources
+from a file, a generator spec or such a folder. Sources are checked in one task before any query
+runs; then chunks of sources are spread over the workers, each of which loads the graph and the
+index once (``pipelines._state``) and writes its own partition ``part-NNNNN.parquet`` with columns
+``source``, ``rank``, ``vertex``, ``ppr``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import dask
+import numpy as np
+from dask.base import tokenize
+
+import operators
+from cluster.worker import worker_device
+from graphs._device import to_device, to_host
+
+from . import _state
+from .job import Job
+from .pagerank import _pagerank
+from .stages import GraphHandle, default_workdir, load_stage
+
+MANIFEST = "ppr-index.json"
+
+
+@dataclass(frozen=True)
+class IndexHandle:
+    path: str
+    token: str
+    info: dict
+
+    def __dask_tokenize__(self):
+        return ("IndexHandle", self.token)
+
+
+def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, seed=0, directed=True,
+              read_options=None, reorder=None) -> Job:  # fmt: skip
+    """Build the kPAR index of a graph (nothing runs until ``pipelines.run``).
+
+    Parameters
+    ----------
+    source : path, generator spec or CSRGraph
+        As in ``pagerank_job``.
+    out : path, optional
+        Folder that receives the graph, its PageRank and the index, with a manifest
+        (``ppr-index.json``) that ``topk_ppr_job(index=out)`` and ``graphjobs topk-ppr --index`` read;
+        default: the workdir.
+    workdir, alpha, epsilon, seed, directed, read_options, reorder
+        Artifact folder and ``build_ppr_index`` / ``read_edgelist`` / ``graphs.reorder`` options.
+
+    Returns
+    -------
+    Job
+        Its result is a summary dict: ``index`` (folder), ``n``, ``m``, walks, sizes and timings.
+    """
+    workdir = Path(out or workdir or default_workdir())
+    load, gtoken = load_stage(
+        source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
+    )
+    pr_params = dict(alpha=alpha, tol=1e-12, max_iter=1000, weighted=False, dtype=np.float64)
+    ptoken = tokenize("pagerank", gtoken, pr_params)
+    ranks = dask.delayed(_pagerank, pure=True)(
+        load,
+        pr_params,
+        str(workdir.resolve() / f"pagerank-{ptoken}.npy"),
+        dask_key_name=f"graphjobs-pagerank-{ptoken}",
+    )
+    params = dict(alpha=alpha, epsilon=epsilon, seed=seed)
+    itoken = tokenize("ppr-index", gtoken, params)
+    artifact = str(workdir.resolve() / f"ppr-index-{itoken}")
+    index = dask.delayed(_index, pure=True)(
+        load, ranks, params, artifact, dask_key_name=f"irw-index-{itoken}"
+    )
+    summary = dask.delayed(_manifest, pure=True)(
+        load, index, str(workdir.resolve()), dask_key_name=f"graphjobs-index-summary-{itoken}"
+    )
+    return Job(
+        "ppr-index",
+        summary,
+        workdir,
+        stages={"load": load, "pagerank": ranks, "index": index, "summary": summary},
+    )
+
+
+def _index(graph: GraphHandle, ranks: dict, params: dict, artifact: str) -> IndexHandle:
+    t0 = time.perf_counter()
+    if not (Path(artifact) / "meta.json").is_file():
+        g = graph.get()
+        pr = to_device(np.load(ranks["path"]), g.device)
+        operators.build_ppr_index(g, pagerank=pr, **params).save(artifact, overwrite=True)
+    meta = json.loads((Path(artifact) / "meta.json").read_text())
+    info = {**meta["info"], "build_seconds": time.perf_counter() - t0}
+    return IndexHandle(artifact, tokenize(artifact, meta["graph_token"], meta["seed"]), info)
+
+
+def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> dict:
+    manifest = {
+        "graph": graph.path,
+        "graph_token": graph.token,
+        "index": index.path,
+        "directed": graph.directed,
+        "weighted": graph.weighted,
+        "n": graph.n,
+        "m": graph.m,
+    }
+    tmp = Path(folder) / f".{MANIFEST}.{os.getpid()}"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, Path(folder) / MANIFEST)
+    return {"job": "ppr-index", "folder": folder, **manifest, **index.info}
+
+
+def topk_ppr_job(
+    source=None,
+    sources=None,
+    *,
+    index=None,
+    k=100,
+    out="topk-ppr",
+    workdir=None,
+    chunk=1000,
+    alpha=0.8,
+    epsilon=0.5,
+    seed=0,
+    directed=True,
+    read_options=None,
+    reorder=None,
+) -> Job:
+    """Top-k PPR of a batch of sources as a Dask graph: load -> CSR -> PageRank -> index -> queries.
+
+    Parameters
+    ----------
+    source : path, generator spec or CSRGraph, optional
+        The graph; the index is built (or found) in the workdir. Omit it when ``index`` is given.
+    sources : sequence of labels or int
+        Source vertices (original labels), or an int N for N distinct random vertices (by ``seed``).
+    index : path, optional
+        A folder written by ``index_job(out=...)`` / ``graphjobs index``.
+    k : int
+        Vertices per source.
+    out : path
+        Folder of Parquet partitions ``part-NNNNN.parquet`` (source, rank, vertex, ppr).
+    chunk : int
+        Sources per task.
+    workdir, alpha, epsilon, seed, directed, read_options, reorder
+        As in ``index_job``; ``seed`` also seeds random sources and the fallback walks.
+
+    Returns
+    -------
+    Job
+        Its result is a summary dict: ``out``, ``queries``, ``parts``, mean query seconds, fallbacks.
+    """
+    if index is not None:
+        manifest = (
+            json.loads((Path(index) / MANIFEST).read_text()) if (Path(index) / MANIFEST).is_file() else None
+        )
+        if manifest is None:
+            raise FileNotFoundError(
+                f"{index}: no {MANIFEST} here; build one with `graphjobs index INPUT --out {index}`"
+            )
+        keys = ("graph", "graph_token", "n", "m", "directed", "weighted")
+        g = GraphHandle(*(manifest[key] for key in keys))
+        graph, idx = (
+            g,
+            IndexHandle(manifest["index"], tokenize(manifest["index"], manifest["graph_token"]), {}),
+        )
+        workdir = Path(index)
+    else:
+        if source is None:
+            raise ValueError("give the graph (source) or a built index folder (index=...)")
+        built = index_job(source, workdir=workdir, alpha=alpha, epsilon=epsilon, seed=seed, directed=directed,
+                          read_options=read_options, reorder=reorder)  # fmt: skip
+        graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
+    if isinstance(sources, int | np.integer):
+        count, spec = int(sources), ("random", int(sources), seed)
+    else:
+        spec = ("labels", np.asarray(sources))
+        count = spec[1].size
+    if count < 1:
+        raise ValueError("sources must name at least one vertex")
+    chunk = max(1, int(chunk))
+    jtoken = tokenize("topk-ppr", graph, idx, spec, k, seed)
+    resolved = dask.delayed(_resolve, pure=True)(graph, spec, dask_key_name=f"graphjobs-sources-{jtoken}")
+    out = Path(out).resolve()
+    parts = []
+    for i, lo in enumerate(range(0, count, chunk)):
+        part = resolved[lo : lo + chunk]
+        parts.append(
+            dask.delayed(_query_chunk, pure=True)(
+                graph,
+                idx,
+                part,
+                k,
+                seed,
+                str(out / f"part-{i:05d}.parquet"),
+                dask_key_name=f"topk-ppr-{jtoken}-{i}",
+            )
+        )
+    result = dask.delayed(_summary, pure=True)(
+        graph, parts, str(out), k, dask_key_name=f"graphjobs-topk-summary-{jtoken}"
+    )
+    return Job(
+        "topk-ppr", result, Path(workdir), stages={"sources": resolved, "queries": parts, "summary": result}
+    )
+
+
+def _resolve(graph: GraphHandle, spec) -> np.ndarray:
+    """Internal ids of the sources; a KeyError naming missing labels before any query runs."""
+    g = graph.get("cpu")
+    if spec[0] == "random":
+        _, count, seed = spec
+        if count > g.n:
+            raise ValueError(f"{count} random sources asked for, but the graph has only {g.n} vertices")
+        return np.random.default_rng(seed).choice(g.n, size=count, replace=False)
+    return g.internal_ids(spec[1])
+
+
+def _query_chunk(graph: GraphHandle, index: IndexHandle, ids, k: int, seed: int, path: str) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    g = graph.get()
+    idx = _state.ppr_index(index.path, g)
+    labels = to_host(g.ids)[ids] if g.ids is not None else ids
+    res = operators.topk_ppr(idx, labels, k=k, seed=seed)
+    frame = res.to_frame()
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.partial"
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    first = [
+        (v.item() if hasattr(v, "item") else v, float(p))
+        for v, p in zip(res.vertices[0][:5], res.ppr[0][:5], strict=True)
+    ]
+    src0 = labels[0].item() if hasattr(labels[0], "item") else labels[0]
+    return dict(
+        path=path,
+        queries=len(ids),
+        seconds=float(res.seconds.sum()),
+        fallback=int(res.fallback.sum()),
+        rounds=float(res.rounds.mean()),
+        device=g.device,
+        first=(src0, first),
+    )
+
+
+def _summary(graph: GraphHandle, parts: list, out: str, k: int) -> dict:
+    queries = sum(p["queries"] for p in parts)
+    return {
+        "job": "topk-ppr",
+        "out": out,
+        "n": graph.n,
+        "m": graph.m,
+        "k": k,
+        "queries": queries,
+        "parts": len(parts),
+        "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
+        "fallback": sum(p["fallback"] for p in parts),
+        "device": parts[0]["device"] if parts else worker_device(),
+        "first": parts[0]["first"] if parts else None,
+    }

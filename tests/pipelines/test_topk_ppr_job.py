@@ -1,0 +1,113 @@
+"""The top-k PPR jobs: index folder, batch queries to Parquet partitions, errors, a real cluster."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+import graphs
+import pipelines
+from graphs._device import to_host
+from operators import ppr
+from operators.ppr_metrics import precision_at_k
+from pipelines import _state
+from pipelines.cli import main
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def _check_against_exact(g, df, k):
+    assert list(df.columns) == ["source", "rank", "vertex", "ppr"]
+    for src, rows in df.groupby("source"):
+        rows = rows.sort_values("rank")
+        assert rows["rank"].tolist() == list(range(1, k + 1))
+        assert (np.diff(rows.ppr.to_numpy()) <= 0).all()
+        exact = to_host(ppr(g, [src]))[0]
+        assert precision_at_k(exact, g.internal_ids(rows.vertex.to_numpy()), k) >= 0.9
+
+
+def test_job_from_a_labelled_file(tmp_path, sync):
+    g0 = graphs.barabasi_albert(600, 4, seed=1)
+    src, dst, _ = g0.edges()
+    path = tmp_path / "edges.csv"
+    pd.DataFrame({"a": [f"v{x}" for x in src], "b": [f"v{x}" for x in dst]}).to_csv(path, index=False)
+    sources = ["v3", "v10", "v77", "v5", "v400"]
+    job = pipelines.topk_ppr_job(path, sources, k=15, out=tmp_path / "out", workdir=tmp_path / "wd", chunk=2)
+    assert any(key.startswith("irw-index-") for key in job.keys())
+    summary = pipelines.run(job, progress=False)
+    assert summary["queries"] == 5 and summary["parts"] == 3
+    df = pd.read_parquet(tmp_path / "out")
+    assert sorted(set(df.source)) == sorted(sources)
+    _check_against_exact(graphs.read_edgelist(path), df, 15)
+    # the index is found in the workdir the second time, and the graph and index load once per process
+    assert len(list((tmp_path / "wd").glob("ppr-index-*"))) == 1
+    _state.clear()
+    pipelines.run(
+        pipelines.topk_ppr_job(path, 4, k=5, out=tmp_path / "o2", workdir=tmp_path / "wd"), progress=False
+    )
+    assert len(_state.loaded()) == 1 and len(_state._INDEXES) == 1
+
+
+def test_unknown_source_fails_before_queries(tmp_path, sync):
+    job = pipelines.topk_ppr_job(
+        "rmat:scale=9,seed=1", [1, 2, 10**7], k=5, out=tmp_path / "o", workdir=tmp_path
+    )
+    with pytest.raises(KeyError, match="10000000"):
+        pipelines.run(job, progress=False)
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_index_then_queries(tmp_path, capsys):
+    idx = tmp_path / "idx"
+    assert main(["index", "rmat:scale=10,seed=2", "--out", str(idx), "--quiet", "--device", "cpu"]) == 0
+    (tmp_path / "s.txt").write_text("# sources\n3\n9\n27\n")
+    out = tmp_path / "res"
+    args = [
+        "topk-ppr",
+        "--index",
+        str(idx),
+        "--sources",
+        str(tmp_path / "s.txt"),
+        "-k",
+        "12",
+        "--out",
+        str(out),
+    ]
+    assert main([*args, "--quiet", "--device", "cpu"]) == 0
+    assert "written:" in capsys.readouterr().out
+    _check_against_exact(graphs.rmat(10, seed=2, device="cpu"), pd.read_parquet(out), 12)
+    (tmp_path / "bad.txt").write_text("3\n123456789\n")
+    bad = [
+        "topk-ppr",
+        "--index",
+        str(idx),
+        "--sources",
+        str(tmp_path / "bad.txt"),
+        "--out",
+        str(tmp_path / "x"),
+    ]
+    assert main([*bad, "--quiet", "--device", "cpu"]) == 1
+    assert "123456789" in capsys.readouterr().err
+    assert main(["topk-ppr", "--index", str(tmp_path), "--random", "3", "--quiet"]) == 1
+    assert "graphjobs index" in capsys.readouterr().err
+
+
+def test_on_a_real_local_cluster(tmp_path):
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.topk_ppr_job(
+            "rmat:scale=10,seed=4", 40, k=10, out=tmp_path / "o", workdir=tmp_path, chunk=5
+        )
+        summary = pipelines.run(job, client, progress=False)
+        assert summary["queries"] == 40 and summary["parts"] == 8
+    df = pd.read_parquet(tmp_path / "o")
+    assert df.source.nunique() == 40 and len(df) == 400
