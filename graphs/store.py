@@ -51,13 +51,32 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def save_graph(g: CSRGraph, path, *, overwrite: bool = False) -> None:
+def write_directory(path, fill, *, overwrite: bool = False) -> None:
+    """Create directory ``path`` atomically: ``fill(tmp)`` writes the files (returns their names) into
+    a temporary sibling, which is synced and then renamed over ``path``; a failure leaves no trace."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
     try:
+        for f in fill(tmp):
+            _fsync(tmp / f)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            os.replace(path, old / "content")
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+        _fsync(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def save_graph(g: CSRGraph, path, *, overwrite: bool = False) -> None:
+    def fill(tmp: Path) -> list[str]:
         files = []
         for name, arr in (("indptr", g.indptr), ("indices", g.indices), ("weights", g.weights)):
             if arr is not None:
@@ -76,19 +95,9 @@ def save_graph(g: CSRGraph, path, *, overwrite: bool = False) -> None:
             "checksums": {f: file_sha256(tmp / f) for f in files},
         }
         (tmp / META).write_text(json.dumps(meta, indent=1))
-        for f in [*files, META]:
-            _fsync(tmp / f)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
-            os.replace(path, old / "graph")
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-        _fsync(path.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        return [*files, META]
+
+    write_directory(path, fill, overwrite=overwrite)
 
 
 def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) -> CSRGraph:

@@ -83,7 +83,8 @@ def _transition(G: CSRGraph):
     def build(g):
         t = g.transpose()
         deg = g.out_degree()
-        inv = array_module(deg).where(deg > 0, 1.0 / array_module(deg).maximum(deg, 1), 0.0)
+        xp = array_module(deg)
+        inv = xp.where(deg > 0, 1.0 / xp.maximum(deg, 1), 0.0)
         return t.indptr, t.indices, inv[t.indices].astype(np.float64), deg == 0
 
     return G.derived("ppr_transition", build)

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +20,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
+from graphs.store import write_directory
 
 from ._checks import check_graph, check_positive, check_probability
 from ._irw import invert_walks, walk_ends
@@ -84,12 +82,6 @@ class PPRIndex:
     omega_i_ub: int
     info: dict
 
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["arrays"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
     @property
     def walks(self) -> int:
         return int(to_host(self.arrays["omega"]).sum())
@@ -107,15 +99,11 @@ class PPRIndex:
 
     def save(self, path, *, overwrite: bool = False) -> None:
         """Write the index to a new directory (arrays as .npy, meta.json), atomically."""
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
-        try:
+        p = self.params
+
+        def fill(tmp: Path) -> list[str]:
             for name in ARRAYS:
                 np.save(tmp / f"{name}.npy", to_host(self.arrays[name]), allow_pickle=False)
-            p = self.params
             meta = dict(
                 format=FORMAT,
                 version=VERSION,
@@ -132,12 +120,9 @@ class PPRIndex:
                 info=self.info,
             )
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-            if path.exists():
-                shutil.rmtree(path)
-            os.replace(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            return [*(f"{name}.npy" for name in ARRAYS), "meta.json"]
+
+        write_directory(path, fill, overwrite=overwrite)
 
 
 def load_ppr_index(path, G: CSRGraph, *, mmap: bool = False) -> PPRIndex:

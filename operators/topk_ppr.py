@@ -17,12 +17,13 @@ pi_ub <= LB(v_k) (no other vertex can enter), and UB(v_i) <= (1 + eps) LB(v_i) f
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from graphs._device import to_host
+from graphs._device import array_module, to_host
 from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
@@ -131,8 +132,9 @@ def topk_ppr(
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
+    ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
-    opts.update(high_irw=high_irw, tiling=tiling)
+    opts.update(high_irw=high_irw, tiling=tiling, ub_walks=ub_walks)
     for i, s in enumerate(src.tolist()):
         t0 = time.perf_counter()
         verts, est, stats = _query(ops, index, s, key=stream_key(seed, s), **opts)
@@ -145,8 +147,6 @@ def topk_ppr(
 
 def _workspace(index: PPRIndex):
     """The calling thread's query workspace for ``index`` (kept with the index, one per thread)."""
-    import threading
-
     cache = index.__dict__.setdefault("_workspaces", {})
     key = threading.get_ident()
     ops = cache.get(key)
@@ -159,9 +159,8 @@ def _workspace(index: PPRIndex):
     return ops
 
 
-def _query(ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, key):
+def _query(ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, ub_walks, key):
     P = index.params
-    ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
     high = index.arrays["high"]
     ops.start(s)
     pushes = 0
@@ -195,6 +194,4 @@ def _query(ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tili
 
 
 def _concat(a, b):
-    from graphs._device import array_module
-
     return array_module(a).concatenate([a, b])

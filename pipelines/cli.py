@@ -38,7 +38,6 @@ def _run_options(p) -> None:
     p.add_argument(
         "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to compute locally"
     )
-    p.add_argument("--workdir", default=None)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -77,15 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--tol", type=float, default=1e-6)
     pr.add_argument("--max-iter", type=int, default=100)
     pr.add_argument("--out", default="pagerank.parquet")
-    pr.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
-    pr.add_argument(
-        "--cluster", action="store_true", help="start a local Dask cluster (dashboard) for the job"
-    )
-    pr.add_argument(
-        "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to compute locally"
-    )
     pr.add_argument("--workdir", default=None)
-    pr.add_argument("--quiet", action="store_true", help="no progress bar")
+    _run_options(pr)
     ix = sub.add_parser(
         "index",
         help="build the kPAR top-k PPR index of a graph",
@@ -149,9 +141,6 @@ def _demo(args) -> int:
 
 
 def _pagerank(args) -> int:
-    from cluster import connect, set_worker_device
-
-    from .job import run
     from .pagerank import pagerank_job
 
     job = pagerank_job(
@@ -166,13 +155,7 @@ def _pagerank(args) -> int:
         workdir=args.workdir,
     )
     t0 = time.perf_counter()
-    if args.scheduler or args.cluster:
-        opts = {} if args.scheduler else {"device": args.device}
-        with connect(args.scheduler, **opts) as client:
-            summary = run(job, client, progress=not args.quiet)
-    else:
-        set_worker_device(args.device)
-        summary = run(job, progress=not args.quiet)
+    summary = _execute(job, args)
     _print_summary(summary, time.perf_counter() - t0)
     return 0
 

@@ -15,7 +15,7 @@ from cluster.worker import worker_device
 from graphs._device import to_host
 
 from .job import Job
-from .stages import default_workdir, load_stage
+from .stages import default_workdir, load_stage, write_parquet
 
 
 def pagerank_job(
@@ -108,10 +108,7 @@ def _write(graph, ranks, out, token, top) -> dict:
     if not (os.path.exists(out) and pq.read_schema(out).metadata.get(b"graphjobs.token") == token.encode()):
         table = pa.table({"vertex": pa.array(ids.tolist() if ids.dtype == object else ids), "pagerank": x})
         table = table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token})
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        tmp = f"{out}.{os.getpid()}.partial"
-        pq.write_table(table, tmp)
-        os.replace(tmp, out)
+        write_parquet(table, out)
         written = True
     best = np.argsort(-x, kind="stable")[:top]
     return {

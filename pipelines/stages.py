@@ -54,6 +54,16 @@ class GraphHandle:
         return ("GraphHandle", self.token)
 
 
+def write_parquet(table, path) -> None:
+    """Write a pyarrow table to ``path`` through a temporary file, so readers never see half of it."""
+    import pyarrow.parquet as pq
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.partial"
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
 def default_workdir() -> Path:
     return Path(os.environ.get("GRAPHJOBS_WORKDIR", ".graphjobs"))
 

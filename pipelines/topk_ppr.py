@@ -26,7 +26,7 @@ from graphs._device import to_device, to_host
 from . import _state
 from .job import Job
 from .pagerank import _pagerank
-from .stages import GraphHandle, default_workdir, load_stage
+from .stages import GraphHandle, default_workdir, load_stage, write_parquet
 
 MANIFEST = "ppr-index.json"
 
@@ -224,18 +224,13 @@ def _resolve(graph: GraphHandle, spec) -> np.ndarray:
 
 def _query_chunk(graph: GraphHandle, index: IndexHandle, ids, k: int, seed: int, path: str) -> dict:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     g = graph.get()
     idx = _state.ppr_index(index.path, g)
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
     res = operators.topk_ppr(idx, labels, k=k, seed=seed)
     frame = res.to_frame()
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.partial"
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    write_parquet(pa.Table.from_pandas(frame, preserve_index=False), path)
     first = [
         (v.item() if hasattr(v, "item") else v, float(p))
         for v, p in zip(res.vertices[0][:5], res.ppr[0][:5], strict=True)
