@@ -16,8 +16,8 @@ class ConvergenceError(RuntimeError):
         self.error = error
         self.threshold = threshold
         super().__init__(
-            f"{algorithm} did not converge in {iterations} iterations: L1 change {error:.3g} "
-            f"is still above {threshold:.3g}; raise max_iter or tol"
+            f"{algorithm} did not converge in {iterations} iterations: its error {error:.3g} has not "
+            f"reached the tolerance {threshold:.3g}; raise max_iter or tol"
         )
 
     def __reduce__(self):  # survive pickling (errors raised on Dask workers travel back this way)

@@ -1,4 +1,5 @@
-"""Exact personalized PageRank by batched power iteration: ground truth for the top-k queries.
+"""Single-source personalized PageRank: forward push, lock-free forward pull, their hybrid, power
+iteration and Monte Carlo, on the CPU (Numba) and the GPU (CuPy).
 
 PPR pi(s, t) is the probability that a walk from s, which at each step stops with probability
 ``1 - alpha`` or else moves to a uniform out-neighbour (jumping back to s from a vertex without
@@ -7,16 +8,23 @@ out-edges), stops at t: ``networkx.pagerank(G, alpha, personalization={s: 1})``.
 
 from __future__ import annotations
 
-import numba as nb
+import math
+import time
+
 import numpy as np
 
 from graphs import CSRGraph
-from graphs._device import array_module
+from graphs._device import array_module, to_host
+from graphs._mix import stream_key
 
+from . import _ppr_power
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability
+from ._irw import walk_ends
+from ._ppr_cost import PULL, CostModel, cost_model, pull_static
 from .errors import ConvergenceError
 
-METHODS = ("power",)
+METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
+MODES = {"push": 0, "pull": 1, "hybrid": 2}
 
 
 def ppr(
@@ -24,135 +32,200 @@ def ppr(
     sources,
     *,
     alpha: float = 0.8,
-    tol: float = 1e-10,
-    max_iter: int = 1000,
-    method: str = "power",
+    tol: float = 1e-6,
+    method: str = "auto",
+    max_iter: int | None = None,
+    dtype=np.float64,
+    topk: int | None = None,
+    seed: int = 0,
     block: int | None = None,
+    cost: CostModel | None = None,
+    info: dict | None = None,
 ):
-    """Exact personalized PageRank of a batch of sources, as dense rows.
-
-    Power iteration on a block of sources at once (a sparse-times-dense product: Numba on the CPU,
-    cuSPARSE SpMM on the GPU) until every row changes by less than ``tol`` in L1 norm. Edge weights
-    are ignored: walks move to a uniform out-neighbour.
+    """Personalized PageRank of each source: dense rows, or the top entries of each.
 
     Parameters
     ----------
     G : CSRGraph
-        On the CPU or the GPU; the computation runs where the graph is.
+        On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored.
     sources : label or sequence of labels
         Original vertex labels of the sources.
     alpha : float
         Probability of following an edge (0.8: the stop probability 0.2 of the PPR literature).
     tol : float
-        L1 change per source at which the iteration stops.
-    max_iter : int
-        Iterations allowed before ``ConvergenceError``.
-    method : {'power'}
-        Only batched power iteration for now.
+        ``push``, ``pull``, ``hybrid``: the residue threshold r_max. A vertex is active while its
+        residue exceeds ``tol * max(d_out, 1)``; the iteration ends when none is. The L1 error of a
+        row is its remaining residue mass (``info['residual']``), at most ``tol * (m + n)``.
+        ``power``: the L1 change of a row between iterations at which it stops.
+        ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each entry has a standard deviation
+        of at most ``sqrt(pi(s, t) * tol)``.
+    method : {'auto', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
+        ``push``: synchronous forward push from the active vertices (atomic adds into a separate
+        residue array). ``pull``: every vertex sums the messages of its active in-neighbours, no
+        atomics. ``hybrid`` (``auto``): before each iteration the cost model ``Psi`` picks push or
+        pull. ``power``: batched power iteration (cuSPARSE SpMM on the GPU). ``montecarlo``: walks.
+    max_iter : int, optional
+        Iterations allowed before ``ConvergenceError``. Push, pull and the hybrid always end, so
+        the default is no limit; power iteration's default is the provable bound plus 100.
+    dtype : {float64, float32}
+        Result type (on the GPU also the type of the residues of push, pull and the hybrid).
+    topk : int, optional
+        Return only the ``topk`` largest entries of each row (ties by vertex id), on the host.
+    seed : int
+        Seed of the Monte Carlo walks.
     block : int, optional
-        Sources per SpMM block (default 32 on the CPU; on the GPU as many as fit 1/4 of free memory).
+        Sources per SpMM block of ``power``.
+    cost : CostModel, optional
+        Weights and block layout of the hybrid's cost model; by default measured once per GPU
+        model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU).
+    info : dict, optional
+        Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
+        ``L`` pull), ``residual`` mass and ``seconds``.
 
     Returns
     -------
-    ndarray
-        float64 array of shape (len(sources), n), on the graph's device; row i sums to 1.
+    ndarray or (ndarray, ndarray)
+        A ``dtype`` array of shape (len(sources), n) on the graph's device; with ``topk``, the
+        labels and the values of the top entries, two host arrays of shape (len(sources), topk).
     """
     G = check_graph(G)
     alpha = check_probability("alpha", alpha, closed_right=False)
     tol = check_positive("tol", tol)
-    max_iter = check_count("max_iter", max_iter)
     check_choice("method", method, METHODS)
+    if max_iter is not None:
+        max_iter = check_count("max_iter", max_iter)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if topk is not None:
+        topk = min(check_count("topk", topk), G.n)
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
+    method = "hybrid" if method == "auto" else method
+    if method == "power":
+        step = _power_steps(G, alpha, tol, block, max_iter)
+    elif method == "montecarlo":
+        walks = math.ceil(1.0 / tol)
+        step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
+    else:
+        step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost)
+    return _collect(G, src, step, dtype, topk, info)
+
+
+def _collect(G, src, step, dtype, topk, info):
+    """Run ``step`` over blocks of sources; keep dense rows, or only the top entries of each."""
     xp = array_module(G.indptr)
-    out = xp.zeros((len(src), G.n), dtype=np.float64)
-    if len(src) == 0:
-        return out
+    rows = []
+    stats = {"iterations": [], "models": [], "residual": [], "seconds": []}
+    lo = 0
+    while lo < len(src):
+        t0 = time.perf_counter()
+        block, hi, extra = step(src[lo:])
+        took = (time.perf_counter() - t0) / (hi)
+        block = block.astype(dtype, copy=False)
+        rows.append(_top_entries(G, block, topk) if topk else block)
+        for key in ("iterations", "models", "residual"):
+            stats[key] += extra.get(key, [None] * hi)
+        stats["seconds"] += [took] * hi
+        lo += hi
+    if info is not None:
+        info.update(stats)
+    if topk:
+        if not rows:
+            return np.empty((0, topk), dtype=_label_dtype(G)), np.empty((0, topk), dtype=dtype)
+        return np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows])
+    return xp.concatenate(rows) if rows else xp.zeros((0, G.n), dtype=dtype)
+
+
+def _label_dtype(G):
+    return to_host(G.ids).dtype if G.ids is not None else np.int64
+
+
+def _top_entries(G, block, k):
+    """Labels and values of the k largest entries of each row; ties go to the smaller vertex id."""
+    xp = array_module(block)
+    verts = np.empty((block.shape[0], k), dtype=np.int64)
+    vals = np.empty((block.shape[0], k), dtype=block.dtype)
+    for i, row in enumerate(block):
+        kth = -xp.partition(-row, k - 1)[k - 1]
+        above = xp.flatnonzero(row > kth)
+        cand = to_host(xp.concatenate([above, xp.flatnonzero(row == kth)[: k - above.size]]))
+        v = to_host(row[cand])
+        order = np.lexsort((cand, -v))
+        verts[i], vals[i] = cand[order], v[order]
+    return (to_host(G.ids)[verts] if G.ids is not None else verts), vals
+
+
+def _power_steps(G, alpha, tol, block, max_iter):
     gpu = G.device == "gpu"
+    if max_iter is None:
+        max_iter = math.ceil(math.log(tol / 2) / math.log(alpha)) + 100 if alpha > 0 else 100
     if block is None:
-        block = _gpu_block(G.n) if gpu else 32
+        block = _ppr_power.gpu_block(G.n) if gpu else 32
     block = check_count("block", block)
-    run = _ppr_gpu if gpu else _ppr_cpu
-    for lo in range(0, len(src), block):
-        out[lo : lo + block] = run(G, src[lo : lo + block], alpha, tol, max_iter)
-    return out
+    run = _ppr_power.power_gpu if gpu else _ppr_power.power_cpu
+
+    def step(ids):
+        ids = ids[:block]
+        return run(G, ids, alpha, tol, max_iter), len(ids), {}
+
+    return step
 
 
-def _transition(G: CSRGraph):
-    """In-neighbour CSR with entry 1/d_out(u) for edge u -> t, and the dangling mask (cached)."""
-
-    def build(g):
-        t = g.transpose()
-        deg = g.out_degree()
-        xp = array_module(deg)
-        inv = xp.where(deg > 0, 1.0 / xp.maximum(deg, 1), 0.0)
-        return t.indptr, t.indices, inv[t.indices].astype(np.float64), deg == 0
-
-    return G.derived("ppr_transition", build)
-
-
-@nb.njit(parallel=True, cache=True)
-def _spmm_cpu(tptr, tind, tval, x, y, alpha):
-    n, b = x.shape
-    for t in nb.prange(n):
-        acc = np.zeros(b)
-        for e in range(tptr[t], tptr[t + 1]):
-            u = tind[e]
-            w = tval[e]
-            for j in range(b):
-                acc[j] += w * x[u, j]
-        for j in range(b):
-            y[t, j] = alpha * acc[j]
+def _montecarlo(G, ids, alpha, walks, seed):
+    """Walks from the first source; the share of those that stop at t (returned walks restart)."""
+    xp = array_module(G.indptr)
+    s = int(ids[0])
+    omega = xp.zeros(G.n, dtype=np.int64)
+    omega[s] = walks
+    end, _ = walk_ends(G.indptr, G.indices, omega, stream_key(seed, s), alpha)
+    hit = end[end >= 0]
+    counts = xp.bincount(hit, minlength=G.n).astype(np.float64)
+    return (counts / max(hit.size, 1))[None, :], 1, {}
 
 
-def _ppr_cpu(G, src, alpha, tol, max_iter):
-    tptr, tind, tval, dangling = _transition(G)
-    b = len(src)
-    cols = np.arange(b)
-    x = np.zeros((G.n, b))
-    x[src, cols] = 1.0
-    y = np.empty_like(x)
-    for _ in range(max_iter):
-        _spmm_cpu(tptr, tind, tval, x, y, alpha)
-        y[src, cols] += alpha * x[dangling].sum(axis=0) + (1.0 - alpha)
-        err = float(np.abs(y - x).sum(axis=0).max())
-        x, y = y, x
-        if err < tol:
-            return x.T
-    raise ConvergenceError("ppr", max_iter, err, tol)
+def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost):
+    limit = max_iter if max_iter is not None else np.iinfo(np.int64).max
+    if G.device == "gpu":
+        from ._ppr_push_gpu import solver
+
+        solve = solver(G, mode, alpha, tol, dtype, cost)
+    else:
+        solve = _cpu_solver(G, mode, alpha, tol, cost)
+
+    def step(ids):
+        x, it, models, residual = solve(int(ids[0]), limit)
+        if it is None:
+            raise ConvergenceError("ppr", limit, residual, tol)
+        return x[None, :], 1, {"iterations": [it], "models": [models], "residual": [residual]}
+
+    return step
 
 
-def _gpu_block(n: int) -> int:
-    import cupy as cp
+def _cpu_solver(G, mode, alpha, tol, cost):
+    from ._ppr_push_cpu import solve
 
-    free = cp.cuda.Device().mem_info[0]
-    return int(max(1, min(256, free // 4 // (3 * 8 * max(n, 1)))))
+    cost = cost or cost_model("cpu")
+    tptr, tind = _transpose(G)
+    deg = np.diff(G.indptr)
+    static = G.derived(f"ppr_pull_static_{cost}", lambda g: pull_static(np.diff(tptr), cost))
+    weights = np.array([cost.l1, cost.l2, cost.l3])
+    layout = (cost.blocks, cost.warps, cost.lanes)
+
+    def run(s, limit):
+        p = np.zeros(G.n)
+        r = np.zeros(G.n)
+        trace = np.zeros((4096, 4))
+        it, out = solve(G.indptr, G.indices, tptr, tind, deg, s, alpha, tol, mode, limit, weights, layout,
+                        static, p, r, trace)  # fmt: skip
+        models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
+        return p, (None if out else it), models, float(r.sum())
+
+    return run
 
 
-def _ppr_gpu(G, src, alpha, tol, max_iter):
-    import cupy as cp
-    import cupyx.scipy.sparse as csp
-
-    def build(g):
-        tptr, tind, tval, dangling = _transition(g)
-        return csp.csr_matrix((tval, tind, tptr), shape=(g.n, g.n)), dangling
-
-    pt, dangling = G.derived("ppr_cusparse", build)
-    b = len(src)
-    rows = cp.asarray(src)
-    cols = cp.arange(b)
-    x = cp.zeros((G.n, b), dtype=cp.float64)
-    x[rows, cols] = 1.0
-    err = cp.inf
-    for it in range(1, max_iter + 1):
-        y = alpha * (pt @ x)
-        y[rows, cols] += alpha * x[dangling].sum(axis=0) + (1.0 - alpha)
-        diff = cp.abs(y - x).sum(axis=0).max()
-        x = y
-        if it % 8 == 0 or it == max_iter:  # one host sync per 8 iterations
-            err = float(diff)
-            if err < tol:
-                return x.T
-    raise ConvergenceError("ppr", max_iter, err, tol)
+def _transpose(G):
+    t = G.transpose()
+    return t.indptr, t.indices
 
 
 def _ppr_reference(G: CSRGraph, s: int, alpha: float = 0.8) -> np.ndarray:
@@ -172,3 +245,34 @@ def _ppr_reference(G: CSRGraph, s: int, alpha: float = 0.8) -> np.ndarray:
     e = np.zeros(n)
     e[s] = 1.0
     return np.linalg.solve((np.eye(n) - alpha * P).T, (1.0 - alpha) * e)
+
+
+def _push_reference(G: CSRGraph, s: int, alpha: float, tol: float):
+    """Slow and obvious synchronous forward push (tests only): reserves, residues and, per iteration,
+    the active list in the order the solvers number it and the set of vertices that received mass.
+
+    The active list of iteration k + 1 is built as the push solvers build it: the vertices that
+    received mass in iteration k, in first-touch order (source last for dangling mass).
+    """
+    g = G.to("cpu")
+    deg = np.diff(g.indptr)
+    p, r = np.zeros(g.n), np.zeros(g.n)
+    r[s] = 1.0
+    active, history = [s], []
+    while active:
+        received: dict[int, float] = {}
+        dangling = 0.0
+        for v in active:
+            rv, r[v] = r[v], 0.0
+            p[v] += (1.0 - alpha) * rv
+            if deg[v] == 0:
+                dangling += rv
+            for u in g.indices[g.indptr[v] : g.indptr[v + 1]]:
+                received[int(u)] = received.get(int(u), 0.0) + alpha * rv / deg[v]
+        if dangling:
+            received[s] = received.get(s, 0.0) + alpha * dangling
+        history.append((list(active), set(received)))
+        for u, x in received.items():
+            r[u] += x
+        active = [u for u in received if r[u] > tol * max(deg[u], 1)]
+    return p, r, history

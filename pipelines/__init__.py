@@ -2,7 +2,8 @@
 
 from .job import Job, run
 from .pagerank import pagerank_job
+from .ppr import ppr_job
 from .stages import GraphHandle, load_stage
 from .topk_ppr import index_job, topk_ppr_job
 
-__all__ = ["GraphHandle", "Job", "index_job", "load_stage", "pagerank_job", "run", "topk_ppr_job"]
+__all__ = ["GraphHandle", "Job", "index_job", "load_stage", "pagerank_job", "ppr_job", "run", "topk_ppr_job"]

@@ -27,6 +27,10 @@ EXAMPLES = {
         "examples:\n  graphjobs topk-ppr --index epinions-index --random 10000 -k 100 --out topk\n"
         "  graphjobs topk-ppr --index r22 --sources ids.txt -k 1000 --out topk --scheduler tcp://10.0.0.5:8786"
     ),
+    "ppr": (
+        "examples:\n  graphjobs ppr soc-Epinions1.txt.gz --random 1000 --topk 50 --out ppr\n"
+        "  graphjobs ppr rmat:22 --sources ids.txt --method push --tol 1e-7 --device gpu"
+    ),
 }
 
 
@@ -106,6 +110,25 @@ def _parser() -> argparse.ArgumentParser:
     tk.add_argument("--chunk", type=int, default=1000, help="sources per task")
     tk.add_argument("--seed", type=int, default=0)
     _run_options(tk)
+    pp = sub.add_parser(
+        "ppr", help="personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet",
+        epilog=EXAMPLES["ppr"], formatter_class=fmt,
+    )  # fmt: skip
+    pp.add_argument("input", help="edge-list file or a spec like rmat:16")
+    which = pp.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sources", help="text file with one source label per line")
+    which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
+    pp.add_argument("--topk", type=int, default=100, help="entries kept per source (100)")
+    methods = ["auto", "hybrid", "push", "pull", "power", "montecarlo"]
+    pp.add_argument("--method", choices=methods, default="auto")
+    pp.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
+    pp.add_argument("--tol", type=float, default=1e-6, help="residue threshold r_max (1e-6)")
+    pp.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    pp.add_argument("--out", default="ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)")
+    pp.add_argument("--workdir", default=None)
+    pp.add_argument("--chunk", type=int, default=100, help="sources per task")
+    pp.add_argument("--seed", type=int, default=0)
+    _run_options(pp)
     return ap
 
 
@@ -220,9 +243,30 @@ def _topk(args) -> int:
     return 0
 
 
+def _ppr(args) -> int:
+    from .ppr import ppr_job
+
+    sources = args.random if args.random is not None else _read_sources(args.sources)
+    job = ppr_job(args.input, sources, out=args.out, topk=args.topk, method=args.method, alpha=args.alpha,
+                  tol=args.tol, chunk=args.chunk, seed=args.seed, workdir=args.workdir,
+                  directed=not args.undirected)  # fmt: skip
+    t0 = time.perf_counter()
+    s = _execute(job, args)
+    src, top = s["first"]
+    print(
+        f"\nppr: {s['queries']:,} sources, method={s['method']}, n={s['n']:,}, m={s['m']:,}, "
+        f"device={s['device']}, {time.perf_counter() - t0:.2f} s "
+        f"({1e3 * s['query_seconds_mean']:.2f} ms per source, models of the first: {s['models_first']})"
+    )
+    print(f"first source {src}: " + ", ".join(f"{v} ({p:.4g})" for v, p in top))
+    print(f"written: {s['out']} ({s['parts']} parts)")
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"demo": _demo, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk}[args.command]
+    handlers = {"demo": _demo, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk, "ppr": _ppr}
+    handler = handlers[args.command]
     try:
         return handler(args)
     except USER_ERRORS as exc:

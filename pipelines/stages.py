@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dask
+import numpy as np
 from dask.base import tokenize
 
 import graphs
@@ -147,3 +148,26 @@ def _load(src, options, reorder, artifact) -> GraphHandle:
         g.save(artifact, overwrite=True)
     g = graphs.load(artifact, mmap=True, verify=False)
     return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)
+
+
+def sources_spec(sources, seed: int) -> tuple[tuple, int]:
+    """A hashable spec of a batch of sources (labels, or an int N for N random vertices) and its size."""
+    if isinstance(sources, int | np.integer):
+        count, spec = int(sources), ("random", int(sources), seed)
+    else:
+        spec = ("labels", np.asarray(sources))
+        count = spec[1].size
+    if count < 1:
+        raise ValueError("sources must name at least one vertex")
+    return spec, count
+
+
+def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
+    """Internal ids of the sources; a KeyError naming missing labels before any query runs."""
+    g = graph.get("cpu")
+    if spec[0] == "random":
+        _, count, seed = spec
+        if count > g.n:
+            raise ValueError(f"{count} random sources asked for, but the graph has only {g.n} vertices")
+        return np.random.default_rng(seed).choice(g.n, size=count, replace=False)
+    return g.internal_ids(spec[1])

@@ -26,7 +26,7 @@ from graphs._device import to_device, to_host
 from . import _state
 from .job import Job
 from .pagerank import _pagerank
-from .stages import GraphHandle, default_workdir, load_stage, write_parquet
+from .stages import GraphHandle, default_workdir, load_stage, resolve_sources, sources_spec, write_parquet
 
 MANIFEST = "ppr-index.json"
 
@@ -178,16 +178,12 @@ def topk_ppr_job(
         built = index_job(source, workdir=workdir, alpha=alpha, epsilon=epsilon, seed=seed, directed=directed,
                           read_options=read_options, reorder=reorder)  # fmt: skip
         graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
-    if isinstance(sources, int | np.integer):
-        count, spec = int(sources), ("random", int(sources), seed)
-    else:
-        spec = ("labels", np.asarray(sources))
-        count = spec[1].size
-    if count < 1:
-        raise ValueError("sources must name at least one vertex")
+    spec, count = sources_spec(sources, seed)
     chunk = max(1, int(chunk))
     jtoken = tokenize("topk-ppr", graph, idx, spec, k, seed)
-    resolved = dask.delayed(_resolve, pure=True)(graph, spec, dask_key_name=f"graphjobs-sources-{jtoken}")
+    resolved = dask.delayed(resolve_sources, pure=True)(
+        graph, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
+    )
     out = Path(out).resolve()
     parts = []
     for i, lo in enumerate(range(0, count, chunk)):
@@ -209,17 +205,6 @@ def topk_ppr_job(
     return Job(
         "topk-ppr", result, Path(workdir), stages={"sources": resolved, "queries": parts, "summary": result}
     )
-
-
-def _resolve(graph: GraphHandle, spec) -> np.ndarray:
-    """Internal ids of the sources; a KeyError naming missing labels before any query runs."""
-    g = graph.get("cpu")
-    if spec[0] == "random":
-        _, count, seed = spec
-        if count > g.n:
-            raise ValueError(f"{count} random sources asked for, but the graph has only {g.n} vertices")
-        return np.random.default_rng(seed).choice(g.n, size=count, replace=False)
-    return g.internal_ids(spec[1])
 
 
 def _query_chunk(graph: GraphHandle, index: IndexHandle, ids, k: int, seed: int, path: str) -> dict:

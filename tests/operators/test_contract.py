@@ -10,13 +10,15 @@ import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import pagerank
+from operators import pagerank, ppr
 from tests.conftest import DEVICES
 
 OPERATORS = {
     "pagerank": lambda g: pagerank(g),
     "pagerank-push": lambda g: pagerank(g, method="push"),
     "pagerank-personalized": lambda g: pagerank(g, personalization={0: 1.0, 7: 2.0}),  # by label
+    "ppr-hybrid": lambda g: ppr(g, [7], tol=1e-9)[0],
+    "ppr-pull": lambda g: ppr(g, [7], method="pull", tol=1e-9)[0],
 }
 
 

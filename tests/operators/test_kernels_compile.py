@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from graphs import _mix, generators
-from operators import _irw, _pagerank_gpu, _topk_gpu, _topk_gpu_estimate
+from operators import _irw, _pagerank_gpu, _ppr_calibrate, _ppr_push_gpu, _topk_gpu, _topk_gpu_estimate
 
 NVCC = shutil.which("nvcc")
 SOURCES = [
@@ -30,6 +30,12 @@ SOURCES = [
     ),
     ("topk-estimate", _topk_gpu_estimate.ESTIMATE_KERNELS, ("gj_compute_ppr", "gj_bound_reduction")),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
+    (
+        "ppr-push-pull",
+        _ppr_push_gpu.PPR_PUSH_KERNEL,
+        ("gj_ppr_stats", *(f"gj_ppr_{k}_{t}" for k in ("push", "merge", "pull") for t in ("f32", "f64"))),
+    ),
+    ("ppr-calibrate", _ppr_calibrate.CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep")),
 ]
 
 

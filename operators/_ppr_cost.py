@@ -1,0 +1,147 @@
+"""The cost model that picks push or pull before each iteration of the hybrid PPR solver.
+
+Kernels assign work to ``blocks`` persistent blocks of ``warps`` warps of ``lanes`` threads. Slot
+``q`` (a position in the push frontier, or a vertex id in the pull sweep) belongs to block
+``(q // warps) % blocks`` and to warp ``q % warps`` of it. With that assignment (Wang et al., Eq. 1-5):
+
+* ``Phi_rdw = max_i { sum_{v in B_i} ceil(d+_v / (w b)) + max_j sum_{v in W_j} ceil(d+_v / w) }``
+  over the active vertices in frontier order (random atomic writes of push);
+* ``Phi_rdr``: the same over every vertex with in-degrees (random reads of pull; fixed per graph);
+* ``Phi_sqw``: like ``Phi_rdr`` plus ``delta_v (1 + log2(w b))`` per block and ``delta_v (1 + log2 w)``
+  per warp, ``delta_v = 1`` when v has an active in-neighbour (the reductions of pull);
+* ``Psi = l1 Phi_rdw - l2 Phi_rdr - l3 Phi_sqw``: push runs next when ``Psi < 0``.
+
+``delta`` is known only once messages arrive, so the solvers use the vertices that received one in
+the iteration that just ran; the active set itself (``Phi_rdw``) is the one of the next iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+LANES = 32
+WARPS = 8
+BLOCKS = 1056  # 8 blocks of 256 threads on each of the H100's 132 SMs; also the CPU's virtual layout
+DEFAULT_WEIGHTS = (2.3, 1.1, 1.0)
+PUSH, PULL = 0, 1
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Weights of the three access patterns and the block layout that the statistics assume."""
+
+    l1: float = DEFAULT_WEIGHTS[0]
+    l2: float = DEFAULT_WEIGHTS[1]
+    l3: float = DEFAULT_WEIGHTS[2]
+    blocks: int = BLOCKS
+    warps: int = WARPS
+    lanes: int = LANES
+
+    @property
+    def block_reduce(self) -> float:
+        return 1.0 + math.log2(self.lanes * self.warps)
+
+    @property
+    def warp_reduce(self) -> float:
+        return 1.0 + math.log2(self.lanes)
+
+    def psi(self, rdw: float, rdr: float, sqw: float) -> float:
+        return self.l1 * rdw - self.l2 * rdr - self.l3 * sqw
+
+    def choose(self, rdw: float, rdr: float, sqw: float) -> int:
+        return PUSH if self.psi(rdw, rdr, sqw) < 0 else PULL
+
+
+def slot_of(q, model: CostModel):
+    """(block, global warp) of slot ``q`` (vectorised)."""
+    q = np.asarray(q, dtype=np.int64)
+    block = (q // model.warps) % model.blocks
+    return block, block * model.warps + q % model.warps
+
+
+def block_max(blk: np.ndarray, wrp: np.ndarray, warps: int) -> float:
+    """``max_i (blk[i] + max_j wrp[i, j])`` for per-block and per-warp sums."""
+    return float((blk + wrp.reshape(-1, warps).max(axis=1)).max())
+
+
+def pull_static(in_deg: np.ndarray, model: CostModel) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-block and per-warp in-degree terms of every vertex, and Phi_rdr (fixed per graph)."""
+    d = np.asarray(in_deg, dtype=np.int64)
+    block, warp = slot_of(np.arange(d.size), model)
+    w, wb = model.lanes, model.lanes * model.warps
+    blk = np.bincount(block, weights=-(-d // wb), minlength=model.blocks).astype(np.float64)
+    wrp = np.bincount(warp, weights=-(-d // w), minlength=model.blocks * model.warps).astype(np.float64)
+    return blk, wrp, block_max(blk, wrp, model.warps)
+
+
+def phi_reference(frontier, out_deg, in_deg, received, model: CostModel) -> tuple[float, float, float]:
+    """Slow and obvious (Python loops, for tests): Phi_rdw, Phi_rdr, Phi_sqw of one iteration.
+
+    ``frontier`` lists the active vertices in the order the push kernel takes them; ``received`` is
+    the set of vertices with an active in-neighbour.
+    """
+    w, b, nb = model.lanes, model.warps, model.blocks
+    received = set(int(v) for v in received)
+
+    def phi(slots, cost_block, cost_warp):
+        blocks: dict[int, float] = {}
+        warps: dict[tuple[int, int], float] = {}
+        for q, v in slots:
+            i, j = (q // b) % nb, q % b
+            blocks[i] = blocks.get(i, 0.0) + cost_block(v)
+            warps[i, j] = warps.get((i, j), 0.0) + cost_warp(v)
+        return max(
+            (blocks[i] + max((c for (bi, _), c in warps.items() if bi == i), default=0.0) for i in blocks),
+            default=0.0,
+        )
+
+    active = list(enumerate(int(v) for v in frontier))
+    every = [(v, v) for v in range(len(in_deg))]
+    rdw = phi(active, lambda v: math.ceil(out_deg[v] / (w * b)), lambda v: math.ceil(out_deg[v] / w))
+    rdr = phi(every, lambda v: math.ceil(in_deg[v] / (w * b)), lambda v: math.ceil(in_deg[v] / w))
+    sqw = phi(
+        every,
+        lambda v: math.ceil(in_deg[v] / (w * b)) + (v in received) * model.block_reduce,
+        lambda v: math.ceil(in_deg[v] / w) + (v in received) * model.warp_reduce,
+    )
+    return rdw, rdr, sqw
+
+
+def _cache_file(name: str) -> Path:
+    root = os.environ.get("GRAPHJOBS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "graphjobs"
+    )
+    safe = "".join(c if c.isalnum() else "-" for c in name).strip("-")
+    return Path(root) / f"ppr-cost-{safe}.json"
+
+
+def cost_model(device: str, *, refresh: bool = False) -> CostModel:
+    """The cost model of ``device``: on a GPU, weights measured once per GPU model and cached on disk.
+
+    On the CPU (and when measuring fails) the paper's default weights 2.3 : 1.1 : 1 are used.
+    """
+    if device != "gpu":
+        return CostModel()
+    import cupy as cp
+
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    blocks = int(props["multiProcessorCount"]) * (2048 // (LANES * WARPS))
+    path = _cache_file(name)
+    if path.is_file() and not refresh:
+        saved = json.loads(path.read_text())
+        return CostModel(saved["l1"], saved["l2"], saved["l3"], blocks=blocks)
+    from ._ppr_calibrate import measure_weights
+
+    l1, l2, l3 = measure_weights(CostModel(blocks=blocks))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"gpu": name, "l1": l1, "l2": l2, "l3": l3}))
+    os.replace(tmp, path)
+    return CostModel(l1, l2, l3, blocks=blocks)

@@ -1,0 +1,182 @@
+"""Single-source PPR by push, pull, hybrid and Monte Carlo: NetworkX and power-method oracles,
+invariants, the cost model on hand-made frontiers, and the hybrid's decisions."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import graphs
+from graphs._device import to_host
+from operators import ConvergenceError, ppr
+from operators._ppr_cost import PULL, PUSH, CostModel, phi_reference, pull_static
+from operators._ppr_push_cpu import HYBRID, solve
+from operators.ppr import _push_reference
+from tests.conftest import DEVICES, snap, to_networkx
+from tests.operators.test_ppr import _with_dangling
+
+ITERATIVE = ["push", "pull", "hybrid"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("method", [*ITERATIVE, "power"])
+def test_methods_match_networkx(device, method):
+    g = _with_dangling()
+    nxg = to_networkx(g)
+    info = {}
+    x = to_host(ppr(g.to(device), [0, 5, 7], method=method, tol=1e-12, info=info))
+    for i, s in enumerate([0, 5, 7]):
+        want = nx.pagerank(nxg, alpha=0.8, personalization={s: 1}, tol=1e-15, max_iter=10_000)
+        err = np.abs(x[i] - [want[v] for v in range(g.n)]).sum()
+        assert err < 1e-10
+        if method != "power":  # the L1 error is the residue left, which tol bounds
+            assert info["residual"][i] <= 1e-12 * (g.m + g.n)
+            assert err <= info["residual"][i] + 1e-13
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_push_pull_hybrid_agree_on_rmat_with_error_bound(device):
+    g = graphs.rmat(11, seed=5, device=device)
+    sources = [int(v) for v in to_host(g.ids)[[0, 17, 900]]] if g.ids is not None else [0, 17, 900]
+    exact = to_host(ppr(g, sources, method="power", tol=1e-12))
+    got = {}
+    for method in ITERATIVE:
+        info = {}
+        got[method] = to_host(ppr(g, sources, method=method, tol=1e-7, info=info))
+        x = got[method]
+        assert (x >= 0).all()
+        residual = np.asarray(info["residual"])
+        assert (residual <= 1e-7 * (g.m + g.n)).all()
+        np.testing.assert_allclose(x.sum(axis=1) + residual, 1.0, atol=1e-12)  # mass is conserved
+        assert (np.abs(x - exact).sum(axis=1) <= residual + 1e-9).all()
+        assert (x <= exact + 1e-12).all()  # push underestimates: the residues are still to spread
+        assert all(len(m) == it for m, it in zip(info["models"], info["iterations"], strict=True))
+    np.testing.assert_allclose(got["push"], got["pull"], atol=1e-12)
+    np.testing.assert_allclose(got["push"], got["hybrid"], atol=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hybrid_on_snap_graph(device):
+    g = snap("wiki-Vote", directed=True).to(device)
+    labels = to_host(g.ids)[[3, 1000, 5000]]
+    exact = to_host(ppr(g, labels, method="power", tol=1e-12))
+    info = {}
+    x = to_host(ppr(g, labels, tol=1e-7, info=info))
+    l1 = np.abs(x - exact).sum(axis=1)
+    assert (l1 <= np.asarray(info["residual"]) + 1e-9).all() and l1.max() < 1e-2
+    top = to_host(ppr(g, labels, tol=1e-9, topk=20))[0]  # label ranking of the top 20 agrees
+    order = np.argsort(-exact, axis=1, kind="stable")[:, :20]
+    assert (np.isin(top, to_host(g.ids)[order]).mean(axis=1) >= 0.95).all()
+
+
+def test_solver_statistics_follow_the_reference():
+    """Push mode: Phi_rdw of each active list and Phi_sqw of the previous receivers, recomputed."""
+    g = graphs.rmat(9, seed=2, device="cpu")
+    model = CostModel(blocks=3, warps=2, lanes=4)
+    deg, tr = np.diff(g.indptr), g.transpose()
+    ideg = np.diff(tr.indptr)
+    trace = np.zeros((200, 4))
+    p, r = np.zeros(g.n), np.zeros(g.n)
+    it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-6, PUSH, 10**6,
+                    np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), p, r, trace)  # fmt: skip
+    ref_p, _, history = _push_reference(g, 0, 0.8, 1e-6)
+    assert out == 0 and it == len(history)
+    np.testing.assert_allclose(p, ref_p, atol=1e-15)
+    received = set()
+    for k, (active, got) in enumerate(history):
+        rdw, _, sqw = phi_reference(active, deg, ideg, received, model)
+        assert trace[k, 3] == len(active)
+        assert trace[k, 1] == rdw and trace[k, 2] == pytest.approx(sqw)
+        received = got
+
+
+def test_phi_on_a_hand_made_frontier():
+    # 2 blocks of 2 warps of 4 lanes: slot q -> block (q // 2) % 2, warp q % 2
+    model = CostModel(1.0, 1.0, 1.0, blocks=2, warps=2, lanes=4)
+    out_deg = np.array([9, 1, 4, 0, 16, 3])
+    in_deg = np.array([2, 8, 0, 5, 1, 3])
+    # frontier order 4, 0, 2, 5, 1: slots 0..4 -> blocks 0, 0, 1, 1, 0 and warps 0, 1, 0, 1, 0
+    rdw, rdr, sqw = phi_reference([4, 0, 2, 5, 1], out_deg, in_deg, {1, 3}, model)
+    # block 0 holds 4, 0, 1: ceil(/8) = 2 + 2 + 1 = 5; warp 0 holds 4, 1: 4 + 1, warp 1 holds 0: 3
+    # block 1 holds 2, 5: 1 + 1 = 2; its warps: 1 and 1 -> block 0 wins with 5 + 5 = 10
+    assert rdw == 10
+    # pull: vertex u in block (u // 2) % 2: block 0 = {0, 1, 4, 5}, block 1 = {2, 3}
+    # block 0: ceil(d/8) 1 + 1 + 1 + 1 = 4, warps {0, 4}: 1 + 1 = 2, {1, 5}: 2 + 1 = 3 -> 7
+    # block 1: 0 + 1 = 1, warps {2}: 0, {3}: 2 -> 3
+    assert rdr == 7
+    # receivers 1 (block 0, warp 1) and 3 (block 1, warp 1) add 1 + log2(8) = 4 and 1 + log2(4) = 3
+    # block 0: 4 + 4 + max(2, 3 + 3) = 14; block 1: 1 + 4 + max(0, 2 + 3) = 10
+    assert sqw == 14
+    assert model.psi(rdw, rdr, sqw) == 10 - 7 - 14 and model.choose(rdw, rdr, sqw) == PUSH
+    assert CostModel(3.0, 1.0, 1.0).choose(10, 7, 14) == PULL  # 30 - 21 > 0
+    blk, wrp, phi = pull_static(in_deg, model)
+    assert phi == rdr and blk.tolist() == [4, 1] and wrp.tolist() == [2, 3, 0, 2]
+
+
+def test_hybrid_decisions_follow_psi_and_switch():
+    g = graphs.barabasi_albert(3000, 6, seed=1, device="cpu")
+    deg, tr = np.diff(g.indptr), g.transpose()
+    model = CostModel(20.0, 1.0, 1.0, blocks=16)  # expensive atomics: pull wins on large frontiers
+    static = pull_static(np.diff(tr.indptr), model)
+    trace = np.zeros((500, 4))
+    p, r = np.zeros(g.n), np.zeros(g.n)
+    it, _ = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-9, HYBRID, 10**6,
+                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, p, r, trace)  # fmt: skip
+    chosen = trace[:it, 0].astype(int)
+    for k in range(it):
+        assert chosen[k] == model.choose(trace[k, 1], static[2], trace[k, 2])
+    assert {PUSH, PULL} <= set(chosen.tolist())  # both models ran
+    push = to_host(ppr(g, [0], method="push", tol=1e-9))[0]
+    np.testing.assert_allclose(p, push, atol=1e-14)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_montecarlo_within_its_standard_deviation(device):
+    g = graphs.rmat(8, seed=9, device=device)
+    s = int(to_host(g.ids)[4]) if g.ids is not None else 4
+    exact = to_host(ppr(g, [s], method="power", tol=1e-12))[0]
+    tol = 1e-5  # 100,000 walks
+    a = to_host(ppr(g, [s], method="montecarlo", tol=tol, seed=1))[0]
+    assert a.sum() == pytest.approx(1.0)
+    sd = np.sqrt(exact * (1 - exact) * tol)
+    assert (np.abs(a - exact) <= 6 * sd + 3 * tol).all()
+    z = (a - exact)[exact > 1e-3] / sd[exact > 1e-3]
+    assert abs(z.mean()) < 4 / math.sqrt(z.size) + 0.2 and 0.5 < z.std() < 1.5
+    np.testing.assert_array_equal(a, to_host(ppr(g, [s], method="montecarlo", tol=tol, seed=1))[0])
+    assert not np.array_equal(a, to_host(ppr(g, [s], method="montecarlo", tol=tol, seed=2))[0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_topk_and_dtype(device):
+    g = _with_dangling().to(device)
+    dense = to_host(ppr(g, [0, 6], tol=1e-12))
+    labels, values = ppr(g, [0, 6], tol=1e-12, topk=3)
+    assert labels.shape == values.shape == (2, 3)
+    for i in range(2):
+        order = np.lexsort((np.arange(g.n), -dense[i]))[:3]
+        assert labels[i].tolist() == order.tolist()
+        np.testing.assert_allclose(values[i], dense[i, order])
+    labels, values = ppr(g, [6], tol=1e-12, topk=50)  # more than n: every vertex, zeros last by id
+    assert labels.shape == (1, g.n) and values[0, -1] == 0.0
+    f32 = ppr(g, [0], tol=1e-9, dtype=np.float32)
+    assert f32.dtype == np.float32
+    np.testing.assert_allclose(to_host(f32)[0], dense[0], atol=1e-6)
+
+
+def test_errors():
+    g = _with_dangling()
+    with pytest.raises(ValueError, match="method"):
+        ppr(g, [0], method="magic")
+    with pytest.raises(ValueError, match="dtype"):
+        ppr(g, [0], dtype=np.int32)
+    with pytest.raises(ValueError, match="topk"):
+        ppr(g, [0], topk=0)
+    with pytest.raises(ValueError, match="tol"):
+        ppr(g, [0], tol=0)
+    with pytest.raises(KeyError, match="not in the graph"):
+        ppr(g, [42], method="push")
+    with pytest.raises(ConvergenceError):
+        ppr(g, [0], method="pull", tol=1e-12, max_iter=2)

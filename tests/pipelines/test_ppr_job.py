@@ -1,0 +1,90 @@
+"""The single-source PPR job: top entries per source in Parquet, against the operator and exact PPR."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+import graphs
+import pipelines
+from operators import ppr
+from pipelines.cli import main
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def _check(g, df, k, tol=1e-7):
+    assert list(df.columns) == ["source", "rank", "vertex", "ppr"]
+    for src, rows in df.groupby("source"):
+        rows = rows.sort_values("rank")
+        assert rows["rank"].tolist() == list(range(1, k + 1))
+        exact = ppr(g, [src], method="power", tol=1e-12)[0]
+        got = exact[g.internal_ids(rows.vertex.to_numpy())]
+        # push underestimates each entry by at most the residue left (<= tol * (m + n))
+        assert (np.abs(got - rows.ppr.to_numpy()) <= tol * (g.m + g.n)).all()
+        assert rows.ppr.iloc[-1] >= np.sort(exact)[-k] - tol * (g.m + g.n)
+
+
+def test_job_from_a_labelled_file(tmp_path, sync):
+    g0 = graphs.barabasi_albert(500, 3, seed=2)
+    src, dst, _ = g0.edges()
+    path = tmp_path / "edges.csv"
+    pd.DataFrame({"a": [f"v{x}" for x in src], "b": [f"v{x}" for x in dst]}).to_csv(path, index=False)
+    sources = ["v1", "v20", "v300", "v7", "v499"]
+    job = pipelines.ppr_job(path, sources, topk=10, tol=1e-8, out=tmp_path / "out", workdir=tmp_path, chunk=2)
+    assert any(key.startswith("ppr-") for key in job.keys())
+    summary = pipelines.run(job, progress=False)
+    assert summary["queries"] == 5 and summary["parts"] == 3 and summary["iterations_mean"] > 1
+    df = pd.read_parquet(tmp_path / "out")
+    assert sorted(set(df.source)) == sorted(sources)
+    _check(graphs.read_edgelist(path), df, 10, tol=1e-8)
+
+
+def test_unknown_source_fails_before_queries(tmp_path, sync):
+    job = pipelines.ppr_job("rmat:scale=9,seed=1", [1, 10**7], out=tmp_path / "o", workdir=tmp_path)
+    with pytest.raises(KeyError, match="10000000"):
+        pipelines.run(job, progress=False)
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli(tmp_path, capsys):
+    out = tmp_path / "res"
+    args = [
+        "ppr",
+        "rmat:scale=10,seed=2",
+        "--random",
+        "4",
+        "--topk",
+        "8",
+        "--method",
+        "pull",
+        "--out",
+        str(out),
+    ]
+    assert main([*args, "--workdir", str(tmp_path), "--quiet", "--device", "cpu"]) == 0
+    assert "models of the first: LL" in capsys.readouterr().out
+    _check(graphs.rmat(10, seed=2, device="cpu"), pd.read_parquet(out), 8, tol=1e-6)
+    assert main(["ppr", "rmat:scale=8", "--random", "3", "--tol", "-1", "--quiet", "--device", "cpu",
+                 "--workdir", str(tmp_path), "--out", str(tmp_path / "x")]) == 1  # fmt: skip
+    assert "tol must be a positive number" in capsys.readouterr().err
+
+
+def test_on_a_real_local_cluster(tmp_path):
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.ppr_job(
+            "rmat:scale=10,seed=4", 30, topk=5, out=tmp_path / "o", workdir=tmp_path, chunk=4
+        )
+        summary = pipelines.run(job, client, progress=False)
+        assert summary["queries"] == 30 and summary["parts"] == 8
+    df = pd.read_parquet(tmp_path / "o")
+    assert df.source.nunique() == 30 and len(df) == 150
