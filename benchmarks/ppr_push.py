@@ -1,0 +1,75 @@
+"""Single-source PPR: push, pull and the hybrid per source, beside power iteration in the same run.
+
+Per graph and tolerance: median milliseconds per source over a fixed set of random sources (vertices
+with out-edges, seed 1), mean iterations, the model sequence of the first source, the residue left,
+and the L1 error against a 1e-10 power-iteration solution. Baseline: power iteration
+(``operators.ppr(method='power')``: cuSPARSE SpMM on the GPU) to an L1 change of ``tol``, per source.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import graphs
+from graphs._device import to_host
+from operators import ppr
+from operators._ppr_cost import cost_model
+
+from .common import Reporter
+from .topk_ppr import _sources, _sync
+
+METHODS = ("push", "pull", "hybrid")
+
+
+def _per_source(g, srcs, **opts):
+    info: dict = {}
+    out = []
+    for s in srcs:
+        _sync(g.device)
+        t0 = time.perf_counter()
+        x = ppr(g, [s], info=info, **opts)
+        _sync(g.device)
+        out.append(time.perf_counter() - t0)
+    return np.array(out) * 1e3, info, x
+
+
+def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3):
+    device = g.device
+    srcs = _sources(g, sources, seed=1)
+    ppr(g, srcs[:1], method="power", tol=1e-3)  # builds the transposed matrix (not timed)
+    exact = to_host(ppr(g, srcs[:exact_sources], method="power", tol=1e-10))
+    common = dict(graph=name, n=g.n, m=g.m)
+    for tol in tols:
+        base_ms, _, _ = _per_source(g, srcs[:exact_sources], method="power", tol=tol)
+        base = {"impl": f"power tol={tol:g} {device}", "median": float(np.median(base_ms))}
+        for method in METHODS:
+            ppr(g, srcs[:1], method=method, tol=tol)  # compile, plan
+            ms, info, _ = _per_source(g, srcs, method=method, tol=tol)
+            approx = to_host(ppr(g, srcs[:exact_sources], method=method, tol=tol))
+            l1 = np.abs(approx - exact).sum(axis=1)
+            models = info["models"]
+            rep.emit(
+                bench="ppr", impl=f"{method} tol={tol:g} {device}", median=float(np.median(ms)), unit="ms",
+                **common, tol=tol, mean_ms=float(ms.mean()), iterations=float(np.mean(info["iterations"])),
+                pulls=float(np.mean([m.count("L") for m in models])), models_first=models[0],
+                residual_max=float(np.max(info["residual"])), l1_max=float(l1.max()), sources=len(srcs),
+                baseline=base, speedup=base["median"] / float(np.median(ms)),
+            )  # fmt: skip
+
+
+def run(rep: Reporter, device: str, dataset_dir, scales) -> None:
+    t0 = time.perf_counter()
+    model = cost_model(device)
+    rep.emit(bench="ppr-cost", impl=f"cost model {device}", median=time.perf_counter() - t0, unit="s",
+             l1=model.l1, l2=model.l2, l3=model.l3, blocks=model.blocks)  # fmt: skip
+    warm = graphs.rmat(10, seed=1, device=device)
+    for method in METHODS:
+        ppr(warm, _sources(warm, 2, 0), method=method)
+    for name in ("wiki-Vote", "soc-Epinions1", "soc-Slashdot0902"):
+        path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
+        if path is not None and path.is_file():
+            run_graph(rep, name, graphs.read_edgelist(path).to(device), (1e-6, 1e-8))
+    for s in scales:
+        run_graph(rep, f"rmat-{s}", graphs.rmat(s, seed=0, device=device), (1e-6, 1e-7, 1e-8), sources=10)
