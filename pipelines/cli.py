@@ -222,45 +222,39 @@ def _read_sources(path: str) -> list:
         return items
 
 
-def _topk(args) -> int:
-    from .topk_ppr import topk_ppr_job
+def _sources_arg(args):
+    return args.random if args.random is not None else _read_sources(args.sources)
 
-    sources = args.random if args.random is not None else _read_sources(args.sources)
-    job = topk_ppr_job(
-        sources=sources, index=args.index, k=args.k, out=args.out, chunk=args.chunk, seed=args.seed
-    )
+
+def _run_batch(job, args, describe) -> int:
+    """Run a batch-of-sources job; print its summary line, the first source's top entries, the output."""
     t0 = time.perf_counter()
     s = _execute(job, args)
     src, top = s["first"]
     print(
-        f"\ntopk-ppr: {s['queries']:,} sources, k={s['k']}, n={s['n']:,}, m={s['m']:,}, "
-        f"device={s['device']}, {time.perf_counter() - t0:.2f} s "
-        f"({1e3 * s['query_seconds_mean']:.2f} ms per query, "
-        f"{s['fallback']} Monte-Carlo fallbacks)"
+        f"\n{s['job']}: {s['queries']:,} sources, n={s['n']:,}, m={s['m']:,}, device={s['device']}, "
+        f"{time.perf_counter() - t0:.2f} s ({1e3 * s['query_seconds_mean']:.2f} ms per source, {describe(s)})"
     )
     print(f"first source {src}: " + ", ".join(f"{v} ({p:.4g})" for v, p in top))
     print(f"written: {s['out']} ({s['parts']} parts)")
     return 0
+
+
+def _topk(args) -> int:
+    from .topk_ppr import topk_ppr_job
+
+    job = topk_ppr_job(sources=_sources_arg(args), index=args.index, k=args.k, out=args.out, chunk=args.chunk,
+                       seed=args.seed)  # fmt: skip
+    return _run_batch(job, args, lambda s: f"k={s['k']}, {s['fallback']} Monte-Carlo fallbacks")
 
 
 def _ppr(args) -> int:
     from .ppr import ppr_job
 
-    sources = args.random if args.random is not None else _read_sources(args.sources)
-    job = ppr_job(args.input, sources, out=args.out, topk=args.topk, method=args.method, alpha=args.alpha,
-                  tol=args.tol, chunk=args.chunk, seed=args.seed, workdir=args.workdir,
+    job = ppr_job(args.input, _sources_arg(args), out=args.out, topk=args.topk, method=args.method,
+                  alpha=args.alpha, tol=args.tol, chunk=args.chunk, seed=args.seed, workdir=args.workdir,
                   directed=not args.undirected)  # fmt: skip
-    t0 = time.perf_counter()
-    s = _execute(job, args)
-    src, top = s["first"]
-    print(
-        f"\nppr: {s['queries']:,} sources, method={s['method']}, n={s['n']:,}, m={s['m']:,}, "
-        f"device={s['device']}, {time.perf_counter() - t0:.2f} s "
-        f"({1e3 * s['query_seconds_mean']:.2f} ms per source, models of the first: {s['models_first']})"
-    )
-    print(f"first source {src}: " + ", ".join(f"{v} ({p:.4g})" for v, p in top))
-    print(f"written: {s['out']} ({s['parts']} parts)")
-    return 0
+    return _run_batch(job, args, lambda s: f"method={s['method']}, models of the first: {s['models_first']}")
 
 
 def main(argv=None) -> int:
