@@ -52,19 +52,9 @@ def wall(
 
 def gpu_time(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3):
     """Median seconds of ``fn`` measured with CUDA events."""
-    import cupy as cp
+    from graphs._device import event_seconds
 
-    for _ in range(warmup):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    times = event_seconds(fn, repeats=repeats, warmup=warmup)
     return statistics.median(times), times
 
 

@@ -97,6 +97,23 @@ def get_kernel(source: str, name: str, options: tuple[str, ...] = ("-std=c++17",
     return cp.RawKernel(source, name, options=options)
 
 
+def event_seconds(fn, *, repeats: int, warmup: int) -> list[float]:
+    """Seconds of each of ``repeats`` runs of ``fn`` on the current stream, timed with CUDA events."""
+    cp = import_cupy()
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return times
+
+
 def launch_config(n_items: int, threads: int = 256, max_blocks: int = 65535 * 32) -> tuple[tuple, tuple]:
     """Grid and block tuples for a 1-D launch over ``n_items`` (at least one block)."""
     blocks = max(1, min(max_blocks, (int(n_items) + threads - 1) // threads))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import event_seconds, get_kernel, import_cupy
 
 CALIBRATE_KERNEL = r"""
 extern "C" __global__ void gj_cal_atomic(const long long* indptr, const int* indices, int n, double* x) {
@@ -38,19 +38,6 @@ extern "C" __global__ void gj_cal_sweep(int n, const double* x, double* y) {
 """
 
 
-def _best_ms(cp, launch, repeat: int = 5) -> float:
-    launch()  # compile and warm the caches
-    times = []
-    for _ in range(repeat):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return min(times)
-
-
 def measure_weights(model) -> tuple[float, float, float]:
     """(l1, l2, l3): per-warp-step costs of atomic writes, random reads and the sweep, l3 = 1."""
     import graphs
@@ -62,9 +49,10 @@ def measure_weights(model) -> tuple[float, float, float]:
     x, y = cp.ones(g.n, np.float64), cp.zeros(g.n, np.float64)
     grid, block = (model.blocks,), (model.lanes * model.warps,)
     kernel = lambda name: get_kernel(CALIBRATE_KERNEL, name)  # noqa: E731
-    t_atomic = _best_ms(cp, lambda: kernel("gj_cal_atomic")(grid, block, (g.indptr, g.indices, n, y)))
-    t_read = _best_ms(cp, lambda: kernel("gj_cal_read")(grid, block, (t.indptr, t.indices, n, x, y)))
-    t_sweep = _best_ms(cp, lambda: kernel("gj_cal_sweep")(grid, block, (n, x, y)))
+    best = lambda launch: min(event_seconds(launch, repeats=5, warmup=1))  # noqa: E731  (warm-up compiles)
+    t_atomic = best(lambda: kernel("gj_cal_atomic")(grid, block, (g.indptr, g.indices, n, y)))
+    t_read = best(lambda: kernel("gj_cal_read")(grid, block, (t.indptr, t.indices, n, x, y)))
+    t_sweep = best(lambda: kernel("gj_cal_sweep")(grid, block, (n, x, y)))
     steps = lambda indptr: float((-(-cp.diff(indptr) // 32)).sum())  # noqa: E731
     per = (t_atomic / steps(g.indptr), t_read / steps(t.indptr), t_sweep / (g.n / 32))
     return per[0] / per[2], per[1] / per[2], 1.0
