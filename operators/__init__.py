@@ -1,16 +1,22 @@
 """Operators: pure functions over graphs and flat arrays, dispatched to the GPU (CuPy) or CPU (Numba)."""
 
-from .errors import ConvergenceError
+from .errors import ConvergenceError, InsufficientMemoryError
+from .influence import InfluenceResult, influence_maximization
 from .pagerank import pagerank
 from .ppr import ppr
 from .ppr_index import PPRIndex, build_ppr_index, load_ppr_index
+from .spread import influence_spread
 from .topk_ppr import TopkPPR, topk_ppr
 
 __all__ = [
     "ConvergenceError",
+    "InfluenceResult",
+    "InsufficientMemoryError",
     "PPRIndex",
     "TopkPPR",
     "build_ppr_index",
+    "influence_maximization",
+    "influence_spread",
     "load_ppr_index",
     "pagerank",
     "ppr",

@@ -9,7 +9,15 @@ import subprocess
 import pytest
 
 from graphs import _mix, generators
-from operators import _irw, _pagerank_gpu, _ppr_calibrate, _ppr_push_gpu, _topk_gpu, _topk_gpu_estimate
+from operators import (
+    _im_gpu,
+    _irw,
+    _pagerank_gpu,
+    _ppr_calibrate,
+    _ppr_push_gpu,
+    _topk_gpu,
+    _topk_gpu_estimate,
+)
 
 NVCC = shutil.which("nvcc")
 SOURCES = [
@@ -36,6 +44,7 @@ SOURCES = [
         ("gj_ppr_stats", *(f"gj_ppr_{k}_{t}" for k in ("push", "merge", "pull") for t in ("f32", "f64"))),
     ),
     ("ppr-calibrate", _ppr_calibrate.CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep")),
+    ("influence", _im_gpu.IM_KERNEL, ("gj_im_sample", "gj_im_gather", "gj_im_cover", "gj_im_cascades")),
 ]
 
 

@@ -1,0 +1,189 @@
+"""Numba kernels of influence maximization: live-edge BFS, RR samples, forward cascades, greedy cover.
+
+Sample ``j`` (one per RR "set" of the IMM analysis) has the root ``floor(rand_unit(root_key, j) * n)``
+and, in round ``t`` of ``rounds``, the live-edge world keyed ``mix64(key + (j * rounds + t) * GOLDEN)``.
+Its members are the elements ``t * n + v`` of the vertices v reached in each round. Draws are keyed
+by edge (IC) or by vertex (LT), never by visiting order, so any traversal order (a Numba thread or a
+CUDA warp) reaches the same set.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from graphs._mix import mix64, rand_unit
+
+_U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@nb.njit(inline="always", cache=True)
+def _live(e, x, y, p, lo, lt, reverse, key):
+    if lt:
+        r = rand_unit(key, np.uint64(x if reverse else y))
+        return lo[e] <= r < np.float64(lo[e]) + np.float64(p[e])  # sums in double, as on the GPU
+    return rand_unit(key, np.uint64(e)) < p[e]
+
+
+@nb.njit(cache=True)
+def bfs(indptr, indices, p, lo, lt, reverse, key, starts, mark, stamp, queue, base):
+    """Vertices reached from ``starts`` in the world ``key``, appended to ``queue[base:]``; count."""
+    size = base
+    for s in starts:
+        if mark[s] != stamp:
+            mark[s] = stamp
+            queue[size] = s
+            size += 1
+    head = base
+    while head < size:
+        x = queue[head]
+        head += 1
+        a, b = indptr[x], indptr[x + 1]
+        if lt and reverse and b > a:  # one in-edge at most: find its interval by bisection
+            r = rand_unit(key, np.uint64(x))
+            while b - a > 1:
+                mid = (a + b) >> 1
+                if lo[mid] <= r:
+                    a = mid
+                else:
+                    b = mid
+            b = a + 1
+        for e in range(a, b):
+            y = indices[e]
+            if mark[y] != stamp and _live(e, x, y, p, lo, lt, reverse, key):
+                mark[y] = stamp
+                queue[size] = y
+                size += 1
+    return size - base
+
+
+@nb.njit(parallel=True, cache=True)
+def _sample_chunks(indptr, indices, p, lo, lt, key, root_key, rounds, j0, starts, ends, buf, done, sizes):
+    """Chunk c samples j = starts[c] .. ends[c]-1 into ``buf[c]`` while the next one surely fits."""
+    n = indptr.size - 1
+    cap = buf.shape[1]
+    for c in nb.prange(starts.size):
+        mark = np.zeros(n, dtype=np.int64)
+        queue = np.empty(n, dtype=indices.dtype)
+        root = np.zeros(1, dtype=np.int64)
+        used = 0
+        stamp = 0
+        j = starts[c]
+        while j < ends[c] and used + rounds * n <= cap:
+            root[0] = min(np.int64(rand_unit(root_key, np.uint64(j)) * n), n - 1)
+            total = 0
+            for t in range(rounds):
+                stamp += 1
+                kt = mix64(key + np.uint64(j * rounds + t) * _U_GOLDEN)
+                got = bfs(indptr, indices, p, lo, lt, True, kt, root, mark, stamp, queue, 0)
+                for i in range(got):
+                    buf[c, used + total + i] = np.int64(t) * n + queue[i]
+                total += got
+            sizes[j - j0] = total
+            used += total
+            j += 1
+        done[c] = j
+
+
+def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, chunks: int = 16):
+    """Members (elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order."""
+    n = rev.indptr.size - 1
+    dtype = np.int32 if rounds * n < 2**31 else np.int64
+    sizes = np.zeros(count, dtype=np.int64)
+    pieces = {}
+    todo = [(j0, j0 + count)]
+    est = 8.0 * rounds
+    while todo:
+        # split what is left into about ``chunks`` ranges of similar length
+        per = max(1, -(-sum(b - a for a, b in todo) // chunks))
+        ranges = [(a, min(a + per, hi)) for lo, hi in todo for a in range(lo, hi, per)]
+        starts = np.array([a for a, _ in ranges], dtype=np.int64)
+        ends = np.array([b for _, b in ranges], dtype=np.int64)
+        cap = int(min(per * est * 1.5, per * rounds * n)) + rounds * n
+        buf = np.empty((len(ranges), cap), dtype=dtype)
+        done = np.zeros(len(ranges), dtype=np.int64)
+        _sample_chunks(rev.indptr, rev.indices, rev.p, rev.lo, lt, np.uint64(key), np.uint64(root_key),
+                       rounds, j0, starts, ends, buf, done, sizes)  # fmt: skip
+        todo = []
+        for c, (a, b) in enumerate(ranges):
+            got = int(sizes[a - j0 : done[c] - j0].sum())
+            pieces[a] = buf[c, :got].copy()
+            if done[c] < b:
+                todo.append((int(done[c]), b))
+        made = sizes[sizes > 0]
+        est = max(est, float(made.mean()) if made.size else est)
+        del buf
+    members = np.concatenate([pieces[a] for a in sorted(pieces)]) if pieces else np.zeros(0, dtype)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return members, offsets
+
+
+@nb.njit(parallel=True, cache=True)
+def _cascades(indptr, indices, p, lo, lt, key, seeds, seed_rounds, rounds, first, count, out):
+    n = indptr.size - 1
+    for s in nb.prange(count):
+        mark = np.zeros(n, dtype=np.int64)
+        queue = np.empty(n, dtype=indices.dtype)
+        ever = np.zeros(n, dtype=np.bool_)
+        reached = 0
+        for t in range(rounds):
+            kt = mix64(key + np.uint64((first + s) * rounds + t) * _U_GOLDEN)
+            got = bfs(indptr, indices, p, lo, lt, False, kt, seeds[seed_rounds == t], mark, t + 1, queue, 0)
+            for i in range(got):
+                if not ever[queue[i]]:
+                    ever[queue[i]] = True
+                    reached += 1
+        out[s] = reached
+
+
+def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
+    """Vertices active in at least one round, for each of ``count`` forward simulations."""
+    out = np.zeros(count, dtype=np.int64)
+    _cascades(fwd.indptr, fwd.indices, fwd.p, fwd.lo, lt, np.uint64(key), seeds.astype(np.int64),
+              seed_rounds.astype(np.int64), rounds, 0, count, out)  # fmt: skip
+    return out
+
+
+@nb.njit(cache=True)
+def _greedy(members, offsets, n_elem, n, k, rounds, counts):
+    """Greedy maximum coverage, ``k`` elements per round; ties go to the smaller element."""
+    s_count = offsets.size - 1
+    owners = np.zeros(n_elem + 1, dtype=np.int64)  # inverted index: element -> samples
+    for i in range(members.size):
+        owners[members[i] + 1] += 1
+    for e in range(n_elem):
+        owners[e + 1] += owners[e]
+    fill = owners[:-1].copy()
+    holders = np.empty(members.size, dtype=np.int64)
+    for j in range(s_count):
+        for i in range(offsets[j], offsets[j + 1]):
+            holders[fill[members[i]]] = j
+            fill[members[i]] += 1
+    covered = np.zeros(s_count, dtype=np.bool_)
+    left = np.full(rounds, k, dtype=np.int64)
+    picks = np.empty(k * rounds, dtype=np.int64)
+    gains = np.empty(k * rounds, dtype=np.int64)
+    for q in range(k * rounds):
+        best, gain = -1, -1
+        for e in range(n_elem):
+            if counts[e] > gain and left[e // n] > 0:
+                best, gain = e, counts[e]
+        picks[q], gains[q] = best, gain
+        left[best // n] -= 1
+        counts[best] = -1
+        for h in range(owners[best], owners[best + 1]):
+            j = holders[h]
+            if not covered[j]:
+                covered[j] = True
+                for i in range(offsets[j], offsets[j + 1]):
+                    if counts[members[i]] > 0:
+                        counts[members[i]] -= 1
+    return picks, gains
+
+
+def greedy(members, offsets, n: int, k: int, rounds: int):
+    """Elements picked in order and the samples each newly covers."""
+    n_elem = n * rounds
+    counts = np.bincount(members, minlength=n_elem).astype(np.int64)
+    return _greedy(members, offsets, n_elem, n, k, rounds, counts)

@@ -1,0 +1,316 @@
+"""CUDA kernels of influence maximization (gIM): one warp per RR sample or cascade, greedy cover.
+
+The same live-edge worlds as ``_im_cpu`` (keyed by sample, round and edge or vertex), so the GPU
+produces the very sets the CPU does. A persistent grid of warps takes samples from an atomic
+counter; each warp runs a warp-cooperative BFS (up to 32 queued vertices at a time, their edges
+spread over the lanes by a prefix scan), marks visited vertices in its own bitmap, queues them in its
+own scratch area, then reserves room in one shared pool with a single atomicAdd and copies the
+sample there. A sample too large for the scratch area, or for the pool, is marked and done again in a
+second pass with room to spare; the samples are finally gathered in sample order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs._device import get_kernel, import_cupy
+from graphs._mix import MIX_CUDA
+
+_SCRATCH = 1 << 13  # first-pass queue capacity per warp (elements)
+_BUDGET = 4 << 30  # bytes of bitmaps and queues for all warps together
+
+IM_KERNEL = (
+    MIX_CUDA
+    + r"""
+#define FULL 0xffffffffu
+// Warp-cooperative BFS of the live-edge world `key` from q[0..size); returns the new size, -1 on overflow.
+__device__ long long gj_im_bfs(const long long* indptr, const int* indices, const float* p, const float* lo,
+                               int lt, int reverse, unsigned long long key, int* q, long long size,
+                               long long cap, unsigned int* bm) {
+    int lane = threadIdx.x & 31;
+    long long head = 0;
+    while (head < size) {
+        __syncwarp();  // the lanes see each other's queue writes
+        long long take = min(size - head, 32LL), a = 0, b = 0, x = 0;
+        if (lane < take) {
+            x = q[head + lane];
+            a = indptr[x];
+            b = indptr[x + 1];
+            if (lt && reverse && b > a) {  // at most one live in-edge: bisect the intervals
+                double r = gj_rand_unit(key, (unsigned long long)x);
+                long long lo_e = a, hi_e = b;
+                while (hi_e - lo_e > 1) {
+                    long long mid = (lo_e + hi_e) >> 1;
+                    if ((double)lo[mid] <= r) lo_e = mid; else hi_e = mid;
+                }
+                a = lo_e;
+                b = lo_e + 1;
+            }
+        }
+        head += take;
+        long long deg = b - a, incl = deg;
+        for (int o = 1; o < 32; o <<= 1) {
+            long long t = __shfl_up_sync(FULL, incl, o);
+            if (lane >= o) incl += t;
+        }
+        long long total = __shfl_sync(FULL, incl, 31), excl = incl - deg;
+        for (long long base = 0; base < total; base += 32) {
+            long long i = base + lane;
+            int owner = 0;
+            for (int s = 16; s > 0; s >>= 1) {
+                long long ex = __shfl_sync(FULL, excl, owner + s);
+                if (ex <= i) owner += s;
+            }
+            long long ao = __shfl_sync(FULL, a, owner), eo = __shfl_sync(FULL, excl, owner);
+            long long xo = __shfl_sync(FULL, x, owner);
+            bool fresh = false;
+            int y = 0;
+            if (i < total) {
+                long long e = ao + (i - eo);
+                y = indices[e];
+                unsigned int bit = 1u << (y & 31);
+                bool live;
+                if (lt) {
+                    double r = gj_rand_unit(key, (unsigned long long)(reverse ? xo : y));
+                    live = (double)lo[e] <= r && r < (double)lo[e] + (double)p[e];
+                } else {
+                    live = gj_rand_unit(key, (unsigned long long)e) < (double)p[e];
+                }
+                if (live && !(bm[y >> 5] & bit)) fresh = !(atomicOr(&bm[y >> 5], bit) & bit);
+            }
+            unsigned int ballot = __ballot_sync(FULL, fresh);
+            int rank = __popc(ballot & ((1u << lane) - 1u));
+            if (fresh && size + rank < cap) q[size + rank] = y;
+            size += __popc(ballot);
+            if (size > cap) return -1;
+        }
+    }
+    return size;
+}
+
+__device__ void gj_im_clear(unsigned int* bm, const int* q, long long size, long long words, bool all) {
+    int lane = threadIdx.x & 31;
+    __syncwarp();
+    if (all) for (long long i = lane; i < words; i += 32) bm[i] = 0u;
+    else for (long long i = lane; i < size; i += 32) bm[q[i] >> 5] = 0u;
+    __syncwarp();
+}
+
+__device__ __forceinline__ long long gj_im_task(unsigned long long* next) {
+    long long w = 0;
+    if ((threadIdx.x & 31) == 0) w = (long long)atomicAdd(next, 1ULL);
+    return __shfl_sync(FULL, w, 0);
+}
+
+extern "C" __global__ void gj_im_sample(const long long* indptr, const int* indices, const float* p,
+        const float* lo, int lt, long long n, int rounds, unsigned long long key, unsigned long long root_key,
+        const long long* jobs, long long njobs, unsigned long long* next, unsigned int* bitmaps,
+        long long words, int* scratch, long long cap, int* pool, long long pool_cap,
+        unsigned long long* pool_used, long long* start, int* size) {
+    int lane = threadIdx.x & 31;
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    unsigned int* bm = bitmaps + warp * words;
+    int* q = scratch + warp * cap;
+    for (long long w = gj_im_task(next); w < njobs; w = gj_im_task(next)) {
+        long long j = jobs[w], used = 0;
+        long long root = min((long long)(gj_rand_unit(root_key, (unsigned long long)j) * (double)n), n - 1);
+        bool ok = true;
+        for (int t = 0; t < rounds && ok; ++t) {
+            unsigned long long kt = gj_mix64(key + (unsigned long long)(j * rounds + t) * GJ_GOLDEN);
+            long long got = -1;
+            if (used < cap) {
+                if (lane == 0) { q[used] = (int)root; bm[root >> 5] = 1u << (root & 31); }
+                __syncwarp();
+                got = gj_im_bfs(indptr, indices, p, lo, lt, 1, kt, q + used, 1, cap - used, bm);
+            }
+            ok = got >= 0;
+            gj_im_clear(bm, q + used, got, words, !ok);
+            if (ok) {
+                for (long long i = lane; i < got; i += 32) q[used + i] += (int)(t * n);
+                used += got;
+            }
+        }
+        __syncwarp();
+        long long pos = 0;
+        if (ok && lane == 0) pos = (long long)atomicAdd(pool_used, (unsigned long long)used);
+        pos = __shfl_sync(FULL, pos, 0);
+        if (ok && pos + used <= pool_cap) {
+            for (long long i = lane; i < used; i += 32) pool[pos + i] = q[i];
+            if (lane == 0) { start[w] = pos; size[w] = (int)used; }
+        } else if (lane == 0) {
+            start[w] = ok ? -2 : -1;  // -2: the pool is full, -1: the scratch area is
+        }
+    }
+}
+
+extern "C" __global__ void gj_im_gather(const int* pool, const long long* start, const int* size,
+        const long long* dest, long long count, int* out) {
+    int lane = threadIdx.x & 31;
+    long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < count; w += warps)
+        for (long long i = lane; i < size[w]; i += 32) out[dest[w] + i] = pool[start[w] + i];
+}
+
+extern "C" __global__ void gj_im_cover(const int* members, const long long* offsets, long long count,
+        const long long* best, unsigned char* covered, int* counts) {
+    int lane = threadIdx.x & 31;
+    long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    int b = (int)*best;
+    for (long long j = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; j < count; j += warps) {
+        if (covered[j]) continue;
+        long long a = offsets[j], e = offsets[j + 1];
+        bool hit = false;
+        for (long long i = a + lane; i < e; i += 32) hit |= members[i] == b;
+        if (!__any_sync(FULL, hit)) continue;
+        if (lane == 0) covered[j] = 1;
+        for (long long i = a + lane; i < e; i += 32)
+            if (members[i] != b) atomicSub(&counts[members[i]], 1);
+    }
+}
+
+extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* indices, const float* p,
+        const float* lo, int lt, long long n, const int* seeds, const long long* sptr, int rounds,
+        unsigned long long key, long long count, unsigned long long* next, unsigned int* bitmaps,
+        long long words, int* scratch, long long* out) {
+    int lane = threadIdx.x & 31;
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    unsigned int* bm = bitmaps + warp * 2 * words;
+    unsigned int* ever = bm + words;
+    int* q = scratch + warp * n;
+    for (long long s = gj_im_task(next); s < count; s = gj_im_task(next)) {
+        long long reached = 0;
+        for (int t = 0; t < rounds; ++t) {
+            unsigned long long kt = gj_mix64(key + (unsigned long long)(s * rounds + t) * GJ_GOLDEN);
+            long long size = 0;  // distinct seeds of round t enter the queue first
+            for (long long i = sptr[t]; i < sptr[t + 1]; ++i) {
+                int v = seeds[i];
+                if (!(bm[v >> 5] & (1u << (v & 31)))) {
+                    __syncwarp();
+                    if (lane == 0) { bm[v >> 5] |= 1u << (v & 31); q[size] = v; }
+                    size += 1;
+                }
+                __syncwarp();
+            }
+            size = gj_im_bfs(indptr, indices, p, lo, lt, 0, kt, q, size, n, bm);
+            int fresh = 0;
+            for (long long i = lane; i < size; i += 32) {
+                unsigned int bit = 1u << (q[i] & 31);
+                if (rounds == 1 || !(atomicOr(&ever[q[i] >> 5], bit) & bit)) fresh += 1;
+            }
+            for (int o = 16; o > 0; o >>= 1) fresh += __shfl_xor_sync(FULL, fresh, o);
+            reached += fresh;
+            gj_im_clear(bm, q, size, words, false);
+        }
+        if (rounds > 1) gj_im_clear(ever, q, 0, words, true);
+        if (lane == 0) out[s] = reached;
+    }
+}
+"""
+)
+
+
+def _grid(per_warp_bytes: int, want_warps: int):
+    cp = import_cupy()
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    free = int(cp.cuda.runtime.memGetInfo()[0])
+    budget = min(_BUDGET, free // 4)
+    warps = int(max(8, min(sms * 64, want_warps, budget // max(per_warp_bytes, 1))))
+    warps = -(-warps // 8) * 8
+    return warps, (warps // 8,), (256,)
+
+
+def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap):
+    cp = import_cupy()
+    n = rev.indptr.size - 1
+    words = (n + 31) // 32
+    warps, grid, block = _grid(words * 4 + cap * 4, jobs.size)
+    bitmaps = cp.zeros(warps * words, dtype=np.uint32)
+    scratch = cp.empty(warps * cap, dtype=np.int32)
+    pool = cp.empty(max(pool_cap, 1), dtype=np.int32)
+    start = cp.empty(jobs.size, dtype=np.int64)
+    size = cp.zeros(jobs.size, dtype=np.int32)
+    counters = cp.zeros(2, dtype=np.uint64)  # next task, pool used
+    args = (rev.indptr, rev.indices, rev.p, rev.lo, np.int32(lt), np.int64(n), np.int32(rounds),
+            np.uint64(key), np.uint64(root_key), jobs, np.int64(jobs.size), counters[0:1], bitmaps,
+            np.int64(words), scratch, np.int64(cap), pool, np.int64(pool_cap), counters[1:2], start,
+            size)  # fmt: skip
+    get_kernel(IM_KERNEL, "gj_im_sample")(grid, block, args)
+    return pool, start, size
+
+
+def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int):
+    """Members (int32 elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order."""
+    cp = import_cupy()
+    n = rev.indptr.size - 1
+    if rounds * n >= 2**31:
+        raise ValueError(f"GPU influence maximization needs rounds * n < 2**31, got {rounds} * {n}")
+    jobs = cp.arange(j0, j0 + count, dtype=np.int64)
+    cap = min(_SCRATCH, rounds * n)
+    pool_cap = count * 16 * rounds
+    sizes = cp.zeros(count, dtype=np.int64)
+    passes = []
+    while jobs.size:
+        pool, start, size = _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap)
+        ok = start >= 0
+        passes.append((pool, start[ok], size[ok], jobs[ok]))
+        sizes[jobs[ok] - j0] = size[ok]
+        if bool((start == -1).any()):
+            cap = min(cap * 16, rounds * n)
+        done = int(cp.count_nonzero(ok))
+        mean = float(size[ok].sum()) / max(done, 1) if done else 16.0 * rounds
+        jobs = jobs[~ok]
+        pool_cap = int(jobs.size * max(mean, 16.0 * rounds) * 2 + rounds * n)
+    offsets = cp.zeros(count + 1, dtype=np.int64)
+    cp.cumsum(sizes, out=offsets[1:])
+    members = cp.empty(int(offsets[-1]), dtype=np.int32)
+    for pool, start, size, done in passes:
+        grid = (max(1, min(65535, (done.size + 7) // 8)),)
+        get_kernel(IM_KERNEL, "gj_im_gather")(
+            grid, (256,), (pool, start, size, offsets[done - j0], np.int64(done.size), members)
+        )
+    return members, offsets
+
+
+def greedy(members, offsets, n: int, k: int, rounds: int):
+    """Greedy maximum coverage on the GPU, ``k`` elements per round, ties to the smaller element."""
+    cp = import_cupy()
+    count = offsets.size - 1
+    counts = cp.bincount(members, minlength=n * rounds).astype(np.int32)
+    covered = cp.zeros(count, dtype=np.uint8)
+    picks = cp.empty(k * rounds, dtype=np.int64)
+    gains = cp.empty(k * rounds, dtype=np.int64)
+    left = [k] * rounds
+    cover = get_kernel(IM_KERNEL, "gj_im_cover")
+    grid = (max(1, min(65535, (count + 7) // 8)),)
+    for q in range(k * rounds):
+        best = cp.argmax(counts)
+        picks[q] = best
+        gains[q] = counts[best]
+        counts[best] = -1
+        cover(grid, (256,), (members, offsets, np.int64(count), picks[q : q + 1], covered, counts))
+        if rounds > 1:
+            r = int(best) // n
+            left[r] -= 1
+            if left[r] == 0:
+                counts[r * n : (r + 1) * n] = -(2**30)
+    return picks, gains
+
+
+def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
+    """Vertices active in at least one round, for each of ``count`` forward simulations."""
+    cp = import_cupy()
+    n = fwd.indptr.size - 1
+    order = np.argsort(seed_rounds, kind="stable")
+    sptr = np.zeros(rounds + 1, dtype=np.int64)
+    np.cumsum(np.bincount(seed_rounds, minlength=rounds), out=sptr[1:])
+    words = (n + 31) // 32
+    warps, grid, block = _grid(words * 8 + n * 4, count)
+    bitmaps = cp.zeros(warps * 2 * words, dtype=np.uint32)
+    scratch = cp.empty(warps * n, dtype=np.int32)
+    out = cp.zeros(count, dtype=np.int64)
+    nxt = cp.zeros(1, dtype=np.uint64)
+    args = (fwd.indptr, fwd.indices, fwd.p, fwd.lo, np.int32(lt), np.int64(n),
+            cp.asarray(seeds[order].astype(np.int32)), cp.asarray(sptr), np.int32(rounds), np.uint64(key),
+            np.int64(count), nxt, bitmaps, np.int64(words), scratch, out)  # fmt: skip
+    get_kernel(IM_KERNEL, "gj_im_cascades")(grid, block, args)
+    return out
