@@ -1,0 +1,69 @@
+"""Influence maximization (IMM, k = 50, WC weights): total, estimation, sampling and selection time, theta,
+RR-set volume and the Monte Carlo spread of the seeds.
+
+Graphs: soc-Epinions1 and soc-Slashdot0902 (when the datasets are present) and, on the GPU,
+Barabasi-Albert graphs with n = 1e6 and r edges per vertex (gIM Fig. 7). Baseline in the same run: the
+Numba CPU path of the same call on the same machine (SNAP graphs, where it finishes in minutes); it
+draws the same RR samples, so it picks the same seeds. Time: median of ``repeats`` runs, wall clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import graphs
+from operators import influence_maximization, influence_spread
+
+from .common import Reporter
+
+
+def _imm(g, repeats, **opts):
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = influence_maximization(g, **opts)
+        runs.append((time.perf_counter() - t0, res))
+    runs.sort(key=lambda r: r[0])
+    return statistics.median(t for t, _ in runs), runs[len(runs) // 2][1]
+
+
+def run_graph(rep: Reporter, name: str, g, device: str, *, eps_list=(0.05, 0.1), models=("IC", "LT"),
+              repeats=3, baseline=True, n_sim=10_000, k=50):  # fmt: skip
+    gd = g.to(device)
+    influence_maximization(gd, k, epsilon=0.5, seed=9)  # compile and build the model arrays (not timed)
+    for model in models:
+        for eps in eps_list:
+            opts = dict(k=k, epsilon=eps, model=model, weights="wc", seed=1)
+            secs, res = _imm(gd, repeats, **opts)
+            spread = influence_spread(gd, res.seeds, model=model, n_sim=n_sim, seed=2)
+            base = None
+            if baseline and device == "gpu":
+                influence_maximization(g, k, epsilon=0.5, model=model, seed=9)
+                bsecs, bres = _imm(g, 1, **opts)
+                base = {"impl": f"IMM numba cpu x{_cores()}", "median": bsecs, "same_seeds": bool(
+                    (bres.seeds == res.seeds).all())}  # fmt: skip
+            rep.emit(
+                bench="influence", graph=name, impl=f"IMM {model} eps={eps:g} {device}", median=secs,
+                unit="s", n=g.n, m=g.m, k=k, model=model, epsilon=eps, theta=res.theta, rr_sets=res.rr_sets,
+                rr_size=res.rr_size, lower_bound=res.lower_bound, estimate=res.spread, mc_spread=spread,
+                phases=res.seconds, repeats=repeats,
+                **({"baseline": base, "speedup": base["median"] / secs} if base else {}),
+            )  # fmt: skip
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+def run(rep: Reporter, device: str, dataset_dir, ba_degrees, ba_n: int = 1_000_000) -> None:
+    for name in ("soc-Epinions1", "soc-Slashdot0902"):
+        path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
+        if path is not None and path.is_file():
+            run_graph(rep, name, graphs.read_edgelist(path), device)
+    for r in ba_degrees:
+        g = graphs.barabasi_albert(ba_n, r, seed=0)
+        run_graph(rep, f"ba-{ba_n:g}-r{r}", g, device, eps_list=(0.1,) if r < 32 else (0.05, 0.1),
+                  baseline=False, repeats=2)  # fmt: skip
