@@ -85,14 +85,15 @@ def _sample_chunks(indptr, indices, p, lo, lt, key, root_key, rounds, j0, starts
         done[c] = j
 
 
-def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, chunks: int = 16):
+def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, expected=None,
+           chunks: int = 16):  # fmt: skip
     """Members (elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order."""
     n = rev.indptr.size - 1
     dtype = np.int32 if rounds * n < 2**31 else np.int64
     sizes = np.zeros(count, dtype=np.int64)
     pieces = {}
     todo = [(j0, j0 + count)]
-    est = 8.0 * rounds
+    est = expected or 8.0 * rounds
     while todo:
         # split what is left into about ``chunks`` ranges of similar length
         per = max(1, -(-sum(b - a for a, b in todo) // chunks))

@@ -151,11 +151,14 @@ extern "C" __global__ void gj_im_gather(const int* pool, const long long* start,
         for (long long i = lane; i < size[w]; i += 32) out[dest[w] + i] = pool[start[w] + i];
 }
 
+// Marks the samples holding element *best covered and takes their members' counts down; thread 0 also
+// records the pick and its gain and retires it (nobody else writes counts[*best]: members == b are skipped).
 extern "C" __global__ void gj_im_cover(const int* members, const long long* offsets, long long count,
-        const long long* best, unsigned char* covered, int* counts) {
+        const long long* best, unsigned char* covered, int* counts, long long* pick, long long* gain) {
     int lane = threadIdx.x & 31;
     long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
     int b = (int)*best;
+    if (blockIdx.x == 0 && threadIdx.x == 0) { *pick = b; *gain = counts[b]; counts[b] = -1; }
     for (long long j = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; j < count; j += warps) {
         if (covered[j]) continue;
         long long a = offsets[j], e = offsets[j + 1];
@@ -238,15 +241,18 @@ def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap):
     return pool, start, size
 
 
-def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int):
-    """Members (int32 elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order."""
+def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, expected=None):
+    """Members (int32 elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order.
+
+    ``expected``: the mean sample size seen so far, to size the pool (16 per round when unknown).
+    """
     cp = import_cupy()
     n = rev.indptr.size - 1
     if rounds * n >= 2**31:
         raise ValueError(f"GPU influence maximization needs rounds * n < 2**31, got {rounds} * {n}")
     jobs = cp.arange(j0, j0 + count, dtype=np.int64)
     cap = min(_SCRATCH, rounds * n)
-    pool_cap = count * 16 * rounds
+    pool_cap = int(count * 1.25 * (expected or 16 * rounds)) + rounds * n
     sizes = cp.zeros(count, dtype=np.int64)
     passes = []
     while jobs.size:
@@ -284,10 +290,7 @@ def greedy(members, offsets, n: int, k: int, rounds: int):
     grid = (max(1, min(65535, (count + 7) // 8)),)
     for q in range(k * rounds):
         best = cp.argmax(counts)
-        picks[q] = best
-        gains[q] = counts[best]
-        counts[best] = -1
-        cover(grid, (256,), (members, offsets, np.int64(count), picks[q : q + 1], covered, counts))
+        cover(grid, (256,), (members, offsets, np.int64(count), best, covered, counts, picks[q:], gains[q:]))
         if rounds > 1:
             r = int(best) // n
             left[r] -= 1

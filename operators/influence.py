@@ -125,8 +125,9 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     capped |= theta > cap
     final_count = min(theta, cap)
     if not reuse_rr_sets:
-        mean = pool.size / max(pool.count, 1)
+        mean = pool.expected
         pool = _Pool(dm, rounds, stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
+        pool.expected = mean
         _check_memory(G, final_count, mean, rounds)
     pool.grow(final_count)
     t_sample = time.perf_counter()
@@ -179,16 +180,19 @@ class _Pool:
         self.parts: list = []
         self.offsets: list = []
         self.count = self.size = 0
+        self.expected = None  # mean sample size, once known (sizes the sampler's buffers)
 
     def grow(self, total: int) -> None:
         if total <= self.count:
             return
         backend = _gpu_backend() if self.gpu else _im_cpu
-        members, offsets = backend.sample(self.dm.rev, self.dm.kind == "LT", self.key, self.root_key,
-                                          self.rounds, self.count, total - self.count)  # fmt: skip
+        lt = self.dm.kind == "LT"
+        members, offsets = backend.sample(self.dm.rev, lt, self.key, self.root_key, self.rounds, self.count,
+                                          total - self.count, self.expected)  # fmt: skip
         self.parts.append(members)
         self.offsets.append(offsets[1:] + self.size)
         self.count, self.size = total, self.size + int(offsets[-1])
+        self.expected = self.size / self.count
 
     def select(self, k: int):
         xp = array_module(self.parts[0])
