@@ -44,7 +44,11 @@ SOURCES = [
         ("gj_ppr_stats", *(f"gj_ppr_{k}_{t}" for k in ("push", "merge", "pull") for t in ("f32", "f64"))),
     ),
     ("ppr-calibrate", _ppr_calibrate.CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep")),
-    ("influence", _im_gpu.IM_KERNEL, ("gj_im_sample", "gj_im_gather", "gj_im_cover", "gj_im_cascades")),
+    (
+        "influence",
+        _im_gpu.IM_KERNEL,
+        ("gj_im_sample", "gj_im_sample_block", "gj_im_gather", "gj_im_cover", "gj_im_cascades"),
+    ),
 ]
 
 
