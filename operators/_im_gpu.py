@@ -221,7 +221,8 @@ __device__ void gj_im_sample_group(const G& g, const long long* indptr, const in
             for (long long i = me; i < used; i += G::W) pool[pos + i] = q[i];
             if (me == 0) { start[w] = pos; size[w] = (int)used; }
         } else if (me == 0) {
-            start[w] = ok ? -2 : -1;  // -2: the pool is full, -1: the scratch area is
+            start[w] = ok ? -2 : -1;  // -2: the pool is full (size: the room needed), -1: the queue is
+            size[w] = ok ? (int)used : 0;
         }
     }
 }
@@ -372,10 +373,12 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
         passes.append((pool, start[ok], size[ok], jobs[ok]))
         sizes[jobs[ok] - j0] = size[ok]
         cap, block = rounds * n, True
-        done = int(cp.count_nonzero(ok))
-        mean = float(size[ok].sum()) / max(done, 1) if done else 16.0 * rounds
+        # room for the next pass: exact for samples that only missed the pool, as much as memory
+        # allows (up to n each) for those that outgrew their queue
+        full, grew = start == -2, int(cp.count_nonzero(start == -1))
+        spare = int(cp.cuda.runtime.memGetInfo()[0]) // 16
+        pool_cap = int(size[full].sum()) + min(grew * rounds * n, max(spare, rounds * n))
         jobs = jobs[~ok]
-        pool_cap = int(jobs.size * max(mean, 16.0 * rounds) * 4 + rounds * n)
     offsets = cp.zeros(count + 1, dtype=np.int64)
     cp.cumsum(sizes, out=offsets[1:])
     members = cp.empty(int(offsets[-1]), dtype=np.int32)
