@@ -313,11 +313,16 @@ extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* in
 )
 
 
+def _free_bytes() -> int:
+    """Device memory free to allocate: the driver's free memory plus what CuPy's pool holds unused."""
+    cp = import_cupy()
+    return int(cp.cuda.runtime.memGetInfo()[0]) + int(cp.get_default_memory_pool().free_bytes())
+
+
 def _grid(per_warp_bytes: int, want_warps: int):
     cp = import_cupy()
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    free = int(cp.cuda.runtime.memGetInfo()[0])
-    budget = min(_BUDGET, free // 4)
+    budget = min(_BUDGET, _free_bytes() // 4)
     warps = int(max(8, min(sms * 64, want_warps, budget // max(per_warp_bytes, 1))))
     warps = -(-warps // 8) * 8
     return warps, (warps // 8,), (256,)
@@ -330,7 +335,7 @@ def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: 
     words = (n + 31) // 32
     if block:
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        budget = min(_BUDGET, int(cp.cuda.runtime.memGetInfo()[0]) // 4)
+        budget = min(_BUDGET, _free_bytes() // 4)
         groups = int(max(1, min(jobs.size, sms * 4, budget // (words * 4 + cap * 4))))
         grid, threads, name = (groups,), (512,), "gj_im_sample_block"
     else:
@@ -376,7 +381,7 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
         # room for the next pass: exact for samples that only missed the pool, as much as memory
         # allows (up to n each) for those that outgrew their queue
         full, grew = start == -2, int(cp.count_nonzero(start == -1))
-        spare = int(cp.cuda.runtime.memGetInfo()[0]) // 16
+        spare = _free_bytes() // 16
         pool_cap = int(size[full].sum()) + min(grew * rounds * n, max(spare, rounds * n))
         jobs = jobs[~ok]
     offsets = cp.zeros(count + 1, dtype=np.int64)

@@ -215,7 +215,9 @@ def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> None:
     item = 4 if rounds * G.n < 2**31 else 8
     needed = int(count * (mean * item * (2.5 if G.device == "gpu" else 1.5) + 16))
     if G.device == "gpu":
-        free = int(array_module(G.indptr).cuda.runtime.memGetInfo()[0])
+        from ._im_gpu import _free_bytes
+
+        free = _free_bytes()
     else:
         free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if needed > 0.9 * free:
