@@ -43,6 +43,7 @@ class InfluenceResult:
 
     seeds: np.ndarray
     seed_rounds: np.ndarray
+    gains: np.ndarray
     spread: float
     theta: int
     lower_bound: float
@@ -91,9 +92,10 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     Returns
     -------
     InfluenceResult
-        ``seeds`` (labels, in selection order), ``seed_rounds``, ``spread`` (n times the covered
-        fraction of the final samples), ``theta``, ``lower_bound``, ``rr_sets`` and ``rr_size``
-        (their count and total size) and ``seconds`` per phase.
+        ``seeds`` (labels, in selection order), ``seed_rounds``, ``gains`` (each seed's marginal
+        spread estimate), ``spread`` (n times the covered fraction of the final samples: their
+        sum), ``theta``, ``lower_bound``, ``rr_sets`` and ``rr_size`` (the final samples' count and
+        total size) and ``seconds`` per phase.
     """
     G = check_graph(G)
     k = min(check_count("k", k), G.n)
@@ -137,6 +139,7 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     return InfluenceResult(
         seeds=labels,
         seed_rounds=(picks // n).astype(np.int64),
+        gains=n * gains / pool.count,
         spread=float(n * gains.sum() / pool.count),
         theta=int(theta),
         lower_bound=float(lower),

@@ -1,9 +1,20 @@
 """Pipelines: jobs built as Dask graphs of operators; they never pick the scheduler."""
 
+from .influence import influence_job
 from .job import Job, run
 from .pagerank import pagerank_job
 from .ppr import ppr_job
 from .stages import GraphHandle, load_stage
 from .topk_ppr import index_job, topk_ppr_job
 
-__all__ = ["GraphHandle", "Job", "index_job", "load_stage", "pagerank_job", "ppr_job", "run", "topk_ppr_job"]
+__all__ = [
+    "GraphHandle",
+    "Job",
+    "index_job",
+    "influence_job",
+    "load_stage",
+    "pagerank_job",
+    "ppr_job",
+    "run",
+    "topk_ppr_job",
+]

@@ -27,6 +27,10 @@ EXAMPLES = {
         "examples:\n  graphjobs topk-ppr --index epinions-index --random 10000 -k 100 --out topk\n"
         "  graphjobs topk-ppr --index r22 --sources ids.txt -k 1000 --out topk --scheduler tcp://10.0.0.5:8786"
     ),
+    "influence": (
+        "examples:\n  graphjobs influence soc-Epinions1.txt.gz -k 50 --epsilon 0.05 --model IC --weights wc "
+        "--out seeds.csv\n  graphjobs influence ba:n=100000,m=8 -k 20 --model LT --rounds 3 --device gpu"
+    ),
     "ppr": (
         "examples:\n  graphjobs ppr soc-Epinions1.txt.gz --random 1000 --topk 50 --out ppr\n"
         "  graphjobs ppr rmat:22 --sources ids.txt --method push --tol 1e-7 --device gpu"
@@ -129,6 +133,25 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--chunk", type=int, default=100, help="sources per task")
     pp.add_argument("--seed", type=int, default=0)
     _run_options(pp)
+    im = sub.add_parser(
+        "influence", help="influence maximization (IMM, IC or LT): k seeds to CSV",
+        epilog=EXAMPLES["influence"], formatter_class=fmt,
+    )  # fmt: skip
+    im.add_argument("input", help="edge-list file or a spec like ba:n=10000,m=4")
+    im.add_argument("-k", type=int, default=50, help="seeds (per round), 50")
+    im.add_argument("--epsilon", type=float, default=0.1, help="approximation slack (0.1)")
+    im.add_argument("--ell", type=float, default=1.0, help="failure probability n^-ell (1)")
+    im.add_argument("--model", type=str.upper, choices=["IC", "LT"], default="IC")
+    im.add_argument("--weights", default="wc", help="wc, trivalency, graph, or a probability (wc)")
+    im.add_argument("--rounds", type=int, default=1, help="multi-round IM: k seeds in each round (1)")
+    im.add_argument("--max-rr-sets", type=int, default=None, help="cap on RR samples (voids the guarantee)")
+    im.add_argument("--simulations", type=int, default=10_000, help="Monte Carlo runs checking the spread")
+    im.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    im.add_argument("--weighted", action="store_true", help="read edge weights (for --weights graph)")
+    im.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")
+    im.add_argument("--workdir", default=None)
+    im.add_argument("--seed", type=int, default=0)
+    _run_options(im)
     return ap
 
 
@@ -257,9 +280,36 @@ def _ppr(args) -> int:
     return _run_batch(job, args, lambda s: f"method={s['method']}, models of the first: {s['models_first']}")
 
 
+def _influence(args) -> int:
+    from .influence import influence_job
+
+    try:
+        weights = float(args.weights)
+    except ValueError:
+        weights = args.weights
+    read = {"weighted": True} if args.weighted else None
+    job = influence_job(args.input, args.k, out=args.out, epsilon=args.epsilon, ell=args.ell,
+                        model=args.model, weights=weights, rounds=args.rounds, seed=args.seed,
+                        max_rr_sets=args.max_rr_sets, n_sim=args.simulations, workdir=args.workdir,
+                        directed=not args.undirected, read_options=read)  # fmt: skip
+    t0 = time.perf_counter()
+    s = _execute(job, args)
+    mc = s["mc_spread"]
+    check = f", simulated {mc['mean']:.1f} +- {mc['stderr']:.1f}" if mc else ""
+    print(
+        f"\ninfluence: n={s['n']:,}, m={s['m']:,}, device={s['device']}, {time.perf_counter() - t0:.2f} s "
+        f"(IMM {s['seconds']['total']:.3f} s, theta={s['theta']:,} RR samples"
+        f"{', capped' if s['theta_capped'] else ''})\nspread: RR estimate {s['spread']:.1f}{check}"
+    )
+    print("seeds: " + ", ".join(str(v) for v in s["seeds"][:10]) + (" ..." if len(s["seeds"]) > 10 else ""))
+    print(f"written: {s['out']}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"demo": _demo, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk, "ppr": _ppr}
+    handlers = {"demo": _demo, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk, "ppr": _ppr,
+                "influence": _influence}  # fmt: skip
     handler = handlers[args.command]
     try:
         return handler(args)

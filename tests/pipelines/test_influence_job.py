@@ -1,0 +1,59 @@
+"""The influence-maximization job: seeds in CSV equal the operator's, spread checked by simulation."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+import graphs
+import pipelines
+from operators import influence_maximization
+from pipelines.cli import main
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def test_job_writes_the_operators_seeds(tmp_path, sync):
+    job = pipelines.influence_job("ba:n=2000,m=3,seed=4", 6, epsilon=0.2, model="LT", seed=3,
+                                  out=tmp_path / "s.csv", workdir=tmp_path, n_sim=5000)  # fmt: skip
+    summary = pipelines.run(job, progress=False)
+    ref = influence_maximization(graphs.barabasi_albert(2000, 3, seed=4), 6, epsilon=0.2, model="LT", seed=3)
+    df = pd.read_csv(tmp_path / "s.csv")
+    assert list(df.columns) == ["rank", "vertex", "round", "gain"]
+    assert df.vertex.tolist() == ref.seeds.tolist() and df["rank"].tolist() == list(range(1, 7))
+    np.testing.assert_allclose(df.gain.sum(), ref.spread)
+    mc = summary["mc_spread"]
+    assert abs(mc["mean"] - ref.spread) <= 0.2 * ref.spread and summary["theta"] == ref.theta
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    out = tmp_path / "seeds.csv"
+    args = ["influence", "ba:n=1000,m=2", "-k", "4", "--rounds", "2", "--epsilon", "0.3", "--out", str(out)]
+    opts = ["--workdir", str(tmp_path), "--quiet", "--device", "cpu", "--simulations", "500"]
+    assert main([*args, *opts]) == 0
+    assert "spread: RR estimate" in capsys.readouterr().out
+    df = pd.read_csv(out)
+    assert np.array_equal(np.bincount(df["round"]), [4, 4])
+    bad = ["influence", "ba:n=100,m=2", "--model", "LT", "--weights", "0.6", "--undirected", "--quiet",
+           "--device", "cpu", "--workdir", str(tmp_path), "--out", str(tmp_path / "x.csv")]  # fmt: skip
+    assert main(bad) == 1
+    assert "sum to at most 1" in capsys.readouterr().err
+
+
+def test_on_a_real_local_cluster(tmp_path):
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.influence_job("ba:n=1500,m=2", 3, epsilon=0.3, out=tmp_path / "s.csv",
+                                      workdir=tmp_path, n_sim=1000)  # fmt: skip
+        summary = pipelines.run(job, client, progress=False)
+    assert len(summary["seeds"]) == 3 and summary["mc_spread"]["n_sim"] == 1000
+    assert pd.read_csv(tmp_path / "s.csv").vertex.tolist() == summary["seeds"]
