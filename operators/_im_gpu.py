@@ -368,22 +368,24 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
     if rounds * n >= 2**31:
         raise ValueError(f"GPU influence maximization needs rounds * n < 2**31, got {rounds} * {n}")
     jobs = cp.arange(j0, j0 + count, dtype=np.int64)
-    cap, block = min(_SCRATCH, rounds * n), False
     pool_cap = int(count * 1.25 * (expected or 16 * rounds)) + rounds * n
     sizes = cp.zeros(count, dtype=np.int64)
     passes = []
-    while jobs.size:
+    todo = [(jobs, min(_SCRATCH, rounds * n), False, pool_cap)]
+    while todo:
+        jobs, cap, block, pool_cap = todo.pop()
         pool, start, size = _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block)
         ok = start >= 0
         passes.append((pool, start[ok], size[ok], jobs[ok]))
         sizes[jobs[ok] - j0] = size[ok]
-        cap, block = rounds * n, True
-        # room for the next pass: exact for samples that only missed the pool, as much as memory
-        # allows (up to n each) for those that outgrew their queue
-        full, grew = start == -2, int(cp.count_nonzero(start == -1))
-        spare = _free_bytes() // 16
-        pool_cap = int(size[full].sum()) + min(grew * rounds * n, max(spare, rounds * n))
-        jobs = jobs[~ok]
+        # samples that only missed the pool go again the same way with exactly the room they need;
+        # those that outgrew their queue go to blocks with room for every vertex
+        full, grew = start == -2, start == -1
+        if bool(full.any()):
+            todo.append((jobs[full], cap, block, int(size[full].sum())))
+        if bool(grew.any()):
+            spare = max(_free_bytes() // 16, rounds * n)
+            todo.append((jobs[grew], rounds * n, True, min(int(cp.count_nonzero(grew)) * rounds * n, spare)))
     offsets = cp.zeros(count + 1, dtype=np.int64)
     cp.cumsum(sizes, out=offsets[1:])
     members = cp.empty(int(offsets[-1]), dtype=np.int32)
