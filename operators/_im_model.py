@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from numbers import Real
 
+import numba as nb
 import numpy as np
 
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
-from graphs._mix import stream_key
+from graphs._mix import rand_u64, stream_key
 
 from ._checks import check_choice
 
@@ -126,13 +127,15 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
 
 def _trivalency(m: int, seed: int) -> np.ndarray:
     """0.1, 0.01 or 0.001 per forward edge, uniformly, from the seed's 'trivalency' stream."""
-    from graphs._mix import GOLDEN, M1, M2
+    return np.asarray(TRIVALENCY, dtype=np.float32)[_thirds(np.uint64(stream_key(seed, 0x7F1)), m)]
 
-    z = np.uint64(stream_key(seed, 0x7F1)) + np.arange(m, dtype=np.uint64) * np.uint64(GOLDEN)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(M1)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(M2)
-    z = z ^ (z >> np.uint64(31))
-    return np.asarray(TRIVALENCY, dtype=np.float32)[(z % np.uint64(3)).astype(np.int64)]
+
+@nb.njit(cache=True)
+def _thirds(key, m):
+    out = np.empty(m, dtype=np.int64)
+    for e in range(m):
+        out[e] = rand_u64(key, np.uint64(e)) % np.uint64(3)
+    return out
 
 
 def _label(G: CSRGraph, v: int):

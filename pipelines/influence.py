@@ -7,7 +7,6 @@ A second task estimates the seeds' spread by forward simulation, independently o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dask
@@ -17,7 +16,7 @@ from dask.base import tokenize
 import operators
 
 from .job import Job
-from .stages import GraphHandle, default_workdir, load_stage
+from .stages import GraphHandle, default_workdir, load_stage, write_atomic
 
 
 def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, model="IC", weights="wc",
@@ -98,8 +97,5 @@ def _write(graph: GraphHandle, imm: dict, spread, out: str) -> dict:
         "round": imm["rounds"],
         "gain": imm["gains"],
     })  # fmt: skip
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{out}.tmp-{os.getpid()}"
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, out)
+    write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
     return {"job": "influence", "out": out, "n": graph.n, "m": graph.m, **imm, "mc_spread": spread}

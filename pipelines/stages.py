@@ -55,14 +55,19 @@ class GraphHandle:
         return ("GraphHandle", self.token)
 
 
-def write_parquet(table, path) -> None:
-    """Write a pyarrow table to ``path`` through a temporary file, so readers never see half of it."""
-    import pyarrow.parquet as pq
-
+def write_atomic(path, write) -> None:
+    """``write(tmp)`` to a temporary file beside ``path``, then rename it, so readers never see half."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.partial"
-    pq.write_table(table, tmp)
+    write(tmp)
     os.replace(tmp, path)
+
+
+def write_parquet(table, path) -> None:
+    """Write a pyarrow table to ``path`` atomically."""
+    import pyarrow.parquet as pq
+
+    write_atomic(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def default_workdir() -> Path:
