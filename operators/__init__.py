@@ -5,6 +5,7 @@ from .influence import InfluenceResult, influence_maximization
 from .pagerank import pagerank
 from .ppr import ppr
 from .ppr_index import PPRIndex, build_ppr_index, load_ppr_index
+from .simrank import SimRankTopk, simrank, simrank_topk
 from .spread import influence_spread
 from .topk_ppr import TopkPPR, topk_ppr
 
@@ -13,6 +14,7 @@ __all__ = [
     "InfluenceResult",
     "InsufficientMemoryError",
     "PPRIndex",
+    "SimRankTopk",
     "TopkPPR",
     "build_ppr_index",
     "influence_maximization",
@@ -20,5 +22,7 @@ __all__ = [
     "load_ppr_index",
     "pagerank",
     "ppr",
+    "simrank",
+    "simrank_topk",
     "topk_ppr",
 ]

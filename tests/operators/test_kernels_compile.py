@@ -15,6 +15,7 @@ from operators import (
     _pagerank_gpu,
     _ppr_calibrate,
     _ppr_push_gpu,
+    _simrank_gpu,
     _topk_gpu,
     _topk_gpu_estimate,
 )
@@ -48,6 +49,11 @@ SOURCES = [
         "influence",
         _im_gpu.IM_KERNEL,
         ("gj_im_sample", "gj_im_sample_block", "gj_im_gather", "gj_im_cover", "gj_im_cascades"),
+    ),
+    (
+        "simrank",
+        _simrank_gpu.SIMRANK_KERNEL,
+        tuple(f"gj_sr_{k}_{t}" for k in ("meets", "pull") for t in ("i32", "i64")),
     ),
 ]
 
