@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from benchmarks import influence, load, pagerank, ppr_push, topk_ppr
+from benchmarks import influence, load, pagerank, ppr_push, simrank, topk_ppr
 from benchmarks.common import Reporter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,10 +23,11 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
-    ap.add_argument("--only", default="pagerank,load", help="pagerank, load, topk, ppr, influence")
+    ap.add_argument("--only", default="pagerank,load", help="pagerank, load, topk, ppr, influence, simrank")
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
+    ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
     ap.add_argument("--batch", type=int, default=10_000, help="sources of the top-k batch throughput run")
     ap.add_argument("--scales", default=None, help="R-MAT scales (GPU default 20,22,24,25; CPU 16,18)")
     ap.add_argument("--weighted-scales", default="22,24", help="GPU scales also run with edge weights")
@@ -52,6 +53,9 @@ def main(argv=None) -> None:
     if "influence" in only:
         degrees = [int(s) for s in args.ba_degrees.split(",") if s] if args.device == "gpu" else []
         influence.run(rep, args.device, dataset_dir(), degrees)
+    if "simrank" in only:
+        sscales = [int(s) for s in args.simrank_scales.split(",") if s] if args.device == "gpu" else []
+        simrank.run(rep, args.device, dataset_dir(), sscales)
     rep.summary()
 
 

@@ -4,6 +4,7 @@ from .influence import influence_job
 from .job import Job, run
 from .pagerank import pagerank_job
 from .ppr import ppr_job
+from .simrank import simrank_job
 from .stages import GraphHandle, load_stage
 from .topk_ppr import index_job, topk_ppr_job
 
@@ -16,5 +17,6 @@ __all__ = [
     "pagerank_job",
     "ppr_job",
     "run",
+    "simrank_job",
     "topk_ppr_job",
 ]

@@ -27,6 +27,11 @@ EXAMPLES = {
         "examples:\n  graphjobs topk-ppr --index epinions-index --random 10000 -k 100 --out topk\n"
         "  graphjobs topk-ppr --index r22 --sources ids.txt -k 1000 --out topk --scheduler tcp://10.0.0.5:8786"
     ),
+    "simrank": (
+        "examples:\n  graphjobs simrank ca-GrQc.txt.gz --source 3466 -k 100 --epsilon 1e-2\n"
+        "  graphjobs simrank soc-Slashdot0902.txt.gz --sources ids.txt -k 100 --epsilon 1e-4 "
+        "--samples practical"
+    ),
     "influence": (
         "examples:\n  graphjobs influence soc-Epinions1.txt.gz -k 50 --epsilon 0.05 --model IC --weights wc "
         "--out seeds.csv\n  graphjobs influence ba:n=100000,m=8 -k 20 --model LT --rounds 3 --device gpu"
@@ -152,6 +157,30 @@ def _parser() -> argparse.ArgumentParser:
     im.add_argument("--workdir", default=None)
     im.add_argument("--seed", type=int, default=0)
     _run_options(im)
+    sr = sub.add_parser(
+        "simrank", help="single-source SimRank (ClipSim) of many sources, top-k to Parquet",
+        epilog=EXAMPLES["simrank"], formatter_class=fmt,
+    )  # fmt: skip
+    sr.add_argument("input", help="edge-list file or a spec like rmat:16")
+    which = sr.add_mutually_exclusive_group(required=True)
+    which.add_argument("--source", help="one source label")
+    which.add_argument("--sources", help="text file with one source label per line")
+    which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
+    sr.add_argument("-k", type=int, default=100, help="similar vertices kept per source (100)")
+    sr.add_argument("--epsilon", type=float, default=1e-3, help="additive error target (1e-3)")
+    sr.add_argument("-c", "--decay", type=float, default=0.6, help="SimRank decay factor c (0.6)")
+    sr.add_argument(
+        "--samples", default="bound", help="bound (proven R), practical (the published codes' R) or a number"
+    )
+    sr.add_argument("--no-clip", action="store_true", help="ExactSim's allocation instead of ClipSim's")
+    sr.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    sr.add_argument(
+        "--out", default="simrank", help="folder of Parquet partitions (source, rank, vertex, simrank)"
+    )
+    sr.add_argument("--workdir", default=None)
+    sr.add_argument("--chunk", type=int, default=10, help="sources per task")
+    sr.add_argument("--seed", type=int, default=0)
+    _run_options(sr)
     return ap
 
 
@@ -239,6 +268,10 @@ def _read_sources(path: str) -> list:
         items = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     if not items:
         raise ValueError(f"{path}: no source labels (expected one label per line)")
+    return _read_sources_list(items)
+
+
+def _read_sources_list(items: list) -> list:
     try:
         return [int(x) for x in items]
     except ValueError:
@@ -306,10 +339,27 @@ def _influence(args) -> int:
     return 0
 
 
+def _simrank(args) -> int:
+    from .simrank import simrank_job
+
+    if args.source is not None:
+        sources = _read_sources_list([args.source])
+    else:
+        sources = _sources_arg(args)
+    try:
+        samples = float(args.samples)
+    except ValueError:
+        samples = args.samples
+    job = simrank_job(args.input, sources, k=args.k, out=args.out, c=args.decay, epsilon=args.epsilon,
+                      clip=not args.no_clip, samples=samples, seed=args.seed, chunk=args.chunk,
+                      workdir=args.workdir, directed=not args.undirected)  # fmt: skip
+    return _run_batch(job, args, lambda s: f"k={s['k']}, epsilon={s['epsilon']:g}, samples={s['samples']}")
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"demo": _demo, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk, "ppr": _ppr,
-                "influence": _influence}  # fmt: skip
+                "influence": _influence, "simrank": _simrank}  # fmt: skip
     handler = handlers[args.command]
     try:
         return handler(args)

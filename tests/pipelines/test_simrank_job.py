@@ -1,0 +1,87 @@
+"""The SimRank job: top-k similar vertices per source in Parquet, against exact SimRank."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+import graphs
+import pipelines
+from operators.simrank import _simrank_reference
+from pipelines.cli import main
+
+EPS = 1e-2
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def _check(g, df, k):
+    assert list(df.columns) == ["source", "rank", "vertex", "simrank"]
+    S = _simrank_reference(g, c=0.6)
+    for src, rows in df.groupby("source"):
+        rows = rows.sort_values("rank")
+        assert rows["rank"].tolist() == list(range(1, k + 1))
+        i = g.internal_ids([src])[0]
+        exact = S[i][g.internal_ids(rows.vertex.to_numpy())]
+        assert np.abs(exact - rows.simrank.to_numpy()).max() <= EPS
+        assert src not in rows.vertex.tolist()
+        assert rows.simrank.iloc[-1] >= np.sort(np.delete(S[i], i))[-k] - 2 * EPS
+
+
+def test_job_from_a_labelled_undirected_file(tmp_path, sync):
+    g0 = graphs.erdos_renyi(200, p=0.02, seed=3)
+    src, dst, _ = g0.edges()
+    path = tmp_path / "edges.csv"
+    pd.DataFrame({"a": [f"v{x}" for x in src], "b": [f"v{x}" for x in dst]}).to_csv(path, index=False)
+    sources = ["v1", "v20", "v150"]
+    job = pipelines.simrank_job(path, sources, k=5, epsilon=EPS, out=tmp_path / "out", workdir=tmp_path,
+                                chunk=2, directed=False)  # fmt: skip
+    assert any(key.startswith("simrank-") for key in job.keys())
+    summary = pipelines.run(job, progress=False)
+    assert summary["queries"] == 3 and summary["parts"] == 2
+    df = pd.read_parquet(tmp_path / "out")
+    assert sorted(set(df.source)) == sorted(sources)
+    _check(graphs.read_edgelist(path, directed=False), df, 5)
+
+
+def test_unknown_source_fails_before_queries(tmp_path, sync):
+    job = pipelines.simrank_job("rmat:scale=8,seed=1", 300, out=tmp_path / "o", workdir=tmp_path, chunk=100)
+    with pytest.raises(ValueError, match="random sources"):
+        pipelines.run(job, progress=False)
+    job = pipelines.simrank_job("rmat:scale=8,seed=1", [3, 10**7], out=tmp_path / "o", workdir=tmp_path)
+    with pytest.raises(KeyError, match="10000000"):
+        pipelines.run(job, progress=False)
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli(tmp_path, capsys):
+    out = tmp_path / "res"
+    args = ["simrank", "rmat:scale=8,seed=2", "--source", "5", "-k", "6", "--epsilon", str(EPS), "--out",
+            str(out), "--workdir", str(tmp_path), "--quiet", "--device", "cpu"]  # fmt: skip
+    assert main(args) == 0
+    assert "first source 5:" in capsys.readouterr().out
+    _check(graphs.rmat(8, seed=2, device="cpu"), pd.read_parquet(out), 6)
+    bad = ["simrank", "rmat:scale=8", "--source", "3", "--epsilon", "2", "--quiet", "--device", "cpu",
+           "--workdir", str(tmp_path), "--out", str(tmp_path / "x")]  # fmt: skip
+    assert main(bad) == 1
+    assert "epsilon must be in (0, 1)" in capsys.readouterr().err
+
+
+def test_on_a_real_local_cluster(tmp_path):
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.simrank_job("rmat:scale=9,seed=4", 12, k=4, epsilon=0.05, out=tmp_path / "o",
+                                    workdir=tmp_path, chunk=3)  # fmt: skip
+        summary = pipelines.run(job, client, progress=False)
+        assert summary["queries"] == 12 and summary["parts"] == 4
+    df = pd.read_parquet(tmp_path / "o")
+    assert df.source.nunique() == 12 and len(df) == 48
