@@ -154,7 +154,7 @@ def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
         seconds = {k: v for k, v in times.items() if k not in ("start", "mark")}
         seconds["total"] = sum(seconds.values())
         drawn = int(counts.sum())
-        info.update(levels=L, R=total, samples=drawn, sampled_vertices=int(pv.size and xp.unique(pv).size),
+        info.update(levels=L, R=total, samples=drawn, sampled_vertices=int((counts > 0).sum()),
                     pi_norm=norm, seconds=seconds, device=G.device)  # fmt: skip
     return s
 
