@@ -33,6 +33,7 @@ from . import _simrank_plan as plan
 from ._checks import check_count, check_graph, check_positive
 
 _STREAM = 6  # random stream of the meeting walks (influence uses 0-4)
+MAX_SAMPLES = 2e13  # about 10 minutes of walks on an H100
 
 
 @dataclass
@@ -87,6 +88,11 @@ def simrank(G: CSRGraph, source, *, c: float = 0.6, epsilon: float = 1e-3, clip:
     -------
     array of float64, shape (n,)
         s(source, v) for every internal vertex id v (on the graph's device); s(source, source) = 1.
+
+    Raises
+    ------
+    ValueError
+        When the walks needed exceed ``MAX_SAMPLES`` (2e13), before any is drawn.
     """
     G = check_graph(G)
     c, epsilon = _check_unit("c", c), _check_unit("epsilon", epsilon)
@@ -141,6 +147,12 @@ def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
     _lap(times, "hops", gpu)
     total = plan.total_samples(samples, n=G.n, c=c, epsilon=epsilon, pi_norm=norm, clip=clip)
     counts = plan.allocate(xp, pi, total, c=c, epsilon=epsilon, clip=clip, in_degree=in_deg)
+    drawn = int(counts.sum())
+    if drawn > MAX_SAMPLES:
+        raise ValueError(
+            f"epsilon={epsilon:g} with samples={samples!r} needs {drawn:.3g} walk pairs "
+            f"(over {MAX_SAMPLES:.3g}); use a larger epsilon, samples='practical' or a number of samples"
+        )
     pv, pg0, pg1 = plan.portions(xp, counts)
     key = mix64_py(stream_key(seed, _STREAM) + (sid + 1) * GOLDEN)
     cont = np.uint64(min(int(c * 2.0**53), 2**53))
@@ -153,7 +165,6 @@ def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
     if info is not None:
         seconds = {k: v for k, v in times.items() if k not in ("start", "mark")}
         seconds["total"] = sum(seconds.values())
-        drawn = int(counts.sum())
         info.update(levels=L, R=total, samples=drawn, sampled_vertices=int((counts > 0).sum()),
                     pi_norm=norm, seconds=seconds, device=G.device)  # fmt: skip
     return s

@@ -209,6 +209,8 @@ def test_labels_and_errors():
         simrank(g, label, samples="many")
     with pytest.raises(ValueError, match="samples"):
         simrank(g, label, samples=-3)
+    with pytest.raises(ValueError, match=r"needs .* walk pairs"):
+        simrank(graphs.erdos_renyi(n=50, p=0.1, seed=1), 0, epsilon=1e-6)
 
 
 @pytest.mark.gpu
