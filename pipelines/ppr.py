@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dask
 import numpy as np
-from dask.base import tokenize
 
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
 
 from .job import Job
-from .stages import GraphHandle, default_workdir, load_stage, resolve_sources, sources_spec, write_parquet
+from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_parquet
 
 
 def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, tol=1e-6, chunk=100,
@@ -53,29 +51,9 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
     )
-    spec, count = sources_spec(sources, seed)
-    chunk = max(1, int(chunk))
     opts = dict(topk=int(topk), method=method, alpha=alpha, tol=tol, seed=seed)
-    jtoken = tokenize("ppr", gtoken, spec, opts)
-    resolved = dask.delayed(resolve_sources, pure=True)(
-        load, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
-    )
-    out = Path(out).resolve()
-    parts = [
-        dask.delayed(_chunk, pure=True)(
-            load,
-            resolved[lo : lo + chunk],
-            opts,
-            str(out / f"part-{i:05d}.parquet"),
-            dask_key_name=f"ppr-{jtoken}-{i}",
-        )
-        for i, lo in enumerate(range(0, count, chunk))
-    ]
-    result = dask.delayed(_summary, pure=True)(
-        load, parts, str(out), opts, dask_key_name=f"graphjobs-ppr-summary-{jtoken}"
-    )
-    stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
-    return Job("ppr", result, workdir, stages=stages)
+    return batch_job("ppr", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
+                     run_chunk=_chunk, summarize=_summary)  # fmt: skip
 
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:

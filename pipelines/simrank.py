@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dask
 import numpy as np
 import pyarrow as pa
-from dask.base import tokenize
 
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
 
 from .job import Job
-from .stages import GraphHandle, default_workdir, load_stage, resolve_sources, sources_spec, write_parquet
+from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_parquet
 
 
 def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, clip=True, samples="bound",
@@ -54,29 +52,9 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
     )
     if not isinstance(sources, int | np.integer) and np.ndim(sources) == 0:
         sources = [sources]
-    spec, count = sources_spec(sources, seed)
-    chunk = max(1, int(chunk))
     opts = dict(k=int(k), c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed)
-    jtoken = tokenize("simrank", gtoken, spec, opts)
-    resolved = dask.delayed(resolve_sources, pure=True)(
-        load, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
-    )
-    out = Path(out).resolve()
-    parts = [
-        dask.delayed(_chunk, pure=True)(
-            load,
-            resolved[lo : lo + chunk],
-            opts,
-            str(out / f"part-{i:05d}.parquet"),
-            dask_key_name=f"simrank-{jtoken}-{i}",
-        )
-        for i, lo in enumerate(range(0, count, chunk))
-    ]
-    result = dask.delayed(_summary, pure=True)(
-        load, parts, str(out), opts, dask_key_name=f"graphjobs-simrank-summary-{jtoken}"
-    )
-    stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
-    return Job("simrank", result, workdir, stages=stages)
+    return batch_job("simrank", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
+                     run_chunk=_chunk, summarize=_summary)  # fmt: skip
 
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:

@@ -20,6 +20,7 @@ import graphs
 from cluster.worker import worker_device
 
 from . import _state
+from .job import Job
 
 GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
 READ_OPTIONS = (
@@ -176,3 +177,33 @@ def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
             raise ValueError(f"{count} random sources asked for, but the graph has only {g.n} vertices")
         return np.random.default_rng(seed).choice(g.n, size=count, replace=False)
     return g.internal_ids(spec[1])
+
+
+def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, chunk: int, out, workdir,
+              run_chunk, summarize) -> Job:  # fmt: skip
+    """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path)``
+    per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``), then
+    ``summarize(graph, parts, out, opts)``.
+    """
+    spec, count = sources_spec(sources, seed)
+    chunk = max(1, int(chunk))
+    jtoken = tokenize(name, gtoken, spec, opts)
+    resolved = dask.delayed(resolve_sources, pure=True)(
+        load, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
+    )
+    out = Path(out).resolve()
+    parts = [
+        dask.delayed(run_chunk, pure=True)(
+            load,
+            resolved[lo : lo + chunk],
+            opts,
+            str(out / f"part-{i:05d}.parquet"),
+            dask_key_name=f"{name}-{jtoken}-{i}",
+        )
+        for i, lo in enumerate(range(0, count, chunk))
+    ]
+    result = dask.delayed(summarize, pure=True)(
+        load, parts, str(out), opts, dask_key_name=f"graphjobs-{name}-summary-{jtoken}"
+    )
+    stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
+    return Job(name, result, Path(workdir), stages=stages)
