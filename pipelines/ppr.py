@@ -16,7 +16,7 @@ from cluster.worker import worker_device
 from graphs._device import to_host
 
 from .job import Job
-from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_parquet
+from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
 
 
 def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, tol=1e-6, chunk=100,
@@ -57,23 +57,12 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
 
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
-    import pyarrow as pa
 
     g = graph.get()
     labels = to_host(g.ids)[ids] if g.ids is not None else np.asarray(ids)
     info: dict = {}
     vertices, values = operators.ppr(g, labels, info=info, **opts)
-    k = vertices.shape[1]
-    column = lambda a: a.tolist() if a.dtype == object else a  # noqa: E731
-    table = pa.table({
-        "source": column(np.repeat(labels, k)),
-        "rank": np.tile(np.arange(1, k + 1, dtype=np.int32), len(labels)),
-        "vertex": column(vertices.ravel()),
-        "ppr": values.ravel().astype(np.float64),
-    })  # fmt: skip
-    write_parquet(table, path)
-    top = zip(vertices[0][:5], values[0][:5], strict=True)
-    first = [(v.item() if hasattr(v, "item") else v, float(p)) for v, p in top]
+    first = write_ranked(labels, vertices, values, "ppr", path)
     return dict(
         path=path,
         queries=len(labels),
@@ -81,7 +70,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
         iterations=[i for i in info["iterations"] if i is not None],
         models=info["models"][0],
         device=g.device,
-        first=(labels[0].item() if hasattr(labels[0], "item") else labels[0], first),
+        first=first,
     )
 
 

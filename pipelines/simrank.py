@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
 
 from .job import Job
-from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_parquet
+from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
 
 
 def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, clip=True, samples="bound",
@@ -61,20 +60,9 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids]
     res = operators.simrank_topk(g, labels, **opts)
-    k = res.vertices.shape[1]
-    column = lambda a: a.tolist() if a.dtype == object else a  # noqa: E731
-    table = pa.table({
-        "source": column(np.repeat(labels, k)),
-        "rank": np.tile(np.arange(1, k + 1, dtype=np.int32), len(labels)),
-        "vertex": column(res.vertices.ravel()),
-        "simrank": res.scores.ravel(),
-    })  # fmt: skip
-    write_parquet(table, path)
-    top = zip(res.vertices[0][:5], res.scores[0][:5], strict=True)
-    first = [(v.item() if hasattr(v, "item") else v, float(p)) for v, p in top]
-    src0 = labels[0].item() if hasattr(labels[0], "item") else labels[0]
+    first = write_ranked(labels, res.vertices, res.scores, "simrank", path)
     return dict(path=path, queries=len(labels), seconds=float(res.seconds.sum()), device=g.device,
-                first=(src0, first))  # fmt: skip
+                first=first)  # fmt: skip
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:

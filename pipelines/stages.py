@@ -207,3 +207,21 @@ def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, c
     )
     stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
     return Job(name, result, Path(workdir), stages=stages)
+
+
+def write_ranked(labels, vertices, values, name: str, path) -> tuple:
+    """Write rows (source, rank, vertex, ``name``) of per-source rankings to Parquet at ``path``; return
+    the first source with its top five (vertex, value) pairs, for job summaries."""
+    import pyarrow as pa
+
+    k = vertices.shape[1]
+    column = lambda a: a.tolist() if a.dtype == object else a  # noqa: E731
+    table = pa.table({
+        "source": column(np.repeat(labels, k)),
+        "rank": np.tile(np.arange(1, k + 1, dtype=np.int32), len(labels)),
+        "vertex": column(vertices.ravel()),
+        name: values.ravel().astype(np.float64),
+    })  # fmt: skip
+    write_parquet(table, path)
+    item = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731
+    return item(labels[0]), [(item(v), float(p)) for v, p in zip(vertices[0][:5], values[0][:5], strict=True)]
