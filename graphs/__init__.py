@@ -6,6 +6,7 @@ from .csr import CSRGraph
 from .edges import from_edges
 from .errors import GraphFormatError
 from .generators import barabasi_albert, erdos_renyi, rmat
+from .partition import GraphPart, PartitionedGraph, load_part, load_partitioned, partition
 from .read import read_edgelist
 from .reorder import reorder, reorder_orders
 from .store import load
@@ -13,11 +14,16 @@ from .store import load
 __all__ = [
     "CSRGraph",
     "GraphFormatError",
+    "GraphPart",
+    "PartitionedGraph",
     "barabasi_albert",
     "erdos_renyi",
     "from_edges",
     "gpu_available",
     "load",
+    "load_part",
+    "load_partitioned",
+    "partition",
     "read_edgelist",
     "reorder",
     "reorder_orders",

@@ -134,20 +134,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) GJ_CLUSTER_DIM
 """
 
 
-def pull_plan(indptr_t, indptr):
-    """Vertices grouped by in-degree class (``order``), hub chunks, class sizes; cached with the graph."""
+def pull_plan(indptr_t, out_degree, lo: int = 0, hi: int | None = None):
+    """Vertices ``lo <= v < hi`` grouped by in-degree class (``order``), hub chunks, class sizes.
+
+    ``indptr_t`` is the in-edge row pointer indexed by global vertex id (rows outside the range may be
+    empty); cached with the graph, or built once per part of a partitioned graph.
+    """
     cp = import_cupy()
-    n = indptr_t.size - 1
-    deg = cp.diff(indptr_t)
-    cls = cp.full(n, 5, dtype=cp.int8)  # 5: no in-edges and no out-edges
-    cls[(deg > 0) | (cp.diff(indptr) > 0)] = 4
-    for k, lo in enumerate(CLASS_MIN[:-1]):
-        cls[(deg >= lo) & (cls == 4)] = k + 1
+    hi = indptr_t.size - 1 if hi is None else hi
+    deg = cp.diff(indptr_t[lo : hi + 1])
+    cls = cp.full(hi - lo, 5, dtype=cp.int8)  # 5: no in-edges and no out-edges
+    cls[(deg > 0) | (out_degree[lo:hi] > 0)] = 4
+    for k, bound in enumerate(CLASS_MIN[:-1]):
+        cls[(deg >= bound) & (cls == 4)] = k + 1
     cls[deg >= HUB_MIN] = 0
-    order = cp.argsort(cls).astype(cp.int32)  # stable: ids ascending inside a class
+    order = (cp.argsort(cls) + lo).astype(cp.int32)  # stable: ids ascending inside a class
     counts = cp.bincount(cls, minlength=6).get().astype(np.int64)
     hubs = order[: counts[0]]
-    nch = (deg[hubs].get() + WCHUNK - 1) // WCHUNK
+    nch = (deg[hubs - lo].get() + WCHUNK - 1) // WCHUNK
     chunk_hub = np.repeat(np.arange(counts[0], dtype=np.int32), nch)
     first = (np.cumsum(nch) - nch).astype(np.int64)
     within = np.arange(chunk_hub.size, dtype=np.int64) - np.repeat(first, nch)
@@ -165,34 +169,45 @@ def pull_plan(indptr_t, indptr):
     }
 
 
-def _hot_size(indptr, m: int, dtype, cluster: int) -> tuple[int, int]:
-    """(hot vertices cached in shared memory, per-block slice): 0 when they hold few out-edges."""
-    n = indptr.size - 1
+def _hot_size(n: int, hot_out_edges, m: int, dtype, cluster: int) -> tuple[int, int]:
+    """(hot vertices cached in shared memory, per-block slice): 0 when they hold few out-edges.
+
+    ``hot_out_edges(h)`` counts the out-edges of vertices ``< h``: the gathers that would hit the cache.
+    """
     slice_ = min(int(TUNING["hot"]), int(TUNING["max_hot_bytes"]) // np.dtype(dtype).itemsize)
     hot = min(slice_ * cluster, n)
     if hot <= 0 or m == 0:
         return 0, 0
-    share = int(indptr[hot]) / m  # gathers that hit vertices < hot: their out-edges
-    return (hot, slice_) if share >= TUNING["min_hot_share"] else (0, 0)
+    return (hot, slice_) if hot_out_edges(hot) / m >= TUNING["min_hot_share"] else (0, 0)
 
 
 def persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
     """The compiled pull kernel, its launch shape, the per-graph arguments and the isolated ids."""
+    T = G.transpose()
+    plan = G.derived("pagerank_pull_plan", lambda g: pull_plan(g.transpose().indptr, g.out_degree()))
+    arrays = (T.indptr, T.indices, T.weights if weighted else None)
+    hot_edges = lambda h: int(G.indptr[h])  # noqa: E731
+    return pull_launch(arrays, plan, G.n, G.m, hot_edges, weighted, dtype, dummy, closed_form_isolated)
+
+
+def pull_launch(arrays, plan, n, m_total, hot_out_edges, weighted, dtype, dummy, closed_form_isolated):
+    """Compile and shape the pull kernel for in-edge ``arrays`` (indptr by global id, indices, weights)
+    and their ``plan``; ``m_total`` and ``hot_out_edges`` size the shared-memory cache of hot values."""
     cp = import_cupy()
     threads = int(TUNING["threads"])
-    T = G.transpose()
-    plan = G.derived("pagerank_pull_plan", lambda g: pull_plan(g.transpose().indptr, g.indptr))
+    indptr_t, indices_t, w_t = arrays
+    m_local = int(indices_t.shape[0])
     cluster = int(TUNING["cluster"])
-    hot, slice_ = _hot_size(G.indptr, G.m, dtype, cluster)
+    hot, slice_ = _hot_size(n, hot_out_edges, m_total, dtype, cluster)
     cluster = cluster if hot else 1
     smem = (slice_ if cluster > 1 else hot) * dtype.itemsize
     source = cuda_source(
         PULL_KERNEL,
         dtype,
         weighted,
-        T.indices.dtype,
+        indices_t.dtype,
         threads,
-        wide_edges=G.m >= 2**31,
+        wide_edges=m_local >= 2**31,
         cluster=cluster,
         hot_slice=slice_,
     )
@@ -201,7 +216,7 @@ def persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
         kernel.max_dynamic_shared_size_bytes = smem
     dev = cp.cuda.Device()
     sms = dev.attributes["MultiProcessorCount"]
-    wide = G.m >= 2**31 or T.indices.dtype == np.int64  # 64-bit offsets: one block per SM (64 registers)
+    wide = m_local >= 2**31 or indices_t.dtype == np.int64  # 64-bit offsets: one block per SM (64 registers)
     per_sm = (
         1
         if wide
@@ -210,8 +225,8 @@ def persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
         )
     )
     per_sm = max(1, per_sm)
-    wt = T.weights if weighted else dummy.astype(cp.float32)
-    head = (T.indptr, T.indices, wt)
+    wt = w_t if weighted else dummy.astype(cp.float32)
+    head = (indptr_t, indices_t, wt)
     plan_args = tuple(plan[k] for k in ("order", "chunk_hub", "chunk_start", "hub_vertex", "hub_chunks"))
     plan_args += (plan["hub_sum"], plan["hub_done"])
     _, n32, n16, n8, n1, n_iso = plan["counts"]

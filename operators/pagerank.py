@@ -28,6 +28,8 @@ def pagerank(
     weighted: bool | None = None,
     method: str = "auto",
     dtype=None,
+    client=None,
+    info: dict | None = None,
 ):
     """PageRank of every vertex, with the semantics of ``networkx.pagerank``.
 
@@ -63,6 +65,13 @@ def pagerank(
     dtype : {None, float32, float64}
         Value type on the GPU (default float32; sums are accumulated in float64). The CPU always
         computes in float64.
+    client : distributed.Client, optional
+        Required when ``G`` is a ``graphs.PartitionedGraph``: part ``r`` is placed on the ``r``-th
+        worker (by address) for the call. With GPU workers each worker runs the iteration on its
+        range and the vector is all-gathered through NCCL; with CPU workers it is exchanged through
+        Dask. The result is then a NumPy vector.
+    info : dict, optional
+        Filled with details of a partitioned run: ``device``, ``workers``, per-rank ``timings``.
 
     Returns
     -------
@@ -74,23 +83,32 @@ def pagerank(
     ConvergenceError
         If the tolerance is not reached within ``max_iter`` iterations.
     """
-    G = check_graph(G)
+    from graphs.partition import PartitionedGraph
+
+    parted = isinstance(G, PartitionedGraph)
+    if parted and client is None:
+        raise ValueError("a partitioned graph needs client= (a distributed.Client to hold the parts)")
+    G = G if parted else check_graph(G)
     alpha = check_probability("alpha", alpha)
     max_iter = check_count("max_iter", max_iter)
     tol = check_positive("tol", tol)
     method = check_choice("method", method, METHODS)
     method = "pull" if method == "auto" else method
+    if parted and method != "pull":
+        raise ValueError("a partitioned graph is computed by pull (method='auto' or 'pull')")
     if weighted and not G.weighted:
         raise ValueError("weighted=True, but the graph has no edge weights")
     weighted = G.weighted if weighted is None else bool(weighted)
     if dtype is None:
-        dtype = np.float32 if G.device == "gpu" else np.float64
+        dtype = np.float32 if parted or G.device == "gpu" else np.float64
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
     n = G.n
-    p = vertex_vector(G, personalization, "personalization")
-    dw = vertex_vector(G, dangling, "dangling")
-    x0 = vertex_vector(G, nstart, "nstart")
+    by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
+    labels = G.label_graph() if parted and by_label else G
+    p = vertex_vector(labels, personalization, "personalization")
+    dw = vertex_vector(labels, dangling, "dangling")
+    x0 = vertex_vector(labels, nstart, "nstart")
     if n == 0:
         return np.zeros(0, dtype=np.float64)
     if n * tol >= 1:
@@ -100,6 +118,18 @@ def pagerank(
             UserWarning,
             stacklevel=2,
         )
+    if parted:
+        from .pagerank_mg import pagerank_partitioned
+
+        x, iters, err = pagerank_partitioned(
+            G, client, alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter,
+            threshold=n * tol, dtype=np.dtype(dtype), device="auto", info=info,
+        )  # fmt: skip
+        if not err < n * tol:
+            raise ConvergenceError("pagerank", iters, err, n * tol)
+        return x
+    if client is not None:
+        raise ValueError("client= applies to a graphs.PartitionedGraph; this graph is a CSRGraph")
     inv_out = inverse_out_weight(G, weighted)
     args = dict(
         alpha=alpha,

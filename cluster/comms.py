@@ -1,0 +1,124 @@
+"""Collectives between Dask workers: an NCCL clique among dask-cuda workers, set up through Dask.
+
+``run_spmd(client, fn, args)`` runs ``fn(comm, *args[r])`` as one task on each of ``len(args)`` workers
+at once, where ``comm`` is an ``NcclComm`` of rank ``r``: the clique's unique id is made on the first
+worker and handed to the others through the scheduler (as cuGraph's comms do), so vectors then move
+GPU to GPU over NVLink or PCIe and never through Dask.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+
+
+class NcclComm:
+    """Rank ``rank`` of ``size`` in an NCCL communicator: in-place collectives on the current stream."""
+
+    def __init__(self, uid, rank: int, size: int):
+        from cupy.cuda import nccl
+
+        self._nccl = nccl
+        self.rank, self.size = rank, size
+        self._comm = nccl.NcclCommunicator(size, uid, rank)
+
+    def _dtype(self, a):
+        nccl = self._nccl
+        types = {np.float32: nccl.NCCL_FLOAT32, np.float64: nccl.NCCL_FLOAT64, np.int64: nccl.NCCL_INT64}
+        try:
+            return types[a.dtype.type]
+        except KeyError:
+            raise TypeError(f"no NCCL type for {a.dtype}") from None
+
+    @staticmethod
+    def _stream() -> int:
+        import cupy as cp
+
+        return cp.cuda.get_current_stream().ptr
+
+    def allreduce(self, a) -> None:
+        """Sum the contiguous CuPy array ``a`` over the ranks, in place."""
+        self._comm.allReduce(
+            a.data.ptr, a.data.ptr, a.size, self._dtype(a), self._nccl.NCCL_SUM, self._stream()
+        )
+
+    def allgather(self, a, bounds) -> None:
+        """Rank ``r`` owns ``a[bounds[r]:bounds[r+1]]``; afterwards every rank holds all of ``a``."""
+        dtype, stream, size = self._dtype(a), self._stream(), a.dtype.itemsize
+        self._nccl.groupStart()
+        for r in range(self.size):
+            lo, hi = int(bounds[r]), int(bounds[r + 1])
+            if hi > lo:
+                ptr = a.data.ptr + lo * size
+                self._comm.broadcast(ptr, ptr, hi - lo, dtype, r, stream)
+        self._nccl.groupEnd()
+
+    def barrier(self) -> None:
+        import cupy as cp
+
+        one = cp.ones(1, dtype=cp.float64)
+        self.allreduce(one)
+        cp.cuda.get_current_stream().synchronize()
+
+    def close(self) -> None:
+        self._comm.destroy()
+
+
+def _unique_id():
+    from cupy.cuda import nccl
+
+    return nccl.get_unique_id()
+
+
+def _rank_task(fn, uid, rank: int, size: int, *args):
+    comm = NcclComm(uid, rank, size)
+    try:
+        return fn(comm, *args)
+    finally:
+        comm.close()
+
+
+def spmd_workers(client, count: int) -> list[str]:
+    """``count`` worker addresses (sorted, so ranks map to workers the same way each time)."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    if len(workers) < count:
+        raise ValueError(f"{count} ranks need {count} workers; the cluster has {len(workers)}")
+    return workers[:count]
+
+
+def run_spmd(client, fn, args: list[tuple], *, workers: list[str] | None = None, name: str = "spmd"):
+    """Run ``fn(comm, *args[r])`` on worker ``r`` for every ``r`` at once, with an NCCL communicator.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        Of a cluster whose workers each own one GPU (``dask_cuda.LocalCUDACluster`` or ``dask cuda worker``).
+    fn : callable
+        Run once per rank; must perform the same sequence of collectives on every rank.
+    args : list of tuple
+        Per-rank arguments (Dask futures are resolved on the worker, so large state stays there).
+    workers : list of str, optional
+        Worker addresses, one per rank (default: the first ``len(args)`` by address).
+    name : str
+        Key prefix of the tasks, as shown on the dashboard.
+
+    Returns
+    -------
+    list
+        ``fn``'s results in rank order.
+    """
+    size = len(args)
+    workers = workers or spmd_workers(client, size)
+    if len(set(workers)) != size:
+        raise ValueError(f"run_spmd needs {size} distinct workers, got {workers}")
+    uid = client.submit(_unique_id, workers=[workers[0]], pure=False).result()
+    tag = uuid.uuid4().hex[:8]
+    futures = [
+        client.submit(
+            _rank_task, fn, uid, r, size, *args[r], workers=[w], allow_other_workers=False, pure=False,
+            key=f"graphjobs-{name}-{tag}-{r}",
+        )
+        for r, w in enumerate(workers)
+    ]  # fmt: skip
+    return client.gather(futures)

@@ -1,0 +1,126 @@
+"""One worker's share of partitioned PageRank: the pull iteration over its destination range.
+
+The math is ``pagerank``'s: ``x_v <- alpha * (sum_{u->v} c_u + dsum * dw_v) + (1 - alpha) * p_v`` with
+``c_u = x_u / outweight_u`` and ``dsum`` the rank held by dangling vertices. A worker owns the rows of
+``lo <= v < hi``; it needs the whole vector ``c`` (gathered after every iteration) and returns its slice
+of ``x`` with its shares of the L1 change and of the dangling mass (summed over the workers).
+CPU: one Numba step per call (the caller exchanges ``c`` through Dask). GPU: the whole loop on the
+worker, with the persistent pull kernel of ``_pagerank_pull`` and collectives through ``comm``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numba as nb
+import numpy as np
+
+from graphs._device import import_cupy
+
+
+def inverse_out(part, weighted: bool, xp=np):
+    """``1 / out-weight`` of every vertex, 0 where dangling (float64, a NumPy or CuPy array by ``xp``)."""
+    outw = xp.asarray(part.out_weight if weighted else part.out_degree, dtype=np.float64)
+    return xp.where(outw > 0, 1.0 / xp.maximum(outw, np.finfo(np.float64).tiny), 0.0)
+
+
+@nb.njit(parallel=True, cache=True)
+def _step_cpu(indptr, indices, w, weighted, lo, c, inv_out, x_old, p, dw, dsum, alpha):
+    rows = indptr.size - 1
+    x = np.empty(rows)
+    c_new = np.empty(rows)
+    err = 0.0
+    dang = 0.0
+    for i in nb.prange(rows):
+        s = 0.0
+        for e in range(indptr[i], indptr[i + 1]):
+            s += c[indices[e]] * w[e] if weighted else c[indices[e]]
+        val = alpha * (s + dsum * dw[i]) + (1.0 - alpha) * p[i]
+        err += abs(val - x_old[i])
+        x[i] = val
+        c_new[i] = val * inv_out[lo + i]
+        if inv_out[lo + i] == 0.0:
+            dang += val
+    return x, c_new, err, dang
+
+
+def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool):
+    """One iteration on a host part: ``(x, c, err, dangling)`` of its range from the full ``c``."""
+    key = f"_inv_{bool(weighted)}"  # frozen dataclass: cache the inverse out-weight beside the part
+    inv = part.__dict__.get(key)
+    if inv is None:
+        inv = inverse_out(part, weighted)
+        object.__setattr__(part, key, inv)
+    w = part.weights if weighted else np.empty(0, dtype=np.float32)
+    return _step_cpu(
+        np.asarray(part.indptr), np.asarray(part.indices), np.asarray(w), weighted, part.lo, c, inv,
+        x_old, p, dw, float(dsum), float(alpha),
+    )  # fmt: skip
+
+
+def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, threshold, dtype):
+    """The power iteration of one rank: its slice of x (host float64), iterations, last L1 change and
+    timings (``loop_s``; ``comm_s``, the share spent in collectives, from per-iteration CUDA events).
+
+    ``x0``, ``p`` and ``dw`` are full host vectors or None (uniform); ``comm`` all-reduces a float64
+    array and all-gathers the ranges of ``bounds`` in place, on the current stream.
+    """
+    from ._pagerank_pull import pull_launch, pull_plan
+
+    cp = import_cupy()
+    n, lo, hi = part.n, part.lo, part.hi
+    dtype = np.dtype(dtype)
+    full = cp.empty(n + 1, dtype=cp.int64)  # row pointer by global id: empty rows outside [lo, hi)
+    full[: lo + 1] = 0
+    full[lo : hi + 1] = cp.asarray(part.indptr)
+    full[hi + 1 :] = part.m
+    indices = cp.asarray(part.indices)
+    w = cp.asarray(part.weights) if weighted else None
+    out_degree = cp.asarray(part.out_degree)
+    inv = inverse_out(part, weighted, cp).astype(dtype)
+    plan = pull_plan(full, out_degree, lo, hi)
+    dummy = cp.zeros(1, dtype=dtype)
+    m_total = int(part.out_degree.sum())
+    prefix = lambda h: int(part.out_degree[:h].sum())  # noqa: E731
+    kernel, grid, block, smem, head, plan_args, sizes, _ = pull_launch(
+        (full, indices, w), plan, n, m_total, prefix, weighted, dtype, dummy, False
+    )
+    vec = {k: None if a is None else cp.asarray(a, dtype=dtype) for k, a in (("p", p), ("dw", dw))}
+    pv, dwv = (vec[k] if vec[k] is not None else dummy for k in ("p", "dw"))
+    flags = (np.int32(vec["p"] is not None), np.int32(vec["dw"] is not None))
+    x_old = cp.full(n, 1.0 / n, dtype=dtype) if x0 is None else cp.asarray(x0, dtype=dtype)
+    x_new = cp.empty(n, dtype=dtype)
+    c_old, c_new = x_old * inv, cp.empty(n, dtype=dtype)
+    acc = cp.zeros((max_iter + 1, 3), dtype=cp.float64)
+    acc[0, 0] = math.inf
+    acc[0, 1] = cp.where(inv == 0, x_old.astype(cp.float64), 0.0).sum()
+    scal = (np.float64(threshold), np.float64(alpha), np.float64(1.0 / n))
+    events = [cp.cuda.Event() for _ in range(2 * max_iter + 2)]
+    bx, bc = (x_old, x_new), (c_old, c_new)
+    comm.barrier()
+    t0 = time.perf_counter()
+    events[0].record()
+    it, batch, done = 0, 1, None
+    while it < max_iter and done is None:
+        stop = min(max_iter, it + batch)
+        for k in range(it, stop):
+            xo, xn, co, cn = bx[k % 2], bx[1 - k % 2], bc[k % 2], bc[1 - k % 2]
+            vargs = (xo, xn, cn, inv, pv, dwv, *flags, acc[k], acc[k + 1], *scal)
+            kernel(grid, block, (*head, co, *plan_args, *sizes, *vargs), shared_mem=smem)
+            events[2 * k + 1].record()
+            comm.allreduce(acc[k + 1, :2])
+            comm.allgather(cn, bounds)
+            events[2 * k + 2].record()
+        errs = acc[it + 1 : stop + 1, 0].get()  # one synchronisation per batch
+        hit = np.flatnonzero(errs < threshold)
+        done = it + int(hit[0]) if hit.size else None
+        it, batch = stop, min(2 * batch, 16)
+    k = done if done is not None else max_iter - 1
+    events[2 * it].synchronize()
+    runs = k + 1  # iterations that computed (later launches in the batch were no-ops but still exchanged)
+    comm_s = sum(cp.cuda.get_elapsed_time(events[2 * j + 1], events[2 * j + 2]) for j in range(runs)) / 1e3
+    loop_s = cp.cuda.get_elapsed_time(events[0], events[2 * runs]) / 1e3
+    x = bx[1 - k % 2][lo:hi].get().astype(np.float64)
+    timings = {"loop_s": loop_s, "comm_s": comm_s, "wall_s": time.perf_counter() - t0, "launched": it}
+    return x, runs, float(errs[hit[0]] if hit.size else errs[-1]), timings
