@@ -1,7 +1,7 @@
 """Pipelines: jobs built as Dask graphs of operators; they never pick the scheduler."""
 
 from .influence import influence_job
-from .job import Job, run
+from .job import Job, WorkdirLockedError, run
 from .pagerank import pagerank_job
 from .ppr import ppr_job
 from .simrank import simrank_job
@@ -11,6 +11,7 @@ from .topk_ppr import index_job, topk_ppr_job
 __all__ = [
     "GraphHandle",
     "Job",
+    "WorkdirLockedError",
     "index_job",
     "influence_job",
     "load_stage",

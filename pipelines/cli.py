@@ -10,7 +10,10 @@ import traceback
 from graphs import GraphFormatError
 from operators import ConvergenceError
 
-USER_ERRORS = (GraphFormatError, ConvergenceError, OSError, ValueError, KeyError, ImportError, TimeoutError)
+from .job import WorkdirLockedError
+
+USER_ERRORS = (GraphFormatError, ConvergenceError, OSError, ValueError, KeyError, ImportError, TimeoutError,
+               WorkdirLockedError)  # fmt: skip
 
 EXAMPLES = {
     "demo": "examples:\n  graphjobs demo\n  graphjobs demo --device cpu --scale 14",
@@ -117,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
     )
     tk.add_argument("--chunk", type=int, default=1000, help="sources per task")
+    tk.add_argument("--overwrite", action="store_true", help="replace another job's results in --out")
     tk.add_argument("--seed", type=int, default=0)
     _run_options(tk)
     pp = sub.add_parser(
@@ -136,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--out", default="ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)")
     pp.add_argument("--workdir", default=None)
     pp.add_argument("--chunk", type=int, default=100, help="sources per task")
+    pp.add_argument("--overwrite", action="store_true", help="replace another job's results in --out")
     pp.add_argument("--seed", type=int, default=0)
     _run_options(pp)
     im = sub.add_parser(
@@ -179,6 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sr.add_argument("--workdir", default=None)
     sr.add_argument("--chunk", type=int, default=10, help="sources per task")
+    sr.add_argument("--overwrite", action="store_true", help="replace another job's results in --out")
     sr.add_argument("--seed", type=int, default=0)
     _run_options(sr)
     return ap
@@ -292,7 +298,8 @@ def _run_batch(job, args, describe) -> int:
         f"{time.perf_counter() - t0:.2f} s ({1e3 * s['query_seconds_mean']:.2f} ms per source, {describe(s)})"
     )
     print(f"first source {src}: " + ", ".join(f"{v} ({p:.4g})" for v, p in top))
-    print(f"written: {s['out']} ({s['parts']} parts)")
+    resumed = f", {s['resumed_parts']} of them finished by an earlier run" if s.get("resumed_parts") else ""
+    print(f"written: {s['out']} ({s['parts']} parts{resumed})")
     return 0
 
 
@@ -300,7 +307,7 @@ def _topk(args) -> int:
     from .topk_ppr import topk_ppr_job
 
     job = topk_ppr_job(sources=_sources_arg(args), index=args.index, k=args.k, out=args.out, chunk=args.chunk,
-                       seed=args.seed)  # fmt: skip
+                       seed=args.seed, overwrite=args.overwrite)  # fmt: skip
     return _run_batch(job, args, lambda s: f"k={s['k']}, {s['fallback']} Monte-Carlo fallbacks")
 
 
@@ -309,7 +316,7 @@ def _ppr(args) -> int:
 
     job = ppr_job(args.input, _sources_arg(args), out=args.out, topk=args.topk, method=args.method,
                   alpha=args.alpha, tol=args.tol, chunk=args.chunk, seed=args.seed, workdir=args.workdir,
-                  directed=not args.undirected)  # fmt: skip
+                  directed=not args.undirected, overwrite=args.overwrite)  # fmt: skip
     return _run_batch(job, args, lambda s: f"method={s['method']}, models of the first: {s['models_first']}")
 
 
@@ -352,7 +359,8 @@ def _simrank(args) -> int:
         samples = args.samples
     job = simrank_job(args.input, sources, k=args.k, out=args.out, c=args.decay, epsilon=args.epsilon,
                       clip=not args.no_clip, samples=samples, seed=args.seed, chunk=args.chunk,
-                      workdir=args.workdir, directed=not args.undirected)  # fmt: skip
+                      workdir=args.workdir, directed=not args.undirected,
+                      overwrite=args.overwrite)  # fmt: skip
     return _run_batch(job, args, lambda s: f"k={s['k']}, epsilon={s['epsilon']:g}, samples={s['samples']}")
 
 

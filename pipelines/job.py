@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,61 @@ class Job:
         return list(dict(self.result.__dask_graph__()))
 
 
+class WorkdirLockedError(RuntimeError):
+    """Another job is running on the same workdir (its lock file names the process)."""
+
+
+LOCK = ".graphjobs.lock"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir, job: str):
+    """Hold ``workdir/.graphjobs.lock`` while a job runs; refuse if a live process holds it.
+
+    A lock left by a process that is gone (same host, pid not running) is taken over.
+    """
+    path = Path(workdir) / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    since = time.strftime("%Y-%m-%d %H:%M:%S")
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "job": job, "since": since}
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = json.loads(path.read_text())
+            except (OSError, ValueError):  # being written right now, or removed meanwhile
+                time.sleep(0.05)
+                continue
+            if holder.get("host") == me["host"] and not _alive(int(holder.get("pid", -1))):
+                path.unlink(missing_ok=True)  # its process is gone: a stale lock
+                continue
+            raise WorkdirLockedError(
+                f"workdir {Path(workdir).resolve()} is in use by the {holder.get('job')} job of process "
+                f"{holder.get('pid')} on {holder.get('host')} (since {holder.get('since')}); wait for it to "
+                f"finish, use another --workdir, or delete {path} if that process no longer runs"
+            ) from None
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        break
+    else:
+        raise WorkdirLockedError(f"could not take the lock {path}; try again")
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def _active_client():
     try:
         from distributed import default_client
@@ -44,7 +103,13 @@ def run(job: Job, client=None, *, progress: bool = True) -> dict:
 
     With ``client`` (or an active ``distributed.Client``) the graph runs on that cluster with
     ``distributed.progress``; otherwise on Dask's default local scheduler with a ProgressBar.
+    The job's workdir is locked meanwhile: a second job on it raises ``WorkdirLockedError``.
     """
+    with workdir_lock(job.workdir, job.name):
+        return _run(job, client, progress)
+
+
+def _run(job: Job, client, progress: bool) -> dict:
     client = client or _active_client()
     if client is not None:
         future = client.compute(job.result)

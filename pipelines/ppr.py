@@ -20,7 +20,8 @@ from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_r
 
 
 def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, tol=1e-6, chunk=100,
-            seed=0, workdir=None, directed=True, read_options=None, reorder=None) -> Job:  # fmt: skip
+            seed=0, workdir=None, directed=True, read_options=None, reorder=None,
+            overwrite=False) -> Job:  # fmt: skip
     """Personalized PageRank of a batch of sources as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -41,6 +42,9 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
         Seed of random sources and of Monte Carlo walks.
     workdir, directed, read_options, reorder
         Artifact folder and ``read_edgelist`` / ``graphs.reorder`` options.
+    overwrite : bool
+        Replace the results of another job in ``out`` (otherwise refused). A re-run of the same job
+        skips the chunks it finished before.
 
     Returns
     -------
@@ -53,7 +57,7 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
     )
     opts = dict(topk=int(topk), method=method, alpha=alpha, tol=tol, seed=seed)
     return batch_job("ppr", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
-                     run_chunk=_chunk, summarize=_summary)  # fmt: skip
+                     run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
 
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:

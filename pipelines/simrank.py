@@ -20,7 +20,8 @@ from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_r
 
 
 def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, clip=True, samples="bound",
-                seed=0, chunk=10, workdir=None, directed=True, read_options=None) -> Job:  # fmt: skip
+                seed=0, chunk=10, workdir=None, directed=True, read_options=None,
+                overwrite=False) -> Job:  # fmt: skip
     """Single-source SimRank of a batch of sources as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -39,6 +40,9 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
         Sources per task.
     workdir, directed, read_options
         Artifact folder and ``read_edgelist`` options.
+    overwrite : bool
+        Replace the results of another job in ``out`` (otherwise refused). A re-run of the same job
+        skips the chunks it finished before.
 
     Returns
     -------
@@ -53,7 +57,7 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
         sources = [sources]
     opts = dict(k=int(k), c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed)
     return batch_job("simrank", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
-                     run_chunk=_chunk, summarize=_summary)  # fmt: skip
+                     run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
 
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:

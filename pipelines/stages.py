@@ -19,7 +19,8 @@ from dask.base import tokenize
 import graphs
 from cluster.worker import worker_device
 
-from . import _state
+from . import _output, _state
+from ._output import write_atomic
 from .job import Job
 
 GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
@@ -54,14 +55,6 @@ class GraphHandle:
 
     def __dask_tokenize__(self):
         return ("GraphHandle", self.token)
-
-
-def write_atomic(path, write) -> None:
-    """``write(tmp)`` to a temporary file beside ``path``, then rename it, so readers never see half."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.partial"
-    write(tmp)
-    os.replace(tmp, path)
 
 
 def write_parquet(table, path) -> None:
@@ -180,33 +173,54 @@ def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
 
 
 def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, chunk: int, out, workdir,
-              run_chunk, summarize) -> Job:  # fmt: skip
+              run_chunk, summarize, overwrite: bool = False) -> Job:  # fmt: skip
     """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path)``
     per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``), then
-    ``summarize(graph, parts, out, opts)``.
+    ``summarize(graph, parts, out, opts)``. Chunks finished by an earlier run of the same job are skipped
+    (``pipelines._output``); an ``out`` folder of another job is refused unless ``overwrite``.
     """
     spec, count = sources_spec(sources, seed)
     chunk = max(1, int(chunk))
-    jtoken = tokenize(name, gtoken, spec, opts)
+    jtoken = tokenize(name, gtoken, spec, opts, chunk)
+    out = Path(out).resolve()
+    _output.check_reusable(out, name, jtoken, overwrite)
     resolved = dask.delayed(resolve_sources, pure=True)(
         load, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
     )
-    out = Path(out).resolve()
     parts = [
-        dask.delayed(run_chunk, pure=True)(
+        dask.delayed(_resumable, pure=True)(
+            run_chunk,
             load,
             resolved[lo : lo + chunk],
             opts,
             str(out / f"part-{i:05d}.parquet"),
+            f"{jtoken}-{i}",
+            jtoken,
             dask_key_name=f"{name}-{jtoken}-{i}",
         )
         for i, lo in enumerate(range(0, count, chunk))
     ]
-    result = dask.delayed(summarize, pure=True)(
-        load, parts, str(out), opts, dask_key_name=f"graphjobs-{name}-summary-{jtoken}"
-    )
+    skey = f"graphjobs-{name}-summary-{jtoken}"
+    finish = dask.delayed(_finish, pure=True)
+    result = finish(summarize, name, jtoken, load, parts, str(out), opts, dask_key_name=skey)
     stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
     return Job(name, result, Path(workdir), stages=stages)
+
+
+def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
+    done = _output.finished(path, token)
+    if done is not None:
+        return {**done, "resumed": True}
+    summary = run_chunk(graph, ids, opts, path)
+    _output.mark_finished(path, token, jtoken, summary)
+    return {**summary, "resumed": False}
+
+
+def _finish(summarize, name, jtoken, graph, parts, out, opts) -> dict:
+    summary = summarize(graph, parts, out, opts)
+    summary["resumed_parts"] = sum(bool(p.get("resumed")) for p in parts)
+    _output.finish(out, name, jtoken, [p["path"] for p in parts], summary)
+    return summary
 
 
 def write_ranked(labels, vertices, values, name: str, path) -> tuple:

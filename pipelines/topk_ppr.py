@@ -26,7 +26,7 @@ from graphs._device import to_device, to_host
 from . import _state
 from .job import Job
 from .pagerank import _pagerank
-from .stages import GraphHandle, default_workdir, load_stage, resolve_sources, sources_spec, write_parquet
+from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_parquet
 
 MANIFEST = "ppr-index.json"
 
@@ -132,6 +132,7 @@ def topk_ppr_job(
     directed=True,
     read_options=None,
     reorder=None,
+    overwrite=False,
 ) -> Job:
     """Top-k PPR of a batch of sources as a Dask graph: load -> CSR -> PageRank -> index -> queries.
 
@@ -151,6 +152,9 @@ def topk_ppr_job(
         Sources per task.
     workdir, alpha, epsilon, seed, directed, read_options, reorder
         As in ``index_job``; ``seed`` also seeds random sources and the fallback walks.
+    overwrite : bool
+        Replace the results of another job in ``out`` (otherwise refused). A re-run of the same job
+        skips the chunks it finished before.
 
     Returns
     -------
@@ -178,42 +182,19 @@ def topk_ppr_job(
         built = index_job(source, workdir=workdir, alpha=alpha, epsilon=epsilon, seed=seed, directed=directed,
                           read_options=read_options, reorder=reorder)  # fmt: skip
         graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
-    spec, count = sources_spec(sources, seed)
-    chunk = max(1, int(chunk))
-    jtoken = tokenize("topk-ppr", graph, idx, spec, k, seed)
-    resolved = dask.delayed(resolve_sources, pure=True)(
-        graph, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
-    )
-    out = Path(out).resolve()
-    parts = []
-    for i, lo in enumerate(range(0, count, chunk)):
-        part = resolved[lo : lo + chunk]
-        parts.append(
-            dask.delayed(_query_chunk, pure=True)(
-                graph,
-                idx,
-                part,
-                k,
-                seed,
-                str(out / f"part-{i:05d}.parquet"),
-                dask_key_name=f"topk-ppr-{jtoken}-{i}",
-            )
-        )
-    result = dask.delayed(_summary, pure=True)(
-        graph, parts, str(out), k, dask_key_name=f"graphjobs-topk-summary-{jtoken}"
-    )
-    return Job(
-        "topk-ppr", result, Path(workdir), stages={"sources": resolved, "queries": parts, "summary": result}
-    )
+    opts = {"index": idx, "k": int(k), "seed": seed}
+    return batch_job("topk-ppr", graph, tokenize(graph), sources, opts, seed=seed, chunk=chunk, out=out,
+                     workdir=workdir, run_chunk=_query_chunk, summarize=_summary,
+                     overwrite=overwrite)  # fmt: skip
 
 
-def _query_chunk(graph: GraphHandle, index: IndexHandle, ids, k: int, seed: int, path: str) -> dict:
+def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     import pyarrow as pa
 
     g = graph.get()
-    idx = _state.ppr_index(index.path, g)
+    idx = _state.ppr_index(opts["index"].path, g)
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
-    res = operators.topk_ppr(idx, labels, k=k, seed=seed)
+    res = operators.topk_ppr(idx, labels, k=opts["k"], seed=opts["seed"])
     frame = res.to_frame()
     write_parquet(pa.Table.from_pandas(frame, preserve_index=False), path)
     first = [
@@ -232,14 +213,14 @@ def _query_chunk(graph: GraphHandle, index: IndexHandle, ids, k: int, seed: int,
     )
 
 
-def _summary(graph: GraphHandle, parts: list, out: str, k: int) -> dict:
+def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
     queries = sum(p["queries"] for p in parts)
     return {
         "job": "topk-ppr",
         "out": out,
         "n": graph.n,
         "m": graph.m,
-        "k": k,
+        "k": opts["k"],
         "queries": queries,
         "parts": len(parts),
         "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),

@@ -1,0 +1,92 @@
+"""Output folders of batch jobs: one Parquet part per chunk, a record per finished chunk, a manifest.
+
+A chunk writes ``part-NNNNN.parquet`` atomically (a hidden temporary file, then a rename), then its record
+``_chunks/part-NNNNN.json`` holding the chunk's token and summary. A re-run finds the record with the same
+token and skips the chunk (resume); a chunk killed before its record exists is recomputed and overwrites
+its own part, so rows are never duplicated or lost. The summary task writes ``_manifest.json`` and removes
+parts and temporaries that are not this job's. Parquet readers ignore names starting with ``_`` or ``.``,
+so ``pandas.read_parquet(out)`` sees exactly the job's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+MANIFEST = "_manifest.json"
+CHUNKS = "_chunks"
+
+
+def write_atomic(path, write) -> None:
+    """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.partial"
+    try:
+        write(str(tmp))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _record(part: Path) -> Path:
+    return part.parent / CHUNKS / f"{part.stem}.json"
+
+
+def finished(part, token: str) -> dict | None:
+    """The stored summary of chunk ``part`` when it was finished by a chunk with ``token``, else None."""
+    part, rec = Path(part), _record(Path(part))
+    try:
+        record = json.loads(rec.read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("token") != token or not part.is_file():
+        return None
+    return record["summary"]
+
+
+def mark_finished(part, token: str, job_token: str, summary: dict) -> None:
+    text = json.dumps({"token": token, "job_token": job_token, "summary": summary}, default=_plain)
+    write_atomic(_record(Path(part)), lambda tmp: Path(tmp).write_text(text))
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else str(v)
+
+
+def check_reusable(out, job: str, token: str, overwrite: bool) -> None:
+    """Refuse (before anything runs) an ``out`` folder holding another job's results, unless ``overwrite``."""
+    out = Path(out)
+    if overwrite or not out.exists():
+        return
+    if not out.is_dir():
+        raise NotADirectoryError(f"{out}: exists and is not a folder (expected the job's output folder)")
+    manifest = out / MANIFEST
+    theirs = None
+    if manifest.is_file():
+        theirs = json.loads(manifest.read_text()).get("token")
+    else:
+        tokens = {json.loads(p.read_text()).get("job_token") for p in (out / CHUNKS).glob("*.json")}
+        theirs = next(iter(tokens - {token}), token) if tokens else None
+        if theirs is None and any(out.glob("part-*.parquet")):
+            theirs = "unknown"
+    if theirs not in (None, token):
+        raise FileExistsError(
+            f"{out}: holds the results of another {job} job or other data (token {theirs}); choose another "
+            "output folder, or pass overwrite=True (--overwrite) to replace them"
+        )
+
+
+def finish(out, job: str, token: str, parts: list[str], summary: dict) -> None:
+    """Remove parts and temporaries that are not in ``parts``, then write the manifest."""
+    out = Path(out)
+    keep = {Path(p).name for p in parts}
+    for f in [*out.glob("part-*.parquet"), *out.glob(".*.partial")]:
+        if f.name not in keep:
+            f.unlink(missing_ok=True)
+            _record(f).unlink(missing_ok=True)
+    text = json.dumps({"job": job, "token": token, "parts": sorted(keep), "summary": summary}, default=_plain,
+                      indent=1)  # fmt: skip
+    write_atomic(out / MANIFEST, lambda tmp: Path(tmp).write_text(text))

@@ -1,0 +1,124 @@
+"""Batch jobs at scale: resume, output folders of other jobs, workdir locks, a worker killed mid-job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import dask
+import pandas as pd
+import pytest
+
+import pipelines
+from pipelines.cli import main
+from pipelines.job import LOCK, workdir_lock
+
+GRAPH = "rmat:scale=10,seed=7"
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def _every_source_once(out, count, k):
+    df = pd.read_parquet(out)
+    per = df.groupby("source").size()
+    assert len(per) == count and (per == k).all()  # no source lost, none duplicated
+    return df
+
+
+def test_resume_skips_finished_chunks(tmp_path, sync):
+    job = pipelines.ppr_job(GRAPH, 10, topk=4, chunk=2, out=tmp_path / "o", workdir=tmp_path)
+    dask.compute(*job.stages["queries"][:2])  # an interrupted run: two of five chunks finished
+    parts = sorted((tmp_path / "o").glob("part-*.parquet"))
+    assert len(parts) == 2
+    stamps = [p.stat().st_mtime_ns for p in parts]
+    summary = pipelines.run(job, progress=False)
+    assert summary["parts"] == 5 and summary["resumed_parts"] == 2
+    assert [p.stat().st_mtime_ns for p in parts] == stamps  # not rewritten
+    first = _every_source_once(tmp_path / "o", 10, 4)
+    again = pipelines.run(pipelines.ppr_job(GRAPH, 10, topk=4, chunk=2, out=tmp_path / "o", workdir=tmp_path),
+                          progress=False)  # fmt: skip
+    assert again["resumed_parts"] == 5
+    pd.testing.assert_frame_equal(first, _every_source_once(tmp_path / "o", 10, 4))
+    manifest = json.loads((tmp_path / "o" / "_manifest.json").read_text())
+    assert manifest["job"] == "ppr" and len(manifest["parts"]) == 5
+
+
+def test_chunk_killed_while_writing_is_recomputed(tmp_path, sync):
+    job = pipelines.ppr_job(GRAPH, 6, topk=3, chunk=2, out=tmp_path / "o", workdir=tmp_path)
+    pipelines.run(job, progress=False)
+    out = tmp_path / "o"
+    (out / "_chunks" / "part-00001.json").unlink()  # died after writing its part, before its record
+    (out / "part-00001.parquet").write_bytes(b"half a file")
+    (out / ".part-00002.parquet.4242.partial").write_bytes(b"a temporary of a killed writer")
+    summary = pipelines.run(job, progress=False)
+    assert summary["resumed_parts"] == 2
+    assert not list(out.glob(".*.partial"))
+    _every_source_once(out, 6, 3)
+
+
+def test_output_of_another_job_is_refused_or_replaced(tmp_path, sync, capsys):
+    out = tmp_path / "o"
+    pipelines.run(pipelines.ppr_job(GRAPH, 12, topk=3, chunk=2, out=out, workdir=tmp_path), progress=False)
+    with pytest.raises(FileExistsError, match="another ppr job"):
+        pipelines.ppr_job(GRAPH, 4, topk=3, chunk=2, out=out, workdir=tmp_path, seed=1)
+    job = pipelines.ppr_job(GRAPH, 4, topk=3, chunk=2, out=out, workdir=tmp_path, seed=1, overwrite=True)
+    summary = pipelines.run(job, progress=False)
+    assert summary["resumed_parts"] == 0
+    assert len(list(out.glob("part-*.parquet"))) == 2  # the earlier job's four extra parts are gone
+    _every_source_once(out, 4, 3)
+    args = ["ppr", GRAPH, "--random", "5", "--topk", "3", "--out", str(out), "--workdir", str(tmp_path),
+            "--quiet", "--device", "cpu"]  # fmt: skip
+    assert main(args) == 1 and "--overwrite" in capsys.readouterr().err
+    assert main([*args, "--overwrite"]) == 0
+    _every_source_once(out, 5, 3)
+
+
+def test_a_second_job_on_a_workdir_is_refused(tmp_path, sync):
+    job = pipelines.ppr_job(GRAPH, 2, topk=3, out=tmp_path / "o", workdir=tmp_path)
+    with workdir_lock(tmp_path, "simrank"), pytest.raises(pipelines.WorkdirLockedError, match="simrank job"):
+        pipelines.run(job, progress=False)
+    assert not (tmp_path / LOCK).exists()
+    code = "import os; print(os.getpid())"
+    gone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    stale = {"pid": int(gone.stdout), "host": socket.gethostname(), "job": "ppr", "since": "earlier"}
+    (tmp_path / LOCK).write_text(json.dumps(stale))  # left by a process that died
+    assert pipelines.run(job, progress=False)["queries"] == 2
+    assert not (tmp_path / LOCK).exists()
+
+
+def test_worker_killed_mid_job(tmp_path):
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    out, count, k = tmp_path / "o", 160, 5
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        pids = client.run(os.getpid)
+        job = pipelines.ppr_job("rmat:scale=12,seed=3", count, topk=k, chunk=2, out=out, workdir=tmp_path)
+        killed = {}
+
+        def kill_one_when_work_started():
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(list(out.glob("part-*.parquet"))) < 3:
+                time.sleep(0.005)
+            killed["parts_before"] = len(list(out.glob("part-*.parquet")))
+            os.kill(next(iter(pids.values())), signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_one_when_work_started)
+        killer.start()
+        summary = pipelines.run(job, client, progress=False)
+        killer.join()
+    assert killed["parts_before"] < count // 2  # the worker died while most chunks were still to do
+    assert summary["queries"] == count and summary["parts"] == count // 2
+    _every_source_once(out, count, k)
+    assert not list(out.glob(".*.partial"))
