@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from benchmarks import influence, load, pagerank, ppr_push, simrank, topk_ppr
+from benchmarks import influence, load, pagerank, pagerank_mg, ppr_push, simrank, topk_ppr
 from benchmarks.common import Reporter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,11 +23,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
-    ap.add_argument("--only", default="pagerank,load", help="pagerank, load, topk, ppr, influence, simrank")
+    ap.add_argument("--only", default="pagerank,load",
+                    help="pagerank, load, topk, ppr, influence, simrank, pagerank-mg, topk-mg")  # fmt: skip
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
     ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
+    ap.add_argument("--mg-scales", default="25,26", help="R-MAT scales of the multi-GPU PageRank benchmark")
+    ap.add_argument("--mg-gpus", default="1,2,4", help="GPU counts of the multi-GPU benchmarks")
     ap.add_argument("--batch", type=int, default=10_000, help="sources of the top-k batch throughput run")
     ap.add_argument("--scales", default=None, help="R-MAT scales (GPU default 20,22,24,25; CPU 16,18)")
     ap.add_argument("--weighted-scales", default="22,24", help="GPU scales also run with edge weights")
@@ -56,6 +59,9 @@ def main(argv=None) -> None:
     if "simrank" in only:
         sscales = [int(s) for s in args.simrank_scales.split(",") if s] if args.device == "gpu" else []
         simrank.run(rep, args.device, dataset_dir(), sscales)
+    gpus = [int(s) for s in args.mg_gpus.split(",") if s]
+    if "pagerank-mg" in only:
+        pagerank_mg.run(rep, [int(s) for s in args.mg_scales.split(",") if s], gpus)
     rep.summary()
 
 

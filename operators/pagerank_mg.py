@@ -29,7 +29,20 @@ def _worker_device():
 
 
 def _place_parts(client, PG: PartitionedGraph, workers):
-    """One future per part, on its worker: loaded there from ``PG.path`` when saved, else scattered."""
+    """One future per part, on its worker: loaded there from ``PG.path`` when saved, else scattered.
+
+    The futures are kept with ``PG`` (per client and worker list), so the parts stay on the workers for
+    later calls while ``PG`` is alive in this process.
+    """
+    placed = PG.__dict__.setdefault("_placed", {})
+    key = (client.id, tuple(workers))
+    futures = placed.get(key)
+    if futures is None or any(f.status in ("error", "cancelled", "lost") for f in futures):
+        futures = placed[key] = _place(client, PG, workers)
+    return futures
+
+
+def _place(client, PG, workers):
     import graphs
 
     if PG.path is not None:

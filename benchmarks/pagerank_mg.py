@@ -1,0 +1,72 @@
+"""Multi-GPU PageRank: time per iteration on 1, 2, 4 GPUs (NCCL all-gather), communication share, scaling.
+
+Same run, same graph: the single-GPU operator (``operators.pagerank``, pull, float32) is the baseline,
+and the partitioned code on one GPU gives the denominator of the scaling efficiency
+``t(1 GPU) / (g * t(g GPUs))``. The graph is an R-MAT graph (Graph500 parameters) in degree order, as
+in the single-GPU benchmark; iterations are fixed (40) so every configuration does the same work.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import graphs
+from benchmarks.common import Reporter
+from benchmarks.pagerank import gpu_iteration_seconds
+
+ITERATIONS = 40
+
+
+def _partitioned_seconds(client, pg, repeats=3):
+    """Median (per-iteration, communication per iteration) seconds over ranks' CUDA events."""
+    from operators.pagerank_mg import pagerank_partitioned
+
+    runs = []
+    for _ in range(repeats + 1):  # the first run places the parts, compiles and builds the plans
+        info = {}
+        pagerank_partitioned(pg, client, alpha=0.85, x0=None, p=None, dw=None, weighted=False,
+                             max_iter=ITERATIONS, threshold=-1.0, dtype=np.dtype(np.float32), device="gpu",
+                             info=info)  # fmt: skip
+        slowest = max(info["timings"], key=lambda t: t["loop_s"])
+        runs.append((slowest["loop_s"] / ITERATIONS, max(t["comm_s"] for t in info["timings"]) / ITERATIONS))
+    runs = sorted(runs[1:])
+    return runs[len(runs) // 2]
+
+
+def run(rep: Reporter, scales, gpu_counts) -> None:
+    import cupy as cp
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    available = cp.cuda.runtime.getDeviceCount()
+    counts = [g for g in gpu_counts if g <= available]
+    for scale in scales:
+        name = f"rmat-{scale}"
+        t0 = time.perf_counter()
+        R = graphs.reorder(graphs.rmat(scale, device="gpu"))
+        n, m = R.n, R.m
+        single, _ = gpu_iteration_seconds(R, method="pull", weighted=False, iterations=ITERATIONS)
+        t_part = time.perf_counter()
+        parted = {g: graphs.partition(R, g) for g in counts}
+        rep.emit(bench="build", graph=name, impl=f"rmat+reorder+partition {counts}", n=n, m=m, unit="s",
+                 median=time.perf_counter() - t0, partition_s=time.perf_counter() - t_part)  # fmt: skip
+        del R
+        cp.get_default_memory_pool().free_all_blocks()
+        base1 = None
+        for g in counts:
+            pg = parted[g]
+            with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
+                per, comm = _partitioned_seconds(client, pg)
+            base1 = per if g == 1 else base1
+            rep.emit(
+                bench="pagerank-mg", graph=name, impl=f"graphjobs NCCL {g} GPU", gpus=g, n=n, m=m,
+                median=per * 1e3, unit="ms/iter", comm_ms=comm * 1e3, comm_share=comm / per,
+                edges_per_part=pg.edge_counts().tolist(),
+                baseline={"impl": "graphjobs single-GPU pull (same run)", "median": single * 1e3},
+                speedup=single / per,
+                scaling_efficiency=None if base1 is None else base1 / (g * per),
+                efficiency_vs_single_gpu_operator=single / (g * per),
+            )  # fmt: skip
