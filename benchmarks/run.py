@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from benchmarks import influence, load, pagerank, pagerank_mg, ppr_push, simrank, topk_ppr
+from benchmarks import influence, load, pagerank, ppr_push, scale_out, simrank, topk_ppr
 from benchmarks.common import Reporter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +31,7 @@ def main(argv=None) -> None:
     ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
     ap.add_argument("--mg-scales", default="25,26", help="R-MAT scales of the multi-GPU PageRank benchmark")
     ap.add_argument("--mg-gpus", default="1,2,4", help="GPU counts of the multi-GPU benchmarks")
+    ap.add_argument("--mg-workdir", default="/tmp/graphjobs-mg", help="index and outputs of topk-mg")
     ap.add_argument("--batch", type=int, default=10_000, help="sources of the top-k batch throughput run")
     ap.add_argument("--scales", default=None, help="R-MAT scales (GPU default 20,22,24,25; CPU 16,18)")
     ap.add_argument("--weighted-scales", default="22,24", help="GPU scales also run with edge weights")
@@ -61,7 +62,9 @@ def main(argv=None) -> None:
         simrank.run(rep, args.device, dataset_dir(), sscales)
     gpus = [int(s) for s in args.mg_gpus.split(",") if s]
     if "pagerank-mg" in only:
-        pagerank_mg.run(rep, [int(s) for s in args.mg_scales.split(",") if s], gpus)
+        scale_out.pagerank(rep, [int(s) for s in args.mg_scales.split(",") if s], gpus)
+    if "topk-mg" in only:
+        scale_out.topk(rep, 22, gpus, args.batch, args.mg_workdir)
     rep.summary()
 
 

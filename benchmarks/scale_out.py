@@ -1,6 +1,7 @@
-"""Multi-GPU PageRank: time per iteration on 1, 2, 4 GPUs (NCCL all-gather), communication share, scaling.
+"""Scale-out benchmarks: multi-GPU PageRank and top-k PPR batch throughput on 1, 2, 4 GPU workers.
 
-Same run, same graph: the single-GPU operator (``operators.pagerank``, pull, float32) is the baseline,
+PageRank: time per iteration (NCCL all-gather), communication share, scaling. Same run, same graph: the
+single-GPU operator (``operators.pagerank``, pull, float32) is the baseline,
 and the partitioned code on one GPU gives the denominator of the scaling efficiency
 ``t(1 GPU) / (g * t(g GPUs))``. The graph is an R-MAT graph (Graph500 parameters) in degree order, as
 in the single-GPU benchmark; iterations are fixed (40) so every configuration does the same work.
@@ -35,7 +36,7 @@ def _partitioned_seconds(client, pg, repeats=3):
     return runs[len(runs) // 2]
 
 
-def run(rep: Reporter, scales, gpu_counts) -> None:
+def pagerank(rep: Reporter, scales, gpu_counts) -> None:
     import cupy as cp
     from distributed import Client
 
@@ -70,3 +71,39 @@ def run(rep: Reporter, scales, gpu_counts) -> None:
                 scaling_efficiency=None if base1 is None else base1 / (g * per),
                 efficiency_vs_single_gpu_operator=single / (g * per),
             )  # fmt: skip
+
+
+def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> None:
+    """Top-k PPR batch job (k=100, chunks of 500 sources) throughput on g GPU workers vs one, same index."""
+    import cupy as cp
+    from distributed import Client
+
+    import pipelines
+    from cluster import make_cluster
+
+    counts = [g for g in gpu_counts if g <= cp.cuda.runtime.getDeviceCount()]
+    folder = f"{workdir}/topk-index-{scale}"
+    with make_cluster(1, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
+        t0 = time.perf_counter()
+        pipelines.run(pipelines.index_job(f"rmat:scale={scale},seed=0", out=folder), client, progress=False)
+        rep.emit(bench="build", graph=f"rmat-{scale}", impl="topk index job", median=time.perf_counter() - t0,
+                 unit="s")  # fmt: skip
+    base = None
+    for g in counts:
+        with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
+            warm = pipelines.topk_ppr_job(index=folder, sources=250 * 4 * g, chunk=250, seed=100 + g,
+                                          out=f"{workdir}/warm-{g}", overwrite=True)  # fmt: skip
+            pipelines.run(warm, client, progress=False)  # every worker loads the graph and the index once
+            job = pipelines.topk_ppr_job(index=folder, sources=batch, chunk=500, seed=7, k=100,
+                                         out=f"{workdir}/batch-{g}", overwrite=True)  # fmt: skip
+            t0 = time.perf_counter()
+            summary = pipelines.run(job, client, progress=False)
+            seconds = time.perf_counter() - t0
+        rate = summary["queries"] / seconds
+        base = rate if g == 1 else base
+        rep.emit(
+            bench="topk-mg", graph=f"rmat-{scale}", impl=f"topk-ppr job, {g} GPU workers", gpus=g,
+            median=rate, unit="queries/s", seconds=seconds, queries=summary["queries"], k=100,
+            baseline=None if base is None or g == 1 else {"impl": "same job, 1 GPU worker", "median": base},
+            speedup=None if base is None else rate / base,
+        )  # fmt: skip
