@@ -30,7 +30,9 @@ def make_cluster(
         Dask task threads per worker (default 1: each task already runs Numba or GPU kernels in
         parallel; Numba gets ``cores // n_workers`` threads per worker).
     **kw
-        Passed on to the cluster class (e.g. ``dashboard_address``, ``memory_limit``).
+        Passed on to the cluster class (e.g. ``memory_limit``, ``protocol='ucx'``). By default the
+        scheduler and the dashboard listen on 127.0.0.1 only (``host``, ``dashboard_address`` open them);
+        ``security`` (a ``distributed.security.Security``) switches the cluster to TLS.
 
     Returns
     -------
@@ -42,6 +44,10 @@ def make_cluster(
     use_gpu = device == "gpu" or (device == "auto" and _cuda_cluster_available())
     threads = threads_per_worker or 1
     cores = os.cpu_count() or 1
+    kw.setdefault("host", "127.0.0.1")
+    kw.setdefault("dashboard_address", "127.0.0.1:8787")
+    if kw.get("security") is not None and kw["security"].require_encryption:
+        kw.setdefault("protocol", "tls://")
     if use_gpu:
         if not _cuda_cluster_available():
             raise RuntimeError(
@@ -64,19 +70,20 @@ def make_cluster(
     return cluster
 
 
-def connect(address: str | None = None, **kw):
+def connect(address: str | None = None, *, security=None, **kw):
     """A ``distributed.Client``: to the scheduler at ``address``, or to a fresh ``make_cluster(**kw)``.
 
-    Workers of an existing scheduler get the graphjobs worker plugin (device 'auto').
+    Workers of an existing scheduler get the graphjobs worker plugin (device 'auto'). ``security``
+    (``distributed.security.Security``) is used for the connection, or for the new cluster.
     """
     from distributed import Client
 
     if address:
         if kw:
             raise ValueError(f"cluster options {sorted(kw)} apply only without a scheduler address")
-        client = Client(address)
+        client = Client(address, security=security)
         client.register_plugin(GraphjobsWorker("auto"))
         print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", flush=True)
         return client
-    cluster = make_cluster(**kw)
-    return Client(cluster)
+    cluster = make_cluster(security=security, **kw)
+    return Client(cluster, security=security)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,25 @@ def resolve_device(device: str | None) -> str:
         import_cupy()  # raises the install hint when CuPy is missing
         raise RuntimeError("device='gpu' was requested but CuPy sees no CUDA device")
     return device
+
+
+def free_memory(device: str) -> int:
+    """Bytes free to allocate on ``device``: the GPU's free memory plus CuPy's unused pool, or the host's
+    available memory; ``$GRAPHJOBS_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix) caps it."""
+    if device == "gpu":
+        cp = import_cupy()
+        free = int(cp.cuda.runtime.memGetInfo()[0]) + int(cp.get_default_memory_pool().free_bytes())
+    else:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    limit = os.environ.get("GRAPHJOBS_MEMORY_LIMIT", "").strip().upper()
+    if limit:
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}.get(limit[-1:], 1)
+        try:
+            cap = int(float(limit.rstrip("KMGTB") if scale > 1 else limit) * scale)
+        except ValueError:
+            raise ValueError(f"GRAPHJOBS_MEMORY_LIMIT={limit!r}: expected bytes, e.g. 2e9 or 2G") from None
+        free = min(free, cap)
+    return free
 
 
 def to_device(a: Any, device: str) -> Any:

@@ -19,6 +19,17 @@ import numpy as np
 from graphs._device import import_cupy
 
 
+def pagerank_bytes(n: int, m: int, *, weighted: bool, parts: int = 1, device: str = "gpu") -> int:
+    """Estimated working set of pull PageRank on one device: the graph and its transpose (whole), or one
+    part with a row pointer over all vertices; the value vectors, inverse out-weights and the plan."""
+    edge = 8 if weighted else 4
+    value = 4 if device == "gpu" else 8
+    vectors = n * (4 * value + 8 + 8)
+    if parts <= 1:
+        return 2 * (8 * (n + 1) + edge * m) + vectors
+    return 8 * (n + 1) + edge * -(-m // parts) + vectors + 8 * n
+
+
 def inverse_out(part, weighted: bool, xp=np):
     """``1 / out-weight`` of every vertex, 0 where dangling (float64, a NumPy or CuPy array by ``xp``)."""
     outw = xp.asarray(part.out_weight if weighted else part.out_degree, dtype=np.float64)

@@ -18,14 +18,13 @@ choices, so log C(n,k) becomes rounds * log C(n,k) and rho becomes 1/2 in the bo
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from graphs import CSRGraph
-from graphs._device import array_module, to_host
+from graphs._device import array_module, free_memory, to_host
 from graphs._mix import stream_key
 
 from . import _im_cpu
@@ -217,12 +216,7 @@ def _gpu_backend():
 def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> None:
     item = 4 if rounds * G.n < 2**31 else 8
     needed = int(count * (mean * item * (2.5 if G.device == "gpu" else 1.5) + 16))
-    if G.device == "gpu":
-        from ._im_gpu import _free_bytes
-
-        free = _free_bytes()
-    else:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    free = free_memory(G.device)
     if needed > 0.9 * free:
         raise InsufficientMemoryError(
             f"the final {count:,} RR samples (about {mean:.1f} elements each)", needed, free,

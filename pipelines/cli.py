@@ -17,6 +17,11 @@ USER_ERRORS = (GraphFormatError, ConvergenceError, OSError, ValueError, KeyError
 
 EXAMPLES = {
     "demo": "examples:\n  graphjobs demo\n  graphjobs demo --device cpu --scale 14",
+    "cluster": (
+        "examples:\n  graphjobs cluster --gpus 2\n"
+        "  graphjobs cluster --gpus 0 --workers 4 --port 0\n"
+        "  graphjobs cluster --host 0.0.0.0 --tls-ca-file ca.pem --tls-cert node.pem --tls-key node.key"
+    ),
     "pagerank": (
         "examples:\n  graphjobs pagerank soc-Epinions1.txt.gz --out ranks.parquet\n"
         "  graphjobs pagerank edges.csv --undirected --alpha 0.9 --scheduler tcp://10.0.0.5:8786\n"
@@ -55,6 +60,13 @@ def _run_options(p) -> None:
         "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to compute locally"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _tls_options(p)
+
+
+def _tls_options(p) -> None:
+    p.add_argument("--tls-ca-file", help="TLS: certificate authority file (with --tls-cert, --tls-key)")
+    p.add_argument("--tls-cert", help="TLS: certificate file")
+    p.add_argument("--tls-key", help="TLS: private key file")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,6 +85,18 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--scale", type=int, help="R-MAT scale (default 16 on CPU, 20 on GPU)")
     demo.add_argument("--workers", type=int, help="Dask workers (default: one per GPU, or by core count)")
     demo.add_argument("--workdir", default=None, help="artifact folder (default .graphjobs)")
+    cl = sub.add_parser(
+        "cluster",
+        help="start a local Dask cluster for jobs to submit to (until Ctrl-C)",
+        epilog=EXAMPLES["cluster"],
+        formatter_class=fmt,
+    )
+    cl.add_argument("--gpus", type=int, help="GPU workers (default: one per visible GPU; 0 for CPU workers)")
+    cl.add_argument("--workers", type=int, help="CPU workers (default by core count)")
+    cl.add_argument("--host", default="127.0.0.1", help="scheduler interface (127.0.0.1: this machine only)")
+    cl.add_argument("--port", type=int, default=8786, help="scheduler port (8786; 0 picks a free one)")
+    cl.add_argument("--dashboard", default="127.0.0.1:8787", help="dashboard address (127.0.0.1:8787)")
+    _tls_options(cl)
     pr = sub.add_parser(
         "pagerank",
         help="PageRank of an edge list, written to Parquet",
@@ -243,12 +267,14 @@ def _pagerank(args) -> int:
 
 def _execute(job, args) -> dict:
     from cluster import connect, set_worker_device
+    from cluster.serve import tls
 
     from .job import run
 
     if args.scheduler or args.cluster:
         opts = {} if args.scheduler else {"device": args.device}
-        with connect(args.scheduler, **opts) as client:
+        security = tls(args.tls_ca_file, args.tls_cert, args.tls_key)
+        with connect(args.scheduler, security=security, **opts) as client:
             return run(job, client, progress=not args.quiet)
     set_worker_device(args.device)
     return run(job, progress=not args.quiet)
@@ -364,10 +390,18 @@ def _simrank(args) -> int:
     return _run_batch(job, args, lambda s: f"k={s['k']}, epsilon={s['epsilon']:g}, samples={s['samples']}")
 
 
+def _cluster(args) -> int:
+    from cluster.serve import serve, tls
+
+    serve(gpus=args.gpus, workers=args.workers, host=args.host, port=args.port, dashboard=args.dashboard,
+          security=tls(args.tls_ca_file, args.tls_cert, args.tls_key))  # fmt: skip
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"demo": _demo, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk, "ppr": _ppr,
-                "influence": _influence, "simrank": _simrank}  # fmt: skip
+    handlers = {"demo": _demo, "cluster": _cluster, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk,
+                "ppr": _ppr, "influence": _influence, "simrank": _simrank}  # fmt: skip
     handler = handlers[args.command]
     try:
         return handler(args)

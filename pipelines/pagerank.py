@@ -12,7 +12,9 @@ from dask.base import tokenize
 
 import operators
 from cluster.worker import worker_device
-from graphs._device import to_host
+from graphs._device import free_memory, to_host
+from operators._pagerank_part import pagerank_bytes
+from operators.errors import InsufficientMemoryError
 
 from .job import Job
 from .stages import default_workdir, load_stage, write_parquet
@@ -33,6 +35,7 @@ def pagerank_job(
     out="pagerank.parquet",
     workdir=None,
     top: int = 10,
+    partitions="auto",
 ) -> Job:
     """Build the PageRank job's Dask graph (nothing runs until ``pipelines.run``).
 
@@ -57,6 +60,12 @@ def pagerank_job(
         ``.graphjobs``); a re-run skips the stages found there.
     top : int
         Vertices listed in the summary.
+    partitions : 'auto' or int
+        'auto': split the graph over the cluster's workers (``graphs.partition``, NCCL between GPU
+        workers) when its estimated working set exceeds the free memory of a worker's device, with the
+        fewest parts that fit; an int forces that many parts (1: never split). A graph that fits on no
+        number of workers raises ``InsufficientMemoryError`` before anything is allocated on a device.
+        The estimate is in the summary (``memory``). ``$GRAPHJOBS_MEMORY_LIMIT`` caps the free memory.
 
     Returns
     -------
@@ -76,8 +85,17 @@ def pagerank_job(
     )
     ptoken = tokenize("pagerank", gtoken, params)
     artifact = str(workdir.resolve() / f"pagerank-{ptoken}.npy")
+    if partitions != "auto" and (
+        isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1
+    ):
+        raise ValueError(f"partitions must be 'auto' or an int >= 1, got {partitions!r}")
     ranks = dask.delayed(_pagerank, pure=True)(
-        load, params, artifact, dask_key_name=f"graphjobs-pagerank-{ptoken}"
+        load,
+        params,
+        artifact,
+        partitions,
+        str(workdir.resolve()),
+        dask_key_name=f"graphjobs-pagerank-{ptoken}",
     )
     out = str(Path(out).resolve())
     wkey = f"graphjobs-write-pagerank-{tokenize(ptoken, out)}"
@@ -85,17 +103,71 @@ def pagerank_job(
     return Job("pagerank", result, workdir, stages={"load": load, "pagerank": ranks, "write": result})
 
 
-def _pagerank(graph, params, artifact) -> dict:
+def _pagerank(graph, params, artifact, partitions, workdir) -> dict:
     if os.path.exists(artifact):
-        return {"path": artifact, "seconds": 0.0, "device": None, "cached": True}
-    g = graph.get()
+        return {"path": artifact, "seconds": 0.0, "device": None, "cached": True, "memory": None}
+    device = worker_device()
+    weighted = graph.weighted if params["weighted"] is None else bool(params["weighted"])
+    memory = memory_plan(graph.n, graph.m, weighted, device, partitions)
     t0 = time.perf_counter()
-    x = to_host(operators.pagerank(g, **params)).astype(np.float64)
+    if memory["partitions"] == 1:
+        x = to_host(operators.pagerank(graph.get(), **params)).astype(np.float64)
+    else:
+        x = _partitioned(graph, params, memory["partitions"], workdir)
     seconds = time.perf_counter() - t0
     tmp = f"{artifact}.{os.getpid()}.partial.npy"
     np.save(tmp, x)
     os.replace(tmp, artifact)
-    return {"path": artifact, "seconds": seconds, "device": g.device, "cached": False}
+    return {"path": artifact, "seconds": seconds, "device": device, "cached": False, "memory": memory}
+
+
+def _cluster_workers() -> int:
+    """Workers of the Dask cluster running this task (0 outside a distributed worker)."""
+    try:
+        from distributed import get_client, get_worker
+
+        get_worker()
+        return len(get_client().scheduler_info(n_workers=-1)["workers"])
+    except (ImportError, ValueError):
+        return 0
+
+
+def memory_plan(n: int, m: int, weighted: bool, device: str, partitions) -> dict:
+    """How many parts PageRank needs on this worker's device; InsufficientMemoryError when none fit."""
+    free = free_memory(device)
+    need = {1: pagerank_bytes(n, m, weighted=weighted, device=device)}
+    if partitions == "auto" and need[1] <= 0.9 * free:
+        parts = 1
+    else:
+        workers = _cluster_workers()
+        choices = [partitions] if partitions != "auto" else range(2, max(workers, 2) + 1)
+        for p in choices:
+            need[p] = pagerank_bytes(n, m, weighted=weighted, parts=p, device=device)
+        fits = [p for p in choices if need[p] <= 0.9 * free and (p == 1 or p <= workers)]
+        if not fits:
+            p = max(choices)
+            raise InsufficientMemoryError(
+                f"PageRank of n={n:,}, m={m:,} on {device} ({p} part{'s' if p > 1 else ''}, "
+                f"{workers} worker{'s' if workers != 1 else ''} in the cluster)", need[p], free,
+                "run the job on a cluster with more or larger devices (--scheduler, --cluster); "
+                "partitions need a distributed cluster with one worker per part",
+            )  # fmt: skip
+        parts = fits[0]
+    return {"partitions": parts, "estimate_bytes": need[parts], "free_bytes": free, "device": device}
+
+
+def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
+    from distributed import worker_client
+
+    import graphs
+
+    path = Path(workdir) / f"partitions-{graph.token}-{parts}"
+    if not (path / "meta.json").is_file():
+        graphs.partition(graph.get("cpu"), parts).save(path, overwrite=True)
+    pg = graphs.load_partitioned(path, verify=False)
+    kw = {k: v for k, v in params.items() if k != "method"}
+    with worker_client() as client:  # leaves this task's thread free for this worker's own part
+        return operators.pagerank(pg, client=client, **kw).astype(np.float64)
 
 
 def _write(graph, ranks, out, token, top) -> dict:
@@ -120,4 +192,5 @@ def _write(graph, ranks, out, token, top) -> dict:
         "pagerank_seconds": ranks["seconds"],
         "device": ranks["device"] or worker_device(),
         "cached": {"pagerank": ranks["cached"], "output": not written},
+        "memory": ranks["memory"],
     }

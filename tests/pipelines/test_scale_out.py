@@ -122,3 +122,40 @@ def test_worker_killed_mid_job(tmp_path):
     assert summary["queries"] == count and summary["parts"] == count // 2
     _every_source_once(out, count, k)
     assert not list(out.glob(".*.partial"))
+
+
+def test_pagerank_job_splits_the_graph_when_a_worker_is_too_small(tmp_path, monkeypatch):
+    from distributed import Client
+
+    import graphs
+    import operators
+    from cluster import make_cluster
+
+    spec = "rmat:scale=11,seed=2"
+    g = graphs.rmat(11, seed=2, device="cpu")
+    exact = dict(zip(g.ids.tolist(), operators.pagerank(g, tol=1e-9).tolist(), strict=True))
+    # whole graph ~0.39 MB, half ~0.2 MB: with 0.3 MB free per worker only two parts fit
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "300000")
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.pagerank_job(spec, tol=1e-9, out=tmp_path / "pr.parquet", workdir=tmp_path)
+        summary = pipelines.run(job, client, progress=False)
+        assert summary["memory"]["partitions"] == 2
+        assert summary["memory"]["estimate_bytes"] <= 0.9 * summary["memory"]["free_bytes"]
+        df = pd.read_parquet(tmp_path / "pr.parquet")
+        got = dict(zip(df.vertex.tolist(), df.pagerank.tolist(), strict=True))
+        assert max(abs(got[v] - exact[v]) for v in exact) < 1e-6
+        monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "1000")
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.pagerank_job(spec, tol=1e-8, out=tmp_path / "x.parquet", workdir=tmp_path)
+        with pytest.raises(MemoryError, match=r"PageRank of n=2,048.*2 workers in the cluster"):
+            pipelines.run(job, client, progress=False)
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_pagerank_job_too_big_without_a_cluster(tmp_path, sync, monkeypatch):
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "1K")
+    job = pipelines.pagerank_job("rmat:scale=9,seed=0", out=tmp_path / "p.parquet", workdir=tmp_path)
+    with pytest.raises(MemoryError, match="partitions need a distributed cluster"):
+        pipelines.run(job, progress=False)
+    with pytest.raises(ValueError, match="partitions must be"):
+        pipelines.pagerank_job("rmat:scale=9,seed=0", partitions=0)

@@ -1,0 +1,40 @@
+"""``graphjobs cluster``: a long-running local cluster that jobs submit to with ``--scheduler``."""
+
+from __future__ import annotations
+
+import time
+
+
+def tls(ca_file: str | None, cert: str | None, key: str | None):
+    """A ``distributed.security.Security`` requiring TLS with one certificate for every role, or None."""
+    given = [x is not None for x in (ca_file, cert, key)]
+    if not any(given):
+        return None
+    if not all(given):
+        raise ValueError("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
+    from distributed.security import Security
+
+    roles = {f"tls_{r}_{part}": v for r in ("client", "scheduler", "worker") for part, v in (("cert", cert),
+             ("key", key))}  # fmt: skip
+    return Security(tls_ca_file=ca_file, require_encryption=True, **roles)
+
+
+def serve(*, gpus: int | None, workers: int | None, host: str, port: int, dashboard: str, security=None,
+          until=None) -> None:  # fmt: skip
+    """Start ``make_cluster`` (GPU workers when ``gpus`` > 0), print where to reach it, run until
+    interrupted (or until ``until()`` is true, polled every 0.2 s)."""
+    from .local import make_cluster
+
+    device = "auto" if gpus is None else ("gpu" if gpus > 0 else "cpu")
+    count = gpus if gpus else workers
+    with make_cluster(count, device=device, host=host, scheduler_port=port, dashboard_address=dashboard,
+                      security=security) as cluster:  # fmt: skip
+        print(f"graphjobs: scheduler at {cluster.scheduler_address}", flush=True)
+        addr = cluster.scheduler_address
+        print(f"graphjobs: {len(cluster.workers)} workers; submit jobs with --scheduler {addr}", flush=True)
+        try:
+            while until is None or not until():
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        print("graphjobs: cluster stopped", flush=True)
