@@ -115,6 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--alpha", type=float, default=0.85, help="probability of following an edge (0.85)")
     pr.add_argument("--tol", type=float, default=1e-6)
     pr.add_argument("--max-iter", type=int, default=100)
+    pr.add_argument("--partitions", type=_partitions, default="auto",
+                    help="split the graph over N workers (auto: if a worker is too small)")  # fmt: skip
     pr.add_argument("--out", default="pagerank.parquet")
     pr.add_argument("--workdir", default=None)
     _run_options(pr)
@@ -214,6 +216,10 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _partitions(text: str):
+    return text if text == "auto" else int(text)
+
+
 def _print_summary(summary: dict, seconds: float) -> None:
     print(
         f"\n{summary['job']}: n={summary['n']:,} vertices, m={summary['m']:,} edges, "
@@ -222,6 +228,10 @@ def _print_summary(summary: dict, seconds: float) -> None:
     print(f"{'rank':>4}  {'vertex':>14}  {'pagerank':>12}")
     for i, (v, score) in enumerate(summary["top"], start=1):
         print(f"{i:>4}  {v!s:>14}  {score:>12.6g}")
+    mem = summary.get("memory")
+    if mem:
+        print(f"memory: estimated {mem['estimate_bytes'] / 2**30:.2f} GiB per {mem['device']} worker, "
+              f"{mem['free_bytes'] / 2**30:.2f} GiB free: {mem['partitions']} partition(s)")  # fmt: skip
     print(f"written: {summary['out']}")
 
 
@@ -258,6 +268,7 @@ def _pagerank(args) -> int:
         reorder=args.reorder,
         out=args.out,
         workdir=args.workdir,
+        partitions=args.partitions,
     )
     t0 = time.perf_counter()
     summary = _execute(job, args)
