@@ -147,21 +147,40 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
 
 
 @nb.njit(cache=True)
-def _greedy(members, offsets, n_elem, n, k, rounds, counts):
-    """Greedy maximum coverage, ``k`` elements per round; ties go to the smaller element."""
-    s_count = offsets.size - 1
-    owners = np.zeros(n_elem + 1, dtype=np.int64)  # inverted index: element -> samples
+def cover_index(members, offsets, n_elem):
+    """Inverted index of samples: element ``e``'s samples are ``holders[owners[e]:owners[e+1]]``."""
+    owners = np.zeros(n_elem + 1, dtype=np.int64)
     for i in range(members.size):
         owners[members[i] + 1] += 1
     for e in range(n_elem):
         owners[e + 1] += owners[e]
     fill = owners[:-1].copy()
     holders = np.empty(members.size, dtype=np.int64)
-    for j in range(s_count):
+    for j in range(offsets.size - 1):
         for i in range(offsets[j], offsets[j + 1]):
             holders[fill[members[i]]] = j
             fill[members[i]] += 1
-    covered = np.zeros(s_count, dtype=np.bool_)
+    return owners, holders
+
+
+@nb.njit(cache=True)
+def cover(members, offsets, owners, holders, covered, counts, best):
+    """Retire element ``best`` (count -1), mark its samples covered, take their members' counts down."""
+    counts[best] = -1
+    for h in range(owners[best], owners[best + 1]):
+        j = holders[h]
+        if not covered[j]:
+            covered[j] = True
+            for i in range(offsets[j], offsets[j + 1]):
+                if counts[members[i]] > 0:
+                    counts[members[i]] -= 1
+
+
+@nb.njit(cache=True)
+def _greedy(members, offsets, n_elem, n, k, rounds, counts):
+    """Greedy maximum coverage, ``k`` elements per round; ties go to the smaller element."""
+    owners, holders = cover_index(members, offsets, n_elem)
+    covered = np.zeros(offsets.size - 1, dtype=np.bool_)
     left = np.full(rounds, k, dtype=np.int64)
     picks = np.empty(k * rounds, dtype=np.int64)
     gains = np.empty(k * rounds, dtype=np.int64)
@@ -172,14 +191,7 @@ def _greedy(members, offsets, n_elem, n, k, rounds, counts):
                 best, gain = e, counts[e]
         picks[q], gains[q] = best, gain
         left[best // n] -= 1
-        counts[best] = -1
-        for h in range(owners[best], owners[best + 1]):
-            j = holders[h]
-            if not covered[j]:
-                covered[j] = True
-                for i in range(offsets[j], offsets[j + 1]):
-                    if counts[members[i]] > 0:
-                        counts[members[i]] -= 1
+        cover(members, offsets, owners, holders, covered, counts, best)
     return picks, gains
 
 

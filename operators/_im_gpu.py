@@ -419,6 +419,18 @@ def greedy(members, offsets, n: int, k: int, rounds: int):
     return picks, gains
 
 
+def cover(members, offsets, covered, counts, best: int) -> None:
+    """One greedy step on a shard of samples: retire ``best`` and take the counts of what it covers down."""
+    cp = import_cupy()
+    count = offsets.size - 1
+    scratch = cp.empty(2, dtype=np.int64)
+    grid = (max(1, min(65535, (count + 7) // 8)),)
+    best_d = cp.full(1, best, dtype=np.int64)
+    get_kernel(IM_KERNEL, "gj_im_cover")(
+        grid, (256,), (members, offsets, np.int64(count), best_d, covered, counts, scratch[:1], scratch[1:])
+    )
+
+
 def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
     """Vertices active in at least one round, for each of ``count`` forward simulations."""
     cp = import_cupy()

@@ -54,11 +54,12 @@ class InfluenceResult:
     rounds: int = 1
     theta_capped: bool = False
     device: str = "cpu"
+    workers: int = 1
 
 
 def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: float = 1.0, model: str = "IC",
                            weights="wc", rounds: int = 1, seed: int = 0, max_rr_sets: int | None = None,
-                           reuse_rr_sets: bool = False) -> InfluenceResult:  # fmt: skip
+                           reuse_rr_sets: bool = False, client=None) -> InfluenceResult:  # fmt: skip
     """Pick ``k`` seed vertices (per round) that maximize the expected spread, by IMM.
 
     Parameters
@@ -87,6 +88,9 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         void.
     reuse_rr_sets : bool
         Reuse the estimation phase's samples in the final selection (the original IMM).
+    client : distributed.Client, optional
+        Spread the samples over the cluster's workers (each gets a copy of the graph, on its own
+        device); every greedy step sums the workers' coverage counts. Same seeds as on one device.
 
     Returns
     -------
@@ -105,11 +109,20 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         max_rr_sets = check_count("max_rr_sets", max_rr_sets)
     kind = check_model(model)
     t_start = time.perf_counter()
-    dm = diffusion_model(G, kind, weights, seed)
     n = G.n
+    if client is None:
+        dm = diffusion_model(G, kind, weights, seed)
+        make = lambda key, root: _Pool(dm, rounds, key, root)  # noqa: E731
+        workers, device = 1, G.device
+    else:
+        from .influence_mg import ShardedPool, shards
+
+        actors, devices = shards(client, G, kind, weights, seed, rounds)
+        make = lambda key, root: ShardedPool(actors, n, rounds, key, root)  # noqa: E731
+        workers, device = len(actors), "gpu" if set(devices) == {"gpu"} else "cpu"
     b = imm_bounds(n, k, eps, ell, rounds)
     cap = max_rr_sets or np.iinfo(np.int64).max
-    pool = _Pool(dm, rounds, stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
+    pool = make(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
     lower, capped = 1.0, False
     for i in range(1, max(2, math.ceil(math.log2(n)))):
         x = n / 2**i
@@ -127,9 +140,10 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     final_count = min(theta, cap)
     if not reuse_rr_sets:
         mean = pool.expected
-        pool = _Pool(dm, rounds, stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
+        pool = make(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
         pool.expected = mean
-        _check_memory(G, final_count, mean, rounds)
+        if client is None:
+            _check_memory(G, final_count, mean, rounds)
     pool.grow(final_count)
     t_sample = time.perf_counter()
     picks, gains = pool.select(k)
@@ -154,7 +168,8 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         epsilon=eps,
         rounds=rounds,
         theta_capped=bool(capped),
-        device=G.device,
+        device=device,
+        workers=workers,
     )
 
 

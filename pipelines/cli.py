@@ -187,6 +187,8 @@ def _parser() -> argparse.ArgumentParser:
     im.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")
     im.add_argument("--workdir", default=None)
     im.add_argument("--seed", type=int, default=0)
+    im.add_argument("--distributed", choices=["auto", "on", "off"], default="auto",
+                    help="spread the RR samples over the workers (auto: with 2 or more)")  # fmt: skip
     _run_options(im)
     sr = sub.add_parser(
         "simrank", help="single-source SimRank (ClipSim) of many sources, top-k to Parquet",
@@ -368,7 +370,8 @@ def _influence(args) -> int:
     job = influence_job(args.input, args.k, out=args.out, epsilon=args.epsilon, ell=args.ell,
                         model=args.model, weights=weights, rounds=args.rounds, seed=args.seed,
                         max_rr_sets=args.max_rr_sets, n_sim=args.simulations, workdir=args.workdir,
-                        directed=not args.undirected, read_options=read)  # fmt: skip
+                        directed=not args.undirected, read_options=read,
+                        distributed={"auto": "auto", "on": True, "off": False}[args.distributed])  # fmt: skip
     t0 = time.perf_counter()
     s = _execute(job, args)
     mc = s["mc_spread"]

@@ -16,12 +16,12 @@ from dask.base import tokenize
 import operators
 
 from .job import Job
-from .stages import GraphHandle, default_workdir, load_stage, write_atomic
+from .stages import GraphHandle, cluster_workers, default_workdir, load_stage, write_atomic
 
 
 def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, model="IC", weights="wc",
                   rounds=1, seed=0, max_rr_sets=None, n_sim=10_000, workdir=None, directed=True,
-                  read_options=None) -> Job:  # fmt: skip
+                  read_options=None, distributed="auto") -> Job:  # fmt: skip
     """IMM influence maximization as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -39,6 +39,10 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
         Forward simulations that estimate the seeds' spread (0: skip).
     workdir, directed, read_options
         Artifact folder and ``read_edgelist`` options.
+    distributed : bool or 'auto'
+        Spread the RR samples over all the cluster's workers (``influence_maximization(client=)``);
+        'auto' does when the job runs on a Dask cluster of two or more workers. The seeds are the
+        same either way.
 
     Returns
     -------
@@ -51,7 +55,9 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     opts = dict(k=int(k), epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=int(rounds),
                 seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
     token = tokenize("influence", gtoken, opts)
-    imm = dask.delayed(_imm, pure=True)(load, opts, dask_key_name=f"influence-imm-{token}")
+    if distributed not in (True, False, "auto"):
+        raise ValueError(f"distributed must be True, False or 'auto', got {distributed!r}")
+    imm = dask.delayed(_imm, pure=True)(load, opts, distributed, dask_key_name=f"influence-imm-{token}")
     mc = dask.delayed(_spread, pure=True)(load, imm, opts, int(n_sim), dask_key_name=f"influence-mc-{token}")
     out = str(Path(out).resolve())
     name = f"graphjobs-influence-{token}"
@@ -60,8 +66,17 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     return Job("influence", result, workdir, stages=stages)
 
 
-def _imm(graph: GraphHandle, opts: dict) -> dict:
-    res = operators.influence_maximization(graph.get(), **opts)
+def _imm(graph: GraphHandle, opts: dict, distributed) -> dict:
+    workers = cluster_workers()
+    if distributed is True and workers == 0:
+        raise ValueError("distributed=True needs a Dask cluster (run with --cluster or --scheduler)")
+    if distributed is True or (distributed == "auto" and workers >= 2):
+        from distributed import worker_client
+
+        with worker_client() as client:  # frees this task's thread while the workers sample
+            res = operators.influence_maximization(graph.get("cpu"), client=client, **opts)
+    else:
+        res = operators.influence_maximization(graph.get(), **opts)
     return dict(
         seeds=res.seeds.tolist(),
         rounds=res.seed_rounds.tolist(),
@@ -74,6 +89,7 @@ def _imm(graph: GraphHandle, opts: dict) -> dict:
         theta_capped=res.theta_capped,
         seconds=res.seconds,
         device=res.device,
+        workers=res.workers,
     )
 
 

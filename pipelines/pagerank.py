@@ -17,7 +17,7 @@ from operators._pagerank_part import pagerank_bytes
 from operators.errors import InsufficientMemoryError
 
 from .job import Job
-from .stages import default_workdir, load_stage, write_parquet
+from .stages import cluster_workers, default_workdir, load_stage, write_parquet
 
 
 def pagerank_job(
@@ -121,17 +121,6 @@ def _pagerank(graph, params, artifact, partitions, workdir) -> dict:
     return {"path": artifact, "seconds": seconds, "device": device, "cached": False, "memory": memory}
 
 
-def _cluster_workers() -> int:
-    """Workers of the Dask cluster running this task (0 outside a distributed worker)."""
-    try:
-        from distributed import get_client, get_worker
-
-        get_worker()
-        return len(get_client().scheduler_info(n_workers=-1)["workers"])
-    except (ImportError, ValueError):
-        return 0
-
-
 def memory_plan(n: int, m: int, weighted: bool, device: str, partitions) -> dict:
     """How many parts PageRank needs on this worker's device; InsufficientMemoryError when none fit."""
     free = free_memory(device)
@@ -139,7 +128,7 @@ def memory_plan(n: int, m: int, weighted: bool, device: str, partitions) -> dict
     if partitions == "auto" and need[1] <= 0.9 * free:
         parts = 1
     else:
-        workers = _cluster_workers()
+        workers = cluster_workers()
         choices = [partitions] if partitions != "auto" else range(2, max(workers, 2) + 1)
         for p in choices:
             need[p] = pagerank_bytes(n, m, weighted=weighted, parts=p, device=device)

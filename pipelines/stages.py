@@ -57,6 +57,17 @@ class GraphHandle:
         return ("GraphHandle", self.token)
 
 
+def cluster_workers() -> int:
+    """Workers of the Dask cluster running this task (0 outside a distributed worker)."""
+    try:
+        from distributed import get_client, get_worker
+
+        get_worker()
+        return len(get_client().scheduler_info(n_workers=-1)["workers"])
+    except (ImportError, ValueError):
+        return 0
+
+
 def write_parquet(table, path) -> None:
     """Write a pyarrow table to ``path`` atomically."""
     import pyarrow.parquet as pq

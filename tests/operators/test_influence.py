@@ -278,3 +278,41 @@ def test_gpu_sampler_handles_samples_larger_than_its_scratch():
     gm, go = (to_host(a) for a in _im_gpu.sample(dmg.rev, False, 1, 2, 1, 0, 300))
     assert np.diff(co).max() > _im_gpu._SCRATCH
     assert np.array_equal(co, go) and np.array_equal(np.bincount(cm), np.bincount(gm))
+
+
+@pytest.mark.parametrize(("model", "rounds"), [("IC", 1), ("LT", 1), ("IC", 3)])
+def test_samples_spread_over_workers_pick_the_same_seeds(model, rounds, cpu_cluster):
+    g = graphs.barabasi_albert(2000, 3, seed=4)
+    one = influence_maximization(g, 8, epsilon=0.3, model=model, rounds=rounds, seed=2)
+    spread = influence_maximization(g, 8, epsilon=0.3, model=model, rounds=rounds, seed=2, client=cpu_cluster)
+    assert spread.workers == 3 and spread.device == "cpu"
+    assert (
+        spread.seeds.tolist() == one.seeds.tolist()
+        and spread.seed_rounds.tolist() == one.seed_rounds.tolist()
+    )
+    np.testing.assert_allclose(spread.gains, one.gains)
+    assert (spread.rr_sets, spread.rr_size, spread.theta) == (one.rr_sets, one.rr_size, one.theta)
+
+
+@pytest.fixture(scope="module")
+def cpu_cluster():
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    with make_cluster(3, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        yield client
+
+
+@pytest.mark.gpu
+def test_samples_spread_over_gpu_workers_pick_the_same_seeds():
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    g = graphs.barabasi_albert(20_000, 4, seed=1)
+    one = influence_maximization(g.to("gpu"), 20, epsilon=0.2, seed=5)
+    with make_cluster(device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
+        spread = influence_maximization(g, 20, epsilon=0.2, seed=5, client=client)
+    assert spread.device == "gpu" and spread.seeds.tolist() == one.seeds.tolist()
+    assert (spread.rr_sets, spread.rr_size) == (one.rr_sets, one.rr_size)

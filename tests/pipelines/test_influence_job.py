@@ -56,4 +56,7 @@ def test_on_a_real_local_cluster(tmp_path):
                                       workdir=tmp_path, n_sim=1000)  # fmt: skip
         summary = pipelines.run(job, client, progress=False)
     assert len(summary["seeds"]) == 3 and summary["mc_spread"]["n_sim"] == 1000
+    assert summary["workers"] == 2  # 'auto' spreads the samples over both workers
     assert pd.read_csv(tmp_path / "s.csv").vertex.tolist() == summary["seeds"]
+    one = influence_maximization(graphs.barabasi_albert(1500, 2), 3, epsilon=0.3)
+    assert summary["seeds"] == one.seeds.tolist() and summary["rr_sets"] == one.rr_sets

@@ -1,0 +1,134 @@
+"""IMM with its RR samples spread over the workers of a Dask cluster (``influence_maximization(client=)``).
+
+Like ``pagerank_mg`` this module talks to a ``distributed.Client`` because the computation spans workers.
+Each worker holds a ``Shard`` (a Dask actor) with the samples of some index ranges of a random stream:
+sample ``j`` depends only on ``(seed, j)``, so a split draws exactly the samples one device would.
+The greedy keeps a coverage count per element on every shard; each step the client sums the shards'
+counts, picks the largest (ties to the smaller element, per-round limits as in the one-device greedy),
+and every shard retires it and takes down the counts of the samples it covers. Seeds, gains and spread
+therefore equal the single-device result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs._device import array_module, import_cupy, to_host
+
+from . import _im_cpu
+from ._im_model import diffusion_model
+
+
+class Shard:
+    """RR samples of index ranges of one stream on a worker (its graph on ``device``); a Dask actor."""
+
+    def __init__(self, G, kind: str, weights, seed: int, rounds: int, device: str):
+        self.G = G.to(device)
+        self.dm = diffusion_model(self.G, kind, weights, seed)
+        self.rounds, self.n = rounds, self.G.n
+        self.gpu = device == "gpu"
+        self.reset(0, 0)
+
+    def _backend(self):
+        if self.gpu:
+            from . import _im_gpu
+
+            return _im_gpu
+        return _im_cpu
+
+    def reset(self, key: int, root_key: int) -> None:
+        self.key, self.root_key = key, root_key
+        self.members, self.offsets, self.state = [], [], None
+
+    def grow(self, j0: int, count: int, expected) -> int:
+        """Draw samples ``j0 .. j0+count-1``; returns their total size."""
+        if count <= 0:
+            return 0
+        members, offsets = self._backend().sample(self.dm.rev, self.dm.kind == "LT", self.key, self.root_key,
+                                                  self.rounds, j0, count, expected)  # fmt: skip
+        base = self.offsets[-1][-1] if self.offsets else 0
+        self.members.append(members)
+        self.offsets.append(offsets[1:] + base)
+        self.state = None
+        return int(offsets[-1])
+
+    def counts(self) -> np.ndarray:
+        """Start a greedy: every element's number of samples here (int32, host)."""
+        xp = import_cupy() if self.gpu else np
+        members = xp.concatenate(self.members) if self.members else xp.zeros(0, dtype=np.int32)
+        offsets = xp.concatenate([xp.zeros(1, dtype=np.int64), *self.offsets])
+        self.members, self.offsets = [members], [offsets[1:]]
+        n_elem = self.n * self.rounds
+        counts = xp.bincount(members, minlength=n_elem).astype(np.int32 if self.gpu else np.int64)
+        covered = xp.zeros(offsets.size - 1, dtype=np.uint8 if self.gpu else np.bool_)
+        index = None if self.gpu else _im_cpu.cover_index(members, offsets, n_elem)
+        self.state = (members, offsets, counts, covered, index)
+        return to_host(counts).astype(np.int32)
+
+    def cover(self, best: int) -> np.ndarray:
+        """Retire ``best``; returns the counts of the samples still uncovered (int32, host)."""
+        members, offsets, counts, covered, index = self.state
+        if self.gpu:
+            self._backend().cover(members, offsets, covered, counts, int(best))
+        else:
+            _im_cpu.cover(members, offsets, index[0], index[1], covered, counts, int(best))
+        return to_host(counts).astype(np.int32)
+
+
+class ShardedPool:
+    """The client's view of a stream of samples spread over ``actors``; the interface of ``_Pool``."""
+
+    def __init__(self, actors, n: int, rounds: int, key: int, root_key: int):
+        self.actors, self.n, self.rounds = actors, n, rounds
+        for f in [a.reset(key, root_key) for a in actors]:
+            f.result()
+        self.count = self.size = 0
+        self.expected = None
+
+    def grow(self, total: int) -> None:
+        if total <= self.count:
+            return
+        cuts = np.linspace(self.count, total, len(self.actors) + 1).astype(np.int64)
+        futures = [a.grow(int(lo), int(hi - lo), self.expected) for a, lo, hi in
+                   zip(self.actors, cuts[:-1], cuts[1:], strict=True)]  # fmt: skip
+        self.size += sum(f.result() for f in futures)
+        self.count = total
+        self.expected = self.size / self.count
+
+    def select(self, k: int):
+        n, rounds = self.n, self.rounds
+        counts = _total([a.counts() for a in self.actors])
+        retired = np.zeros(n * rounds, dtype=bool)
+        left = np.full(rounds, k)
+        picks, gains = [], []
+        for _ in range(k * rounds):
+            masked = np.where(retired | (left[np.arange(n * rounds) // n] == 0), -1, counts)
+            best = int(np.argmax(masked))
+            picks.append(best)
+            gains.append(int(counts[best]))
+            retired[best] = True
+            left[best // n] -= 1
+            counts = _total([a.cover(best) for a in self.actors])
+        return np.array(picks, dtype=np.int64), np.array(gains, dtype=np.int64)
+
+
+def _total(futures) -> np.ndarray:
+    return np.sum([f.result() for f in futures], axis=0, dtype=np.int64)
+
+
+def shards(client, G, kind: str, weights, seed: int, rounds: int) -> tuple[list, list]:
+    """One ``Shard`` actor per worker of ``client`` (each with a copy of ``G`` on the worker's device),
+    and the workers' devices."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    devices = client.run(_device, workers=workers)
+    host = G.to("cpu") if array_module(G.indptr) is not np else G
+    g = client.scatter(host, broadcast=True, hash=True)
+    futures = [client.submit(Shard, g, kind, weights, seed, rounds, devices[w], workers=[w], actor=True)
+               for w in workers]  # fmt: skip
+    return [f.result() for f in futures], [devices[w] for w in workers]
+
+
+def _device():
+    from cluster.worker import worker_device
+
+    return worker_device()
