@@ -24,7 +24,7 @@ def main(argv=None) -> None:
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--only", default="pagerank,load",
-                    help="pagerank, load, topk, ppr, influence, simrank, pagerank-mg, topk-mg")  # fmt: skip
+                    help="pagerank,load,topk,ppr,influence,simrank,pagerank-mg,topk-mg,imm-mg")  # fmt: skip
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
@@ -63,6 +63,8 @@ def main(argv=None) -> None:
     gpus = [int(s) for s in args.mg_gpus.split(",") if s]
     if "pagerank-mg" in only:
         scale_out.pagerank(rep, [int(s) for s in args.mg_scales.split(",") if s], gpus)
+    if "imm-mg" in only:
+        scale_out.influence(rep, gpus)
     if "topk-mg" in only:
         scale_out.topk(rep, 22, gpus, args.batch, args.mg_workdir)
     rep.summary()

@@ -107,3 +107,36 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
             baseline=None if base is None or g == 1 else {"impl": "same job, 1 GPU worker", "median": base},
             speedup=None if base is None else rate / base,
         )  # fmt: skip
+
+
+def influence(rep: Reporter, gpu_counts, *, n: int = 1_000_000, degree: int = 16, k: int = 50, eps=0.05):
+    """IMM (IC, weighted cascade) with RR samples spread over g GPU workers vs the one-GPU operator."""
+    import cupy as cp
+    from distributed import Client
+
+    from cluster import make_cluster
+    from operators import influence_maximization
+
+    counts = [g for g in gpu_counts if g <= cp.cuda.runtime.getDeviceCount()]
+    graph = graphs.barabasi_albert(n, degree, seed=0)
+    name = f"ba-{n}-{degree}"
+    gd = graph.to("gpu")
+    influence_maximization(gd, k, epsilon=0.5, seed=9)  # compile (not timed)
+    t0 = time.perf_counter()
+    one = influence_maximization(gd, k, epsilon=eps, seed=1)
+    single = time.perf_counter() - t0
+    del gd
+    cp.get_default_memory_pool().free_all_blocks()
+    for g in counts:
+        with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
+            influence_maximization(graph, k, epsilon=0.5, seed=9, client=client)  # ship the graph, compile
+            t0 = time.perf_counter()
+            res = influence_maximization(graph, k, epsilon=eps, seed=1, client=client)
+            seconds = time.perf_counter() - t0
+        rep.emit(
+            bench="imm-mg", graph=name, impl=f"graphjobs IMM, samples on {g} GPU workers", gpus=g,
+            median=seconds, unit="s", n=n, m=graph.m, k=k, epsilon=eps, theta=res.theta, rr_sets=res.rr_sets,
+            same_seeds=res.seeds.tolist() == one.seeds.tolist(), phases=res.seconds,
+            baseline={"impl": "graphjobs IMM on one GPU, no Dask (same run)", "median": single},
+            speedup=single / seconds,
+        )  # fmt: skip
