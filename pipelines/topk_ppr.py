@@ -71,6 +71,8 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, seed=0,
         load,
         pr_params,
         str(workdir.resolve() / f"pagerank-{ptoken}.npy"),
+        1,  # the index needs the whole graph on one device anyway
+        str(workdir.resolve()),
         dask_key_name=f"graphjobs-pagerank-{ptoken}",
     )
     params = dict(alpha=alpha, epsilon=epsilon, seed=seed)
