@@ -62,17 +62,21 @@ class Shard:
         counts = xp.bincount(members, minlength=n_elem).astype(np.int32 if self.gpu else np.int64)
         covered = xp.zeros(offsets.size - 1, dtype=np.uint8 if self.gpu else np.bool_)
         index = None if self.gpu else _im_cpu.cover_index(members, offsets, n_elem)
-        self.state = (members, offsets, counts, covered, index)
+        self.state = (members, offsets, counts, covered, index, counts.copy())
         return to_host(counts).astype(np.int32)
 
-    def cover(self, best: int) -> np.ndarray:
-        """Retire ``best``; returns the counts of the samples still uncovered (int32, host)."""
-        members, offsets, counts, covered, index = self.state
+    def cover(self, best: int) -> tuple[np.ndarray, np.ndarray]:
+        """Retire ``best``; returns the elements whose counts fell and by how much (host int32 arrays)."""
+        members, offsets, counts, covered, index, before = self.state
         if self.gpu:
             self._backend().cover(members, offsets, covered, counts, int(best))
         else:
             _im_cpu.cover(members, offsets, index[0], index[1], covered, counts, int(best))
-        return to_host(counts).astype(np.int32)
+        xp = import_cupy() if self.gpu else np
+        changed = xp.flatnonzero(counts != before)
+        drop = before[changed] - counts[changed]
+        before[changed] = counts[changed]
+        return to_host(changed).astype(np.int32), to_host(drop).astype(np.int32)
 
 
 class ShardedPool:
@@ -98,17 +102,20 @@ class ShardedPool:
     def select(self, k: int):
         n, rounds = self.n, self.rounds
         counts = _total([a.counts() for a in self.actors])
-        retired = np.zeros(n * rounds, dtype=bool)
+        out = -(2**62)  # retired elements and rounds with k picks: never the maximum again
         left = np.full(rounds, k)
         picks, gains = [], []
         for _ in range(k * rounds):
-            masked = np.where(retired | (left[np.arange(n * rounds) // n] == 0), -1, counts)
-            best = int(np.argmax(masked))
+            best = int(np.argmax(counts))  # ties to the smaller element, as on one device
             picks.append(best)
             gains.append(int(counts[best]))
-            retired[best] = True
+            counts[best] = out
             left[best // n] -= 1
-            counts = _total([a.cover(best) for a in self.actors])
+            if left[best // n] == 0:
+                counts[best // n * n : (best // n + 1) * n] = out
+            for f in [a.cover(best) for a in self.actors]:  # each shard sends only what changed
+                changed, drop = f.result()
+                counts[changed] -= drop
         return np.array(picks, dtype=np.int64), np.array(gains, dtype=np.int64)
 
 
