@@ -91,29 +91,32 @@ def read_edgelist(
         weighted = True
     elif weighted:
         weight_col = 2
-    fmt = file_format(path)
-    if fmt == "mtx":
+    if file_format(path) == "mtx":
         from ._mtx import read_mtx
 
         g = read_mtx(path, weighted=weighted, directed=directed, dedupe=dedupe, self_loops=self_loops)
         return g.to(device)
-    if fmt == "parquet":
-        src, dst, w, line_of = _read_parquet(path, src_col, dst_col, weight_col)
-    else:
-        src, dst, w, line_of = read_text_columns(
-            path,
-            comment=comment,
-            delimiter=delimiter,
-            header=header,
-            cols=(src_col, dst_col, weight_col),
-            engine=engine,
-        )
-    if w is not None:
-        w = check_weights(w, path, line_of=line_of)
+    cols = dict(src_col=src_col, dst_col=dst_col, weight_col=weight_col)
+    src, dst, w = read_edge_columns(path, comment=comment, delimiter=delimiter, header=header, engine=engine,
+                                    **cols)  # fmt: skip
     xp = array_module(src)
     src, dst, ids = renumber_labels(xp, src, dst)
     g = assemble(src, dst, w, len(ids), directed=directed, dedupe=dedupe, self_loops=self_loops, ids=ids)
     return g.to(device)
+
+
+def read_edge_columns(path, *, comment="#", delimiter=None, header=None, src_col=0, dst_col=1,
+                      weight_col=None, engine="pyarrow"):  # fmt: skip
+    """The raw (source, destination, weight or None) columns of a text or Parquet edge file."""
+    if file_format(str(path)) == "parquet":
+        src, dst, w, line_of = _read_parquet(path, src_col, dst_col, weight_col)
+    else:
+        cols = (src_col, dst_col, weight_col)
+        src, dst, w, line_of = read_text_columns(path, comment=comment, delimiter=delimiter, header=header,
+                                                 cols=cols, engine=engine)  # fmt: skip
+    if w is not None:
+        w = check_weights(w, path, line_of=line_of)
+    return src, dst, w
 
 
 def file_format(path: str) -> str:

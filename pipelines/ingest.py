@@ -1,0 +1,201 @@
+"""Partitioned ingestion: edge files -> a partitioned graph on disk, without the whole graph on one host.
+
+One task per input file counts degrees; one task sums the counts and cuts the destination ranges
+(balanced by in-edges, as ``graphs.partition``); one task per input file splits its edges into one
+bucket per range; one task per range sorts its buckets into the in-edge CSR of the part. Only degree
+vectors (8 bytes a vertex) are ever whole on one worker. The result is the directory that
+``PartitionedGraph.save`` writes, read by ``graphs.load_partitioned`` and ``operators.pagerank``.
+Vertex ids must be integers in ``0 .. n-1`` (no renumbering: that would need every label on one host).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+from pathlib import Path
+
+import dask
+import numpy as np
+from dask.base import tokenize
+
+from graphs.errors import GraphFormatError
+from graphs.partition import FORMAT, VERSION
+from graphs.read import read_edge_columns
+from graphs.store import file_sha256
+
+from .job import Job
+from .stages import default_workdir
+
+
+def partition_files(files, parts: int, out, *, n: int | None = None, directed: bool = True, weighted=False,
+                    dedupe: bool = False, read_options=None, workdir=None) -> Job:  # fmt: skip
+    """Build a partitioned graph from many edge files as a Dask job (nothing runs until ``run``).
+
+    Parameters
+    ----------
+    files : list of paths
+        Edge files (text, CSV/TSV, .gz, Parquet): each holds some of the edges, any split.
+    parts : int
+        Destination ranges (one per worker that will hold the graph).
+    out : path
+        Directory to write (replaced atomically when the job finishes).
+    n : int, optional
+        Number of vertices (default: largest id + 1).
+    directed, weighted, dedupe
+        Undirected edges are stored both ways; weights come from the third column (or
+        ``read_options['weight_col']``); ``dedupe`` drops repeated (source, destination) pairs.
+    read_options : dict, optional
+        ``comment``, ``delimiter``, ``header``, ``src_col``, ``dst_col``, ``weight_col``.
+    workdir : path, optional
+        Where the buckets are kept while the job runs.
+
+    Returns
+    -------
+    Job
+        Its result is a summary dict: ``out``, ``n``, ``m``, ``bounds``, edges per part.
+    """
+    files = [str(Path(f).resolve()) for f in files]
+    if not files:
+        raise ValueError("partition_files needs at least one edge file")
+    for f in files:
+        if not os.path.isfile(f):
+            raise FileNotFoundError(f"{f}: no such file")
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+        raise ValueError(f"parts must be an int >= 1, got {parts!r}")
+    opts = {k: v for k, v in (read_options or {}).items() if v is not None}
+    if weighted and "weight_col" not in opts:
+        opts["weight_col"] = 2
+    stamp = [(f, os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in files]
+    token = tokenize("ingest", stamp, parts, n, directed, sorted(opts.items()), dedupe)
+    out = Path(out).resolve()
+    tmp = Path(workdir or default_workdir()).resolve() / f"ingest-{token}"
+    d = functools.partial(dask.delayed, pure=True)
+    degrees = [d(_degrees)(f, opts, directed, dask_key_name=f"ingest-degrees-{token}-{i}") for i, f in
+               enumerate(files)]  # fmt: skip
+    plan = d(_plan)(degrees, parts, n, dask_key_name=f"ingest-plan-{token}")
+    buckets = [d(_bucket)(f, i, opts, directed, plan, str(tmp), dask_key_name=f"ingest-bucket-{token}-{i}")
+               for i, f in enumerate(files)]  # fmt: skip
+    built = [d(_part)(r, buckets, plan, dedupe, str(tmp), token, dask_key_name=f"ingest-part-{token}-{r}")
+             for r in range(parts)]  # fmt: skip
+    result = d(_finish)(built, plan, directed, "weight_col" in opts, str(tmp), str(out), token,
+                        dask_key_name=f"graphjobs-ingest-{token}")  # fmt: skip
+    return Job("ingest", result, tmp.parent, stages={"degrees": degrees, "parts": built, "summary": result})
+
+
+def _edges(path, opts, directed):
+    src, dst, w = read_edge_columns(path, **opts)
+    src, dst = np.asarray(src), np.asarray(dst)
+    for name, a in (("source", src), ("destination", dst)):
+        if a.dtype.kind not in "iu" or (a.size and int(a.min()) < 0):
+            msg = (
+                f"expected {name} ids that are integers >= 0 (partitioned ingestion does not renumber labels)"
+            )
+            raise GraphFormatError(path, None, msg)
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
+    w = None if w is None else np.asarray(w, dtype=np.float32)
+    if not directed:
+        loop = src == dst
+        src, dst = np.concatenate([src, dst[~loop]]), np.concatenate([dst, src[~loop]])
+        w = None if w is None else np.concatenate([w, w[~loop]])
+    return src, dst, w
+
+
+def _degrees(path, opts, directed):
+    src, dst, _ = _edges(path, opts, directed)
+    top = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    return np.bincount(dst, minlength=top), top
+
+
+def _plan(degrees, parts, n):
+    top = max(t for _, t in degrees)
+    n = top if n is None else n
+    if top > n:
+        raise ValueError(f"vertex id {top - 1} found, but n={n}")
+    ind = np.zeros(n, dtype=np.int64)
+    for i, _ in degrees:
+        ind[: len(i)] += i
+    indptr = np.concatenate([[0], np.cumsum(ind)])
+    m = int(indptr[-1])
+    targets = np.arange(1, parts, dtype=np.float64) * (m / parts)
+    cut = np.searchsorted(indptr, targets, side="left")
+    back = (cut > 0) & (np.abs(indptr[np.maximum(cut - 1, 0)] - targets) <= np.abs(indptr[cut] - targets))
+    bounds = np.maximum.accumulate(np.concatenate([[0], np.where(back, cut - 1, cut), [n]])).astype(np.int64)
+    return {"n": n, "m": m, "bounds": bounds}
+
+
+def _bucket(path, i, opts, directed, plan, tmp):
+    src, dst, w = _edges(path, opts, directed)
+    which = np.searchsorted(plan["bounds"], dst, side="right") - 1
+    order = np.argsort(which, kind="stable")
+    edges = np.bincount(which, minlength=len(plan["bounds"]) - 1)
+    start = np.concatenate([[0], np.cumsum(edges)])
+    folder = Path(tmp) / "buckets"
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for r in range(len(edges)):
+        sel = order[start[r] : start[r + 1]]
+        name = str(folder / f"file{i}-part{r}.npz")
+        arrays = {"src": src[sel], "dst": dst[sel]} | ({} if w is None else {"w": w[sel]})
+        np.savez(name + ".partial.npz", **arrays)
+        os.replace(name + ".partial.npz", name)
+        names.append(name)
+    return names
+
+
+def _part(r, buckets, plan, dedupe, tmp, token):
+    lo, hi = int(plan["bounds"][r]), int(plan["bounds"][r + 1])
+    loaded = [np.load(b[r]) for b in buckets]
+    src = np.concatenate([x["src"] for x in loaded]) if loaded else np.zeros(0, np.int64)
+    dst = np.concatenate([x["dst"] for x in loaded]) if loaded else np.zeros(0, np.int64)
+    w = np.concatenate([x["w"] for x in loaded]) if loaded and "w" in loaded[0] else None
+    order = np.lexsort((src, dst))
+    src, dst = src[order], dst[order]
+    w = None if w is None else w[order]
+    if dedupe and src.size:
+        keep = np.concatenate([[True], (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])])
+        src, dst, w = src[keep], dst[keep], (None if w is None else w[keep])
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst - lo, minlength=hi - lo))]).astype(np.int64)
+    folder = Path(tmp) / "graph" / f"part-{r}"
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "indptr.npy", indptr)
+    np.save(folder / "indices.npy", src.astype(np.int32 if plan["n"] < 2**31 else np.int64))
+    if w is not None:
+        np.save(folder / "weights.npy", w)
+    # out-degree after dedupe is not known here: each part reports its sources' counts
+    return {"m": int(src.size), "out": np.bincount(src, minlength=plan["n"]), "token": tokenize(token, r)}
+
+
+def _finish(built, plan, directed, weighted, tmp, out, token):
+    folder = Path(tmp) / "graph"
+    outd = np.sum([b["out"] for b in built], axis=0).astype(np.int64)
+    np.save(folder / "out_degree.npy", outd)
+    files = ["out_degree.npy"]
+    if weighted:  # out-weight of every vertex: from the parts' weights (one pass over each part)
+        outw = np.zeros(plan["n"], dtype=np.float64)
+        for r in range(len(built)):
+            idx = np.load(folder / f"part-{r}" / "indices.npy", mmap_mode="r")
+            w = np.load(folder / f"part-{r}" / "weights.npy").astype(np.float64)
+            outw += np.bincount(idx, weights=w, minlength=plan["n"])
+        np.save(folder / "out_weight.npy", outw)
+        files.append("out_weight.npy")
+    for r in range(len(built)):
+        files += [f"part-{r}/{a}.npy" for a in ("indptr", "indices", "weights") if (folder / f"part-{r}" /
+                  f"{a}.npy").is_file()]  # fmt: skip
+    m = sum(b["m"] for b in built)
+    meta = {
+        "format": FORMAT, "version": VERSION, "n": plan["n"], "m": m, "directed": directed,
+        "weighted": weighted, "bounds": plan["bounds"].tolist(), "token": token,
+        "part_tokens": [b["token"] for b in built], "edges": [b["m"] for b in built],
+        "checksums": {f: file_sha256(folder / f) for f in files},
+    }  # fmt: skip
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1))
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(folder, out)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"job": "ingest", "out": str(out), "n": plan["n"], "m": m, "bounds": plan["bounds"].tolist(),
+            "edges": meta["edges"]}  # fmt: skip

@@ -1,0 +1,91 @@
+"""Partitioned ingestion from many edge files equals partitioning the whole graph."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+import graphs
+import operators
+from graphs.errors import GraphFormatError
+from pipelines import run
+from pipelines.ingest import partition_files
+
+
+def _split(g, folder, pieces, weighted=False):
+    src, dst, w = g.edges()
+    which = np.random.default_rng(1).integers(0, pieces, g.m)
+    files = []
+    for i in range(pieces):
+        sel = which == i
+        cols = {"src": src[sel], "dst": dst[sel]} | ({"w": w[sel]} if weighted else {})
+        frame = pd.DataFrame(cols)
+        if i % 2:
+            files.append(folder / f"edges-{i}.parquet")
+            frame.to_parquet(files[-1])
+        else:
+            files.append(folder / f"edges-{i}.txt")
+            frame.to_csv(files[-1], sep="\t", header=False, index=False)
+    return files
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_files_to_parts_equal_partition_of_the_whole(tmp_path, weighted):
+    g = graphs.rmat(10, seed=4, device="cpu", weighted=weighted)
+    files = _split(g, tmp_path, 4, weighted)
+    opts = {"src_col": "src", "dst_col": "dst", "weight_col": "w" if weighted else None}
+    with dask.config.set(scheduler="sync"):
+        job = partition_files([f for f in files if f.suffix == ".parquet"], 3, tmp_path / "pg", n=g.n,
+                              read_options=opts, weighted=weighted, workdir=tmp_path)  # fmt: skip
+        summary = run(job, progress=False)
+    half = graphs.from_edges(*_parquet_edges(files, weighted), n=g.n, renumber=False)
+    want = graphs.partition(half, 3)
+    got = graphs.load_partitioned(tmp_path / "pg")
+    assert summary["m"] == half.m and got.bounds.tolist() == want.bounds.tolist()
+    for a, b in zip(want.parts, got.parts, strict=True):
+        np.testing.assert_array_equal(a.indptr, b.indptr)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.out_degree, b.out_degree)
+        if weighted:
+            np.testing.assert_allclose(a.out_weight, b.out_weight, rtol=1e-6)
+
+
+def _parquet_edges(files, weighted):
+    frames = [pd.read_parquet(f) for f in files if f.suffix == ".parquet"]
+    df = pd.concat(frames)
+    return df.src.to_numpy(), df.dst.to_numpy(), (df.w.to_numpy() if weighted else None)
+
+
+def test_text_files_undirected_dedupe_then_pagerank(tmp_path):
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    g = graphs.barabasi_albert(800, 3, seed=2)  # undirected, stored both ways
+    src, dst, _ = g.edges()
+    half = src < dst  # one direction in the files, twice over: dedupe must drop the copies
+    files = []
+    for i in range(3):
+        files.append(tmp_path / f"e{i}.txt")
+        pd.DataFrame({"a": src[half][i::3], "b": dst[half][i::3]}).to_csv(files[-1], sep=" ", header=False,
+                                                                           index=False)  # fmt: skip
+    files.append(tmp_path / "again.txt")
+    files[-1].write_text(files[0].read_text())
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = partition_files(files, 2, tmp_path / "pg", directed=False, dedupe=True, workdir=tmp_path)
+        assert run(job, client, progress=False)["m"] == g.m
+        pg = graphs.load_partitioned(tmp_path / "pg")
+        x = operators.pagerank(pg, client=client, tol=1e-10)
+    assert np.abs(x - operators.pagerank(g, tol=1e-10)).max() < 1e-9
+
+
+def test_labels_are_refused(tmp_path):
+    (tmp_path / "e.txt").write_text("a b\nb c\n")
+    with dask.config.set(scheduler="sync"):
+        job = partition_files([tmp_path / "e.txt"], 2, tmp_path / "pg", workdir=tmp_path)
+        with pytest.raises(GraphFormatError, match="integers >= 0"):
+            run(job, progress=False)
+    with pytest.raises(FileNotFoundError):
+        partition_files([tmp_path / "missing.txt"], 2, tmp_path / "pg")
