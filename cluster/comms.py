@@ -25,7 +25,8 @@ class NcclComm:
 
     def _dtype(self, a):
         nccl = self._nccl
-        types = {np.float32: nccl.NCCL_FLOAT32, np.float64: nccl.NCCL_FLOAT64, np.int64: nccl.NCCL_INT64}
+        types = {np.float32: nccl.NCCL_FLOAT32, np.float64: nccl.NCCL_FLOAT64, np.int64: nccl.NCCL_INT64,
+                 np.int32: nccl.NCCL_INT32}  # fmt: skip
         try:
             return types[a.dtype.type]
         except KeyError:
@@ -71,12 +72,35 @@ def _unique_id():
     return nccl.get_unique_id()
 
 
-def _rank_task(fn, uid, rank: int, size: int, *args):
-    comm = NcclComm(uid, rank, size)
-    try:
-        return fn(comm, *args)
-    finally:
+_CLIQUES: dict = {}  # worker side: communicators kept between calls of one clique
+
+
+def _rank_task(fn, uid, rank: int, size: int, clique, *args):
+    if clique is None:
+        comm = NcclComm(uid, rank, size)
+        try:
+            return fn(comm, *args)
+        finally:
+            comm.close()
+    comm = _CLIQUES.get(clique)
+    if comm is None:
+        comm = _CLIQUES[clique] = NcclComm(uid, rank, size)
+    return fn(comm, *args)
+
+
+def _close_clique(clique) -> None:
+    comm = _CLIQUES.pop(clique, None)
+    if comm is not None:
         comm.close()
+
+
+def close_clique(client, clique: str) -> None:
+    """Destroy the communicators that ``run_spmd(..., clique=clique)`` kept on the workers."""
+    client.run(_close_clique, clique)
+    _UIDS.pop((client.id, clique), None)
+
+
+_UIDS: dict = {}  # client side: the unique id of each clique
 
 
 def spmd_workers(client, count: int) -> list[str]:
@@ -87,7 +111,8 @@ def spmd_workers(client, count: int) -> list[str]:
     return workers[:count]
 
 
-def run_spmd(client, fn, args: list[tuple], *, workers: list[str] | None = None, name: str = "spmd"):
+def run_spmd(client, fn, args: list[tuple], *, workers: list[str] | None = None, name: str = "spmd",
+             clique: str | None = None):  # fmt: skip
     """Run ``fn(comm, *args[r])`` on worker ``r`` for every ``r`` at once, with an NCCL communicator.
 
     Parameters
@@ -102,6 +127,9 @@ def run_spmd(client, fn, args: list[tuple], *, workers: list[str] | None = None,
         Worker addresses, one per rank (default: the first ``len(args)`` by address).
     name : str
         Key prefix of the tasks, as shown on the dashboard.
+    clique : str, optional
+        Keep the communicators on the workers under this name for later calls with the same workers
+        (creating one costs a fraction of a second); ``close_clique`` destroys them.
 
     Returns
     -------
@@ -112,12 +140,16 @@ def run_spmd(client, fn, args: list[tuple], *, workers: list[str] | None = None,
     workers = workers or spmd_workers(client, size)
     if len(set(workers)) != size:
         raise ValueError(f"run_spmd needs {size} distinct workers, got {workers}")
-    uid = client.submit(_unique_id, workers=[workers[0]], pure=False).result()
+    uid = _UIDS.get((client.id, clique)) if clique else None
+    if uid is None:
+        uid = client.submit(_unique_id, workers=[workers[0]], pure=False).result()
+        if clique:
+            _UIDS[(client.id, clique)] = uid
     tag = uuid.uuid4().hex[:8]
     futures = [
         client.submit(
-            _rank_task, fn, uid, r, size, *args[r], workers=[w], allow_other_workers=False, pure=False,
-            key=f"graphjobs-{name}-{tag}-{r}",
+            _rank_task, fn, uid, r, size, clique, *args[r], workers=[w], allow_other_workers=False,
+            pure=False, key=f"graphjobs-{name}-{tag}-{r}",
         )
         for r, w in enumerate(workers)
     ]  # fmt: skip

@@ -117,9 +117,11 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     else:
         from .influence_mg import ShardedPool, shards
 
-        actors, devices = shards(client, G, kind, weights, seed, rounds)
-        make = lambda key, root: ShardedPool(actors, n, rounds, key, root)  # noqa: E731
+        actors, devices, addresses = shards(client, G, kind, weights, seed, rounds)
         workers, device = len(actors), "gpu" if set(devices) == {"gpu"} else "cpu"
+        # GPU shards: each greedy runs on the workers, its counts summed by NCCL (communicators kept)
+        clique = (client, addresses, f"imm-{actors[0].key}") if device == "gpu" else None
+        make = lambda key, root: ShardedPool(actors, n, rounds, key, root, clique)  # noqa: E731
     b = imm_bounds(n, k, eps, ell, rounds)
     cap = max_rr_sets or np.iinfo(np.int64).max
     pool = make(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
@@ -148,6 +150,10 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     t_sample = time.perf_counter()
     picks, gains = pool.select(k)
     t_end = time.perf_counter()
+    if client is not None and clique is not None:
+        from cluster.comms import close_clique
+
+        close_clique(client, clique[2])
     labels = to_host(G.ids)[picks % n] if G.ids is not None else picks % n
     return InfluenceResult(
         seeds=labels,

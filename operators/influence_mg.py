@@ -54,6 +54,10 @@ class Shard:
 
     def counts(self) -> np.ndarray:
         """Start a greedy: every element's number of samples here (int32, host)."""
+        return to_host(self.start()).astype(np.int32)
+
+    def start(self):
+        """Start a greedy: every element's number of samples here (on the shard's device)."""
         xp = import_cupy() if self.gpu else np
         members = xp.concatenate(self.members) if self.members else xp.zeros(0, dtype=np.int32)
         offsets = xp.concatenate([xp.zeros(1, dtype=np.int64), *self.offsets])
@@ -63,7 +67,13 @@ class Shard:
         covered = xp.zeros(offsets.size - 1, dtype=np.uint8 if self.gpu else np.bool_)
         index = None if self.gpu else _im_cpu.cover_index(members, offsets, n_elem)
         self.state = (members, offsets, counts, covered, index, counts.copy())
-        return to_host(counts).astype(np.int32)
+        return counts
+
+    def cover_here(self, best: int):
+        """Retire ``best``; the counts left, on the shard's device."""
+        members, offsets, counts, covered, _, _ = self.state
+        self._backend().cover(members, offsets, covered, counts, int(best))
+        return counts
 
     def cover(self, best: int) -> tuple[np.ndarray, np.ndarray]:
         """Retire ``best``; returns the elements whose counts fell and by how much (host int32 arrays)."""
@@ -82,8 +92,8 @@ class Shard:
 class ShardedPool:
     """The client's view of a stream of samples spread over ``actors``; the interface of ``_Pool``."""
 
-    def __init__(self, actors, n: int, rounds: int, key: int, root_key: int):
-        self.actors, self.n, self.rounds = actors, n, rounds
+    def __init__(self, actors, n: int, rounds: int, key: int, root_key: int, clique=None):
+        self.actors, self.n, self.rounds, self.clique = actors, n, rounds, clique
         for f in [a.reset(key, root_key) for a in actors]:
             f.result()
         self.count = self.size = 0
@@ -100,6 +110,14 @@ class ShardedPool:
         self.expected = self.size / self.count
 
     def select(self, k: int):
+        if self.clique is not None:  # GPU shards: the whole greedy on the workers, counts summed by NCCL
+            from cluster.comms import run_spmd
+
+            args = [(a.key, k, self.n, self.rounds) for a in self.actors]
+            client, workers, name = self.clique
+            picks, gains = run_spmd(client, _greedy_rank, args, workers=workers, name="imm-greedy",
+                                    clique=name)[0]  # fmt: skip
+            return picks, gains
         n, rounds = self.n, self.rounds
         counts = _total([a.counts() for a in self.actors])
         out = -(2**62)  # retired elements and rounds with k picks: never the maximum again
@@ -119,20 +137,48 @@ class ShardedPool:
         return np.array(picks, dtype=np.int64), np.array(gains, dtype=np.int64)
 
 
+def _greedy_rank(comm, key, k: int, n: int, rounds: int):
+    """One rank of the GPU greedy: its shard's counts all-reduced every step; every rank picks the same."""
+    import cupy as cp
+    from distributed import get_worker
+
+    shard = get_worker().actors[key]
+    total = shard.start().copy()
+    comm.allreduce(total)
+    out = -(2**30)
+    left = [k] * rounds
+    picks, gains = [], []
+    gone = []
+    for _ in range(k * rounds):
+        best = int(cp.argmax(total))  # ties to the smaller element, as on one device
+        picks.append(best)
+        gains.append(int(total[best]))
+        gone.append(best)
+        r = best // n
+        left[r] -= 1
+        total[...] = shard.cover_here(best)
+        comm.allreduce(total)
+        total[cp.asarray(gone)] = out
+        for t in range(rounds):
+            if left[t] == 0:
+                total[t * n : (t + 1) * n] = out
+    return np.array(picks, dtype=np.int64), np.array(gains, dtype=np.int64)
+
+
 def _total(futures) -> np.ndarray:
     return np.sum([f.result() for f in futures], axis=0, dtype=np.int64)
 
 
-def shards(client, G, kind: str, weights, seed: int, rounds: int) -> tuple[list, list]:
+def shards(client, G, kind: str, weights, seed: int, rounds: int) -> tuple[list, list, list]:
     """One ``Shard`` actor per worker of ``client`` (each with a copy of ``G`` on the worker's device),
-    and the workers' devices."""
+    the workers' devices and addresses."""
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     devices = client.run(_device, workers=workers)
     host = G.to("cpu") if array_module(G.indptr) is not np else G
     g = client.scatter(host, broadcast=True, hash=True)
     futures = [client.submit(Shard, g, kind, weights, seed, rounds, devices[w], workers=[w], actor=True)
                for w in workers]  # fmt: skip
-    return [f.result() for f in futures], [devices[w] for w in workers]
+    return [f.result() for f in futures], [devices[w] for w in workers], workers
 
 
 def _device():
