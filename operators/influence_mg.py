@@ -142,7 +142,7 @@ def _greedy_rank(comm, key, k: int, n: int, rounds: int):
     import cupy as cp
     from distributed import get_worker
 
-    shard = get_worker().actors[key]
+    shard = get_worker().state.actors[key]
     total = shard.start().copy()
     comm.allreduce(total)
     out = -(2**30)
