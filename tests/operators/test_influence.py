@@ -241,7 +241,7 @@ def test_reproducible_options_and_reuse():
     assert r.rr_sets == r.theta
     capped = influence_maximization(g, 3, epsilon=0.3, seed=4, max_rr_sets=100)
     assert capped.theta_capped and capped.rr_sets == 100
-    assert set(a.seconds) == {"estimation", "sampling", "selection", "total"}
+    assert set(a.seconds) == {"setup", "estimation", "sampling", "selection", "total"}
     assert isinstance(operators.InfluenceResult, type)
 
 
