@@ -14,6 +14,10 @@ COPY_BANDWIDTH = 3.0e12  # bytes/s read + written, device-to-device copy measure
 
 
 def commit() -> str:
+    """The commit measured: $GRAPHJOBS_COMMIT (set it where the tree is a copy without git history,
+    e.g. on the GPU machine), else git's HEAD."""
+    if os.environ.get("GRAPHJOBS_COMMIT"):
+        return os.environ["GRAPHJOBS_COMMIT"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False

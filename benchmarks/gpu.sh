@@ -3,6 +3,7 @@
 #   bash benchmarks/gpu.sh [tests] [bench] [-- extra args for benchmarks.run]
 # Needs ./.whl (bash ../shared/gpu/fetch-wheels.sh) and, for the SNAP tests, ./.data with the
 # datasets; both git-ignored and named in the device tool's `carry`. Logs and JSON lines go to $OUT.
+# The copy there has no current git HEAD: prefix the call with GRAPHJOBS_COMMIT=<hash> to record it.
 set -uo pipefail
 OUT=${OUT:-/tmp/graphjobs-out}
 mkdir -p "$OUT"
