@@ -37,7 +37,9 @@ def inverse_out(part, weighted: bool, xp=np):
 
 
 @nb.njit(parallel=True, cache=True)
-def _step_cpu(indptr, indices, w, weighted, lo, c, inv_out, x_old, p, dw, dsum, alpha):
+def pull_rows_cpu(indptr, indices, w, weighted, lo, c, inv_out, x_old, p, dw, dsum, alpha):
+    """One pull iteration over rows ``lo .. lo+rows-1`` (``x_old``, ``p``, ``dw`` over those rows;
+    ``c`` and ``inv_out`` over all vertices): new values and contributions, L1 change, dangling mass."""
     rows = indptr.size - 1
     x = np.empty(rows)
     c_new = np.empty(rows)
@@ -64,7 +66,7 @@ def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool
         inv = inverse_out(part, weighted)
         object.__setattr__(part, key, inv)
     w = part.weights if weighted else np.empty(0, dtype=np.float32)
-    return _step_cpu(
+    return pull_rows_cpu(
         np.asarray(part.indptr), np.asarray(part.indices), np.asarray(w), weighted, part.lo, c, inv,
         x_old, p, dw, float(dsum), float(alpha),
     )  # fmt: skip

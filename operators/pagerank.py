@@ -11,6 +11,7 @@ from graphs import CSRGraph
 from graphs._device import array_module
 
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability, vertex_vector
+from ._pagerank_part import pull_rows_cpu
 from .errors import ConvergenceError
 
 METHODS = ("auto", "pull", "push")
@@ -193,30 +194,13 @@ def _dangling_mass(x, inv_out):
     return total
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(cache=True)
 def _pull_cpu(indptr, indices, w, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):
-    n = x.size
-    x_next = np.empty(n)
     c = x * inv_out
-    c_next = np.empty(n)
     dsum = _dangling_mass(x, inv_out)
     err = np.inf
     for it in range(max_iter):
-        err = 0.0
-        dnext = 0.0
-        for v in nb.prange(n):
-            s = 0.0
-            for e in range(indptr[v], indptr[v + 1]):
-                s += c[indices[e]] * w[e] if weighted else c[indices[e]]
-            val = alpha * (s + dsum * dw[v]) + (1.0 - alpha) * p[v]
-            err += abs(val - x[v])
-            x_next[v] = val
-            c_next[v] = val * inv_out[v]
-            if inv_out[v] == 0.0:
-                dnext += val
-        x, x_next = x_next, x
-        c, c_next = c_next, c
-        dsum = dnext
+        x, c, err, dsum = pull_rows_cpu(indptr, indices, w, weighted, 0, c, inv_out, x, p, dw, dsum, alpha)
         if err < threshold:
             return x, it + 1, err
     return x, max_iter, err
