@@ -44,8 +44,14 @@ class NcclComm:
             a.data.ptr, a.data.ptr, a.size, self._dtype(a), self._nccl.NCCL_SUM, self._stream()
         )
 
-    def allgather(self, a, bounds) -> None:
-        """Rank ``r`` owns ``a[bounds[r]:bounds[r+1]]``; afterwards every rank holds all of ``a``."""
+    def allgather(self, a, bounds, *, padded: bool = False) -> None:
+        """Rank ``r`` owns ``a[bounds[r]:bounds[r+1]]``; afterwards every rank holds all of ``a``.
+
+        Grouped broadcasts, one per rank (an all-gather of unequal ranges, in place), or with ``padded``
+        one ``ncclAllGather`` of equal slots through a scratch buffer (two extra device copies).
+        """
+        if padded:
+            return self._allgather_padded(a, bounds)
         dtype, stream, size = self._dtype(a), self._stream(), a.dtype.itemsize
         self._nccl.groupStart()
         for r in range(self.size):
@@ -54,6 +60,23 @@ class NcclComm:
                 ptr = a.data.ptr + lo * size
                 self._comm.broadcast(ptr, ptr, hi - lo, dtype, r, stream)
         self._nccl.groupEnd()
+
+    def _allgather_padded(self, a, bounds) -> None:
+        import cupy as cp
+
+        sizes = [int(bounds[r + 1]) - int(bounds[r]) for r in range(self.size)]
+        slot = max(sizes)
+        key = (slot, a.dtype.str)
+        if getattr(self, "_scratch_key", None) != key:
+            self._scratch, self._scratch_key = cp.empty(self.size * slot, dtype=a.dtype), key
+        buf, me = self._scratch, self.rank
+        lo = int(bounds[me])
+        buf[me * slot : me * slot + sizes[me]] = a[lo : lo + sizes[me]]
+        mine = buf.data.ptr + me * slot * a.dtype.itemsize
+        self._comm.allGather(mine, buf.data.ptr, slot, self._dtype(a), self._stream())
+        for r in range(self.size):
+            if r != me and sizes[r]:
+                a[int(bounds[r]) : int(bounds[r + 1])] = buf[r * slot : r * slot + sizes[r]]
 
     def barrier(self) -> None:
         import cupy as cp

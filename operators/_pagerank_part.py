@@ -72,12 +72,13 @@ def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool
     )  # fmt: skip
 
 
-def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, threshold, dtype):
+def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, threshold, dtype, padded=False):
     """The power iteration of one rank: its slice of x (host float64), iterations, last L1 change and
     timings (``loop_s``; ``comm_s``, the share spent in collectives, from per-iteration CUDA events).
 
     ``x0``, ``p`` and ``dw`` are full host vectors or None (uniform); ``comm`` all-reduces a float64
-    array and all-gathers the ranges of ``bounds`` in place, on the current stream.
+    array and all-gathers the ranges of ``bounds`` in place, on the current stream (``padded``: by one
+    all-gather of equal slots instead of a broadcast per rank).
     """
     from ._pagerank_pull import pull_launch, pull_plan
 
@@ -123,7 +124,7 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
             kernel(grid, block, (*head, co, *plan_args, *sizes, *vargs), shared_mem=smem)
             events[2 * k + 1].record()
             comm.allreduce(acc[k + 1, :2])
-            comm.allgather(cn, bounds)
+            comm.allgather(cn, bounds, padded=padded)
             events[2 * k + 2].record()
         errs = acc[it + 1 : stop + 1, 0].get()  # one synchronisation per batch
         hit = np.flatnonzero(errs < threshold)

@@ -70,3 +70,9 @@ def test_gpu_workers_match_single_gpu_pagerank():
         assert np.abs(x - single).max() < 1e-6
         x32 = operators.pagerank(pg, client=client, tol=1e-8)  # float32, as the single-GPU default
         assert np.abs(x32 - to_host(operators.pagerank(g, tol=1e-8))).max() < 1e-6
+        from operators.pagerank_mg import pagerank_partitioned
+
+        kw = dict(alpha=0.85, x0=None, p=None, dw=None, weighted=False, max_iter=100, threshold=g.n * 1e-9,
+                  dtype=np.dtype(np.float64), device="gpu", info=None)  # fmt: skip
+        padded, _, _ = pagerank_partitioned(pg, client, padded=True, **kw)  # one all-gather of equal slots
+        assert np.abs(padded - single).max() < 1e-6
