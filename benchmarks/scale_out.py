@@ -20,7 +20,7 @@ from benchmarks.pagerank import gpu_iteration_seconds
 ITERATIONS = 40
 
 
-def _partitioned_seconds(client, pg, repeats=3, padded=False):
+def _partitioned_seconds(client, pg, repeats=3, exchange="halo"):
     """Median (per-iteration, communication per iteration) seconds over ranks' CUDA events."""
     from operators.pagerank_mg import pagerank_partitioned
 
@@ -29,7 +29,7 @@ def _partitioned_seconds(client, pg, repeats=3, padded=False):
         info = {}
         pagerank_partitioned(pg, client, alpha=0.85, x0=None, p=None, dw=None, weighted=False,
                              max_iter=ITERATIONS, threshold=-1.0, dtype=np.dtype(np.float32), device="gpu",
-                             info=info, padded=padded)  # fmt: skip
+                             info=info, exchange=exchange)  # fmt: skip
         slowest = max(info["timings"], key=lambda t: t["loop_s"])
         runs.append((slowest["loop_s"] / ITERATIONS, max(t["comm_s"] for t in info["timings"]) / ITERATIONS))
     runs = sorted(runs[1:])
@@ -59,12 +59,11 @@ def pagerank(rep: Reporter, scales, gpu_counts) -> None:
         base1 = None
         for g in counts:
             pg = parted[g]
-            modes = (False, True) if g > 1 else (False,)  # grouped broadcasts, then one padded all-gather
+            modes = ("halo", "broadcast") if g > 1 else ("halo",)
             with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
-                timed = {mode: _partitioned_seconds(client, pg, padded=mode) for mode in modes}
-            for mode, (per, comm) in timed.items():
+                timed = {mode: _partitioned_seconds(client, pg, exchange=mode) for mode in modes}
+            for exchange, (per, comm) in timed.items():
                 base1 = per if g == 1 else base1
-                exchange = "allgather" if mode else "broadcasts"
                 rep.emit(
                     bench="pagerank-mg", graph=name, impl=f"graphjobs NCCL {g} GPU, {exchange}", gpus=g, n=n,
                     m=m, median=per * 1e3, unit="ms/iter", comm_ms=comm * 1e3, comm_share=comm / per,

@@ -78,6 +78,54 @@ class NcclComm:
             if r != me and sizes[r]:
                 a[int(bounds[r]) : int(bounds[r + 1])] = buf[r * slot : r * slot + sizes[r]]
 
+    def halo_plan(self, needed, bounds) -> dict:
+        """Set up ``halo``: ``needed`` (sorted unique global ids, CuPy int64) are the entries this rank
+        reads; rank ``r`` owns ``bounds[r]:bounds[r+1]``. Ranks swap their lists once, here."""
+        import cupy as cp
+
+        me, size = self.rank, self.size
+        recv_idx, counts = {}, cp.zeros((size, size), dtype=cp.int64)
+        for r in range(size):
+            if r != me:
+                lo, hi = int(bounds[r]), int(bounds[r + 1])
+                recv_idx[r] = needed[(needed >= lo) & (needed < hi)]
+                counts[me, r] = recv_idx[r].size
+        self.allreduce(counts)  # counts[q, r]: entries q reads from r
+        counts = counts.get()
+        send_idx = {q: cp.empty(int(counts[q, me]), dtype=cp.int64) for q in range(size) if q != me}
+        self._pairs(
+            [(q, send_idx[q], "recv") for q in send_idx] + [(r, recv_idx[r], "send") for r in recv_idx]
+        )
+        cp.cuda.get_current_stream().synchronize()
+        return {"send": send_idx, "recv": recv_idx, "sendbuf": {}, "recvbuf": {}}
+
+    def _pairs(self, ops: list) -> None:
+        """Grouped point-to-point transfers, ``(peer, array, 'send' | 'recv')`` each."""
+        stream = self._stream()
+        self._nccl.groupStart()
+        for peer, arr, kind in ops:
+            if arr.size:
+                call = self._comm.send if kind == "send" else self._comm.recv
+                call(arr.data.ptr, arr.size, self._dtype(arr), peer, stream)
+        self._nccl.groupEnd()
+
+    def halo(self, a, plan) -> None:
+        """Bring the entries of ``a`` this rank reads from the other ranks (``halo_plan``), in place."""
+        import cupy as cp
+
+        for q, idx in plan["send"].items():
+            buf = plan["sendbuf"].get(q)
+            if buf is None or buf.dtype != a.dtype:
+                buf = plan["sendbuf"][q] = cp.empty(idx.size, dtype=a.dtype)
+            cp.take(a, idx, out=buf)
+        for r, idx in plan["recv"].items():
+            if plan["recvbuf"].get(r) is None or plan["recvbuf"][r].dtype != a.dtype:
+                plan["recvbuf"][r] = cp.empty(idx.size, dtype=a.dtype)
+        sends = [(q, buf, "send") for q, buf in plan["sendbuf"].items()]
+        self._pairs(sends + [(r, buf, "recv") for r, buf in plan["recvbuf"].items()])
+        for r, idx in plan["recv"].items():
+            a[idx] = plan["recvbuf"][r]
+
     def barrier(self) -> None:
         import cupy as cp
 

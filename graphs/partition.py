@@ -95,7 +95,7 @@ class PartitionedGraph:
         write_directory(path, lambda tmp: _fill(self, Path(tmp)), overwrite=overwrite)
 
 
-def partition(G: CSRGraph, parts: int) -> PartitionedGraph:
+def partition(G: CSRGraph, parts: int, *, vertex_cost: float = 0.0) -> PartitionedGraph:
     """Split ``G`` into ``parts`` contiguous destination ranges with balanced in-edge counts.
 
     Parameters
@@ -104,6 +104,9 @@ def partition(G: CSRGraph, parts: int) -> PartitionedGraph:
         On any device; the parts stay on the host (each worker moves its own to its device).
     parts : int
         Number of ranges (one per worker), at least 1 and at most ``G.n``.
+    vertex_cost : float
+        Balance ``in-edges + vertex_cost * vertices`` instead of in-edges alone (a pull iteration also
+        pays per vertex; on degree-ordered graphs the hub range has few vertices).
 
     Returns
     -------
@@ -116,10 +119,11 @@ def partition(G: CSRGraph, parts: int) -> PartitionedGraph:
         raise ValueError(f"parts must be an int in [1, n={G.n}], got {parts!r}")
     T = G.to("cpu").transpose()
     indptr = to_host(T.indptr)
-    targets = np.arange(1, parts, dtype=np.float64) * (G.m / parts)
-    cut = np.searchsorted(indptr, targets, side="left")
+    cost = indptr + float(vertex_cost) * np.arange(G.n + 1) if vertex_cost else indptr
+    targets = np.arange(1, parts, dtype=np.float64) * (float(cost[-1]) / parts)
+    cut = np.searchsorted(cost, targets, side="left")
     # a cut at vertex v leaves v's in-edges on the right; step back when that is closer to the target
-    back = (cut > 0) & (np.abs(indptr[np.maximum(cut - 1, 0)] - targets) <= np.abs(indptr[cut] - targets))
+    back = (cut > 0) & (np.abs(cost[np.maximum(cut - 1, 0)] - targets) <= np.abs(cost[cut] - targets))
     cut = np.where(back, cut - 1, cut)
     bounds = np.concatenate(([0], np.maximum.accumulate(cut), [G.n])).astype(np.int64)
     bounds = np.maximum.accumulate(bounds)

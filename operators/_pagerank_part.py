@@ -72,13 +72,14 @@ def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool
     )  # fmt: skip
 
 
-def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, threshold, dtype, padded=False):
+def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, threshold, dtype, exchange="halo"):
     """The power iteration of one rank: its slice of x (host float64), iterations, last L1 change and
     timings (``loop_s``; ``comm_s``, the share spent in collectives, from per-iteration CUDA events).
 
     ``x0``, ``p`` and ``dw`` are full host vectors or None (uniform); ``comm`` all-reduces a float64
-    array and all-gathers the ranges of ``bounds`` in place, on the current stream (``padded``: by one
-    all-gather of equal slots instead of a broadcast per rank).
+    array and exchanges ``x / outweight`` on the current stream: ``exchange='halo'`` sends each rank only
+    the entries its in-edges read (lists swapped once at set-up); 'broadcast' all-gathers every range
+    (a broadcast per rank); 'allgather' does it by one all-gather of equal, padded slots.
     """
     from ._pagerank_pull import pull_launch, pull_plan
 
@@ -110,6 +111,9 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
     acc[0, 0] = math.inf
     acc[0, 1] = cp.where(inv == 0, x_old.astype(cp.float64), 0.0).sum()
     scal = (np.float64(threshold), np.float64(alpha), np.float64(1.0 / n))
+    if exchange not in ("halo", "broadcast", "allgather"):
+        raise ValueError(f"exchange must be 'halo', 'broadcast' or 'allgather', got {exchange!r}")
+    halo = comm.halo_plan(cp.unique(indices).astype(cp.int64), bounds) if exchange == "halo" else None
     events = [cp.cuda.Event() for _ in range(2 * max_iter + 2)]
     bx, bc = (x_old, x_new), (c_old, c_new)
     comm.barrier()
@@ -124,7 +128,10 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
             kernel(grid, block, (*head, co, *plan_args, *sizes, *vargs), shared_mem=smem)
             events[2 * k + 1].record()
             comm.allreduce(acc[k + 1, :2])
-            comm.allgather(cn, bounds, padded=padded)
+            if halo is not None:
+                comm.halo(cn, halo)
+            else:
+                comm.allgather(cn, bounds, padded=exchange == "allgather")
             events[2 * k + 2].record()
         errs = acc[it + 1 : stop + 1, 0].get()  # one synchronisation per batch
         hit = np.flatnonzero(errs < threshold)

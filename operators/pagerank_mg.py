@@ -55,7 +55,7 @@ def _place(client, PG, workers):
 
 
 def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weighted, max_iter, threshold,
-                         dtype, device, info, padded=False):  # fmt: skip
+                         dtype, device, info, exchange="halo"):  # fmt: skip
     """Run partitioned PageRank; returns ``(x, iterations, last_error)`` with ``x`` a host vector."""
     workers = spmd_workers(client, len(PG))
     devices = client.run(_worker_device, workers=workers)
@@ -66,7 +66,7 @@ def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weig
     parts = _place_parts(client, PG, workers)
     if device == "gpu":
         kw = dict(alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter, threshold=threshold,
-                  dtype=dtype, padded=padded)  # fmt: skip
+                  dtype=dtype, exchange=exchange)  # fmt: skip
         args = [(f, PG.bounds, kw) for f in parts]
         out = run_spmd(client, _rank_gpu, args, workers=workers, name="pagerank")
         x = np.concatenate([o[0] for o in out])
