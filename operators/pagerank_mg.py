@@ -55,7 +55,7 @@ def _place(client, PG, workers):
 
 
 def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weighted, max_iter, threshold,
-                         dtype, device, info, exchange="halo"):  # fmt: skip
+                         dtype, device, info, exchange="broadcast"):  # fmt: skip
     """Run partitioned PageRank; returns ``(x, iterations, last_error)`` with ``x`` a host vector."""
     workers = spmd_workers(client, len(PG))
     devices = client.run(_worker_device, workers=workers)
