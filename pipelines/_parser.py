@@ -40,6 +40,21 @@ EXAMPLES = {
 }
 
 
+def _sources_options(p, *, single: bool = False):
+    which = p.add_mutually_exclusive_group(required=True)
+    if single:
+        which.add_argument("--source", help="one source label")
+    which.add_argument("--sources", help="text file with one source label per line")
+    which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
+
+
+def _batch_options(p, *, chunk: int) -> None:
+    p.add_argument("--chunk", type=int, default=chunk, help="sources per task")
+    p.add_argument("--overwrite", action="store_true", help="replace another job's results in --out")
+    p.add_argument("--seed", type=int, default=0)
+    _run_options(p)
+
+
 def _run_options(p) -> None:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     p.add_argument(
@@ -127,25 +142,18 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )  # fmt: skip
     tk.add_argument("--index", required=True, help="folder written by `graphjobs index`")
-    which = tk.add_mutually_exclusive_group(required=True)
-    which.add_argument("--sources", help="text file with one source label per line")
-    which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
+    _sources_options(tk)
     tk.add_argument("-k", type=int, default=100, help="vertices per source (100)")
     tk.add_argument(
         "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
     )
-    tk.add_argument("--chunk", type=int, default=1000, help="sources per task")
-    tk.add_argument("--overwrite", action="store_true", help="replace another job's results in --out")
-    tk.add_argument("--seed", type=int, default=0)
-    _run_options(tk)
+    _batch_options(tk, chunk=1000)
     pp = sub.add_parser(
         "ppr", help="personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet",
         epilog=EXAMPLES["ppr"], formatter_class=fmt,
     )  # fmt: skip
     pp.add_argument("input", help="edge-list file or a spec like rmat:16")
-    which = pp.add_mutually_exclusive_group(required=True)
-    which.add_argument("--sources", help="text file with one source label per line")
-    which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
+    _sources_options(pp)
     pp.add_argument("--topk", type=int, default=100, help="entries kept per source (100)")
     methods = ["auto", "hybrid", "push", "pull", "power", "montecarlo"]
     pp.add_argument("--method", choices=methods, default="auto")
@@ -154,10 +162,7 @@ def parser() -> argparse.ArgumentParser:
     pp.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     pp.add_argument("--out", default="ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)")
     pp.add_argument("--workdir", default=None)
-    pp.add_argument("--chunk", type=int, default=100, help="sources per task")
-    pp.add_argument("--overwrite", action="store_true", help="replace another job's results in --out")
-    pp.add_argument("--seed", type=int, default=0)
-    _run_options(pp)
+    _batch_options(pp, chunk=100)
     im = sub.add_parser(
         "influence", help="influence maximization (IMM, IC or LT): k seeds to CSV",
         epilog=EXAMPLES["influence"], formatter_class=fmt,
@@ -184,10 +189,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES["simrank"], formatter_class=fmt,
     )  # fmt: skip
     sr.add_argument("input", help="edge-list file or a spec like rmat:16")
-    which = sr.add_mutually_exclusive_group(required=True)
-    which.add_argument("--source", help="one source label")
-    which.add_argument("--sources", help="text file with one source label per line")
-    which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
+    _sources_options(sr, single=True)
     sr.add_argument("-k", type=int, default=100, help="similar vertices kept per source (100)")
     sr.add_argument("--epsilon", type=float, default=1e-3, help="additive error target (1e-3)")
     sr.add_argument("-c", "--decay", type=float, default=0.6, help="SimRank decay factor c (0.6)")
@@ -200,10 +202,7 @@ def parser() -> argparse.ArgumentParser:
         "--out", default="simrank", help="folder of Parquet partitions (source, rank, vertex, simrank)"
     )
     sr.add_argument("--workdir", default=None)
-    sr.add_argument("--chunk", type=int, default=10, help="sources per task")
-    sr.add_argument("--overwrite", action="store_true", help="replace another job's results in --out")
-    sr.add_argument("--seed", type=int, default=0)
-    _run_options(sr)
+    _batch_options(sr, chunk=10)
     return ap
 
 
