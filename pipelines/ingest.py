@@ -71,6 +71,10 @@ def partition_files(files, parts: int, out, *, n: int | None = None, directed: b
     token = tokenize("ingest", stamp, parts, n, directed, sorted(opts.items()), dedupe)
     out = Path(out).resolve()
     tmp = Path(workdir or default_workdir()).resolve() / f"ingest-{token}"
+    meta = out / "meta.json"
+    if meta.is_file() and json.loads(meta.read_text()).get("token") == token:  # built by an earlier run
+        done = dask.delayed(_summary, pure=True)(str(out), dask_key_name=f"graphjobs-ingest-{token}")
+        return Job("ingest", done, tmp.parent, stages={"summary": done})
     d = functools.partial(dask.delayed, pure=True)
     degrees = [d(_degrees)(f, opts, directed, dask_key_name=f"ingest-degrees-{token}-{i}") for i, f in
                enumerate(files)]  # fmt: skip
@@ -82,6 +86,26 @@ def partition_files(files, parts: int, out, *, n: int | None = None, directed: b
     result = d(_finish)(built, plan, directed, "weight_col" in opts, str(tmp), str(out), token,
                         dask_key_name=f"graphjobs-ingest-{token}")  # fmt: skip
     return Job("ingest", result, tmp.parent, stages={"degrees": degrees, "parts": built, "summary": result})
+
+
+def _summary(out: str) -> dict:
+    meta = json.loads((Path(out) / "meta.json").read_text())
+    keys = ("n", "m", "bounds", "edges")
+    return {"job": "ingest", "out": out, **{k: meta[k] for k in keys}, "cached": True}
+
+
+def dataset_files(source) -> list[str] | None:
+    """The edge files of a dataset source (a folder of edge files, or a list of paths), else None."""
+    if isinstance(source, list | tuple):
+        return [str(Path(f).resolve()) for f in source]
+    folder = isinstance(source, str | os.PathLike) and Path(source).is_dir()
+    if folder and not (Path(source) / "meta.json").exists():
+        suffixes = (".parquet", ".csv", ".tsv", ".txt", ".gz", ".el", ".edges")
+        files = sorted(str(f.resolve()) for f in Path(source).iterdir() if f.name.endswith(suffixes))
+        if not files:
+            raise FileNotFoundError(f"{source}: a folder without edge files (expected {', '.join(suffixes)})")
+        return files
+    return None
 
 
 def _edges(path, opts, directed):

@@ -16,6 +16,7 @@ from graphs._device import free_memory, to_host
 from operators._pagerank_part import pagerank_bytes
 from operators.errors import InsufficientMemoryError
 
+from .ingest import dataset_files
 from .job import Job
 from .stages import cluster_workers, default_workdir, load_stage, write_parquet
 
@@ -41,9 +42,11 @@ def pagerank_job(
 
     Parameters
     ----------
-    source : path, generator spec or CSRGraph
+    source : path, generator spec, CSRGraph, or a dataset
         An edge-list file (any format ``graphs.read_edgelist`` reads), a spec such as
-        ``'rmat:scale=20,seed=0'``, or a graph in memory.
+        ``'rmat:scale=20,seed=0'``, or a graph in memory. A folder of edge files or a list of paths is
+        a dataset: it is partitioned on the workers (``pipelines.ingest.partition_files``, integer
+        vertex ids, ``partitions`` parts) without the whole graph on one host.
     alpha, personalization, max_iter, tol, weighted, method
         As in ``operators.pagerank`` (personalization keyed by original vertex labels).
     directed : bool
@@ -73,6 +76,13 @@ def pagerank_job(
         Its result is a summary dict: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
     """
     workdir = Path(workdir or default_workdir())
+    files = dataset_files(source)
+    if files is not None:
+        from .pagerank_dataset import dataset_job
+
+        return dataset_job(files, alpha=alpha, personalization=personalization, max_iter=max_iter, tol=tol,
+                            weighted=weighted, directed=directed, read_options=read_options, out=out,
+                            workdir=workdir, top=top, partitions=partitions)  # fmt: skip
     read_options = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read_options, reorder=reorder)
     params = dict(

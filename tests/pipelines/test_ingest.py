@@ -89,3 +89,31 @@ def test_labels_are_refused(tmp_path):
             run(job, progress=False)
     with pytest.raises(FileNotFoundError):
         partition_files([tmp_path / "missing.txt"], 2, tmp_path / "pg")
+
+
+def test_pagerank_job_on_a_folder_of_edge_files(tmp_path):
+    from distributed import Client
+
+    import pipelines
+    from cluster import make_cluster
+
+    g = graphs.rmat(10, seed=6, device="cpu")
+    folder = tmp_path / "edges"
+    folder.mkdir()
+    _split(g, folder, 3)
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        with pytest.raises(ValueError, match="partitions=N"):
+            pipelines.pagerank_job(folder, workdir=tmp_path)
+        opts = {"src_col": "src", "dst_col": "dst"}
+        files = sorted(folder.glob("*.parquet"))  # the text files have numbered columns: one format here
+        job = pipelines.pagerank_job(files, partitions=2, tol=1e-10, read_options=opts,
+                                     out=tmp_path / "pr.parquet", workdir=tmp_path)  # fmt: skip
+        summary = pipelines.run(job, client, progress=False)
+        again = pipelines.run(job, client, progress=False)  # ingestion and PageRank found in the workdir
+    assert summary["memory"]["partitions"] == 2 and again["cached"]["pagerank"]
+    src, dst, _ = _parquet_edges(files, False)
+    n = int(max(src.max(), dst.max())) + 1  # no n given: the largest id in the files + 1
+    df = pd.read_parquet(tmp_path / "pr.parquet")
+    assert df.vertex.tolist() == list(range(n)) and summary["n"] == n
+    half = graphs.from_edges(src, dst, n=n, renumber=False)
+    assert np.abs(df.pagerank.to_numpy() - operators.pagerank(half, tol=1e-10)).max() < 1e-9

@@ -1,0 +1,93 @@
+"""PageRank of a dataset (a folder of edge files): partitioned on the workers, then multi-worker PageRank.
+
+``pagerank_job`` hands a dataset source here: ``ingest.partition_files`` builds the parts without the
+whole graph on one host, and ``operators.pagerank(PG, client=)`` runs over them (NCCL between GPU
+workers). Vertex ids are the files' integers; the output lists every id 0..n-1.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+from dask.base import tokenize
+
+import operators
+from cluster.worker import worker_device
+
+from .ingest import partition_files
+from .job import Job
+from .stages import cluster_workers, write_atomic, write_parquet
+
+
+def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, directed, read_options, out,
+                workdir, top, partitions) -> Job:  # fmt: skip
+    if partitions == "auto" or personalization is not None:
+        raise ValueError("a dataset source needs partitions=N (one part per worker) and no personalization")
+    opts = dict(read_options or {})
+    weighted_read = bool(opts.pop("weighted", False)) or opts.get("weight_col") is not None
+    dedupe = bool(opts.pop("dedupe", False))
+    opts.pop("directed", None)
+    ingest = partition_files(files, partitions, Path(workdir) / f"parts-{tokenize(files, partitions, opts)}",
+                             directed=directed, weighted=weighted_read, dedupe=dedupe, read_options=opts,
+                             workdir=workdir)  # fmt: skip
+    params = dict(alpha=alpha, max_iter=max_iter, tol=tol, weighted=weighted)
+    ptoken = tokenize("pagerank-dataset", ingest.result.key, params)
+    artifact = str(Path(workdir).resolve() / f"pagerank-{ptoken}.npy")
+    call = dask.delayed(_pagerank_parts, pure=True)
+    ranks = call(ingest.result, params, artifact, dask_key_name=f"graphjobs-pagerank-{ptoken}")
+    out = str(Path(out).resolve())
+    result = dask.delayed(_write_parts, pure=True)(
+        ingest.result,
+        ranks,
+        out,
+        ptoken,
+        top,
+        dask_key_name=f"graphjobs-write-pagerank-{tokenize(ptoken, out)}",
+    )
+    return Job("pagerank", result, Path(workdir), stages={"ingest": ingest.result, "pagerank": ranks,
+                                                         "write": result})  # fmt: skip
+
+
+def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
+    if os.path.exists(artifact):
+        return {"path": artifact, "seconds": 0.0, "device": None, "cached": True}
+    if cluster_workers() == 0:
+        raise ValueError("a partitioned dataset needs a Dask cluster (run with --cluster or --scheduler)")
+    from distributed import worker_client
+
+    import graphs
+
+    pg = graphs.load_partitioned(ingested["out"], verify=False)
+    t0 = time.perf_counter()
+    with worker_client() as client:
+        info: dict = {}
+        x = operators.pagerank(pg, client=client, info=info, **params).astype(np.float64)
+    seconds = time.perf_counter() - t0
+    write_atomic(artifact, lambda tmp: _save(tmp, x))
+    return {"path": artifact, "seconds": seconds, "device": info.get("device"), "cached": False}
+
+
+def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) -> dict:
+    import pyarrow as pa
+
+    x = np.load(ranks["path"])
+    table = pa.table({"vertex": np.arange(x.size, dtype=np.int64), "pagerank": x})
+    write_parquet(table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token}), out)
+    best = np.argsort(-x, kind="stable")[:top]
+    return {
+        "job": "pagerank", "out": out, "n": ingested["n"], "m": ingested["m"],
+        "top": [(int(i), float(x[i])) for i in best], "pagerank_seconds": ranks["seconds"],
+        "device": ranks["device"] or worker_device(),
+        "cached": {"pagerank": ranks["cached"], "output": False},
+        "memory": {"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0,
+                   "device": ranks["device"] or worker_device()},
+    }  # fmt: skip
+
+
+def _save(path: str, x: np.ndarray) -> None:
+    with open(path, "wb") as f:  # a file object: np.save would append .npy to the temporary's name
+        np.save(f, x)
