@@ -6,6 +6,7 @@ from .csr import CSRGraph
 from .edges import from_edges
 from .errors import GraphFormatError
 from .generators import barabasi_albert, erdos_renyi, rmat
+from .interop import from_cudf, from_networkx, from_scipy, to_networkx, vertex_dict, vertex_frame
 from .partition import GraphPart, PartitionedGraph, load_part, load_partitioned, partition
 from .read import read_edgelist
 from .reorder import reorder, reorder_orders
@@ -18,7 +19,10 @@ __all__ = [
     "PartitionedGraph",
     "barabasi_albert",
     "erdos_renyi",
+    "from_cudf",
     "from_edges",
+    "from_networkx",
+    "from_scipy",
     "gpu_available",
     "load",
     "load_part",
@@ -28,5 +32,8 @@ __all__ = [
     "reorder",
     "reorder_orders",
     "rmat",
+    "to_networkx",
     "toy",
+    "vertex_dict",
+    "vertex_frame",
 ]

@@ -1,0 +1,135 @@
+"""Graphs to and from NetworkX, SciPy and cuDF; per-vertex results as DataFrames or dicts keyed by label.
+
+NetworkX and SciPy are plain imports inside the functions that need them; cuDF is optional and its
+absence gives an ImportError that names the package. Vertex labels survive every round trip.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._device import to_host
+from .csr import CSRGraph
+from .edges import from_edges
+
+
+def _with_labels(g: CSRGraph, ids) -> CSRGraph:
+    return CSRGraph(g.indptr, g.indices, g.weights, directed=g.directed, ids=ids, validate=False)
+
+
+def _labels(nodes: list) -> np.ndarray:
+    arr = np.asarray(nodes)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        arr = np.empty(len(nodes), dtype=object)
+        arr[:] = nodes
+    return arr
+
+
+def from_networkx(G, *, weight: str | None = "weight", device: str = "cpu") -> CSRGraph:
+    """A CSRGraph of a NetworkX graph: its nodes in ``G.nodes`` order (isolated ones too) as labels.
+
+    Parameters
+    ----------
+    G : networkx.Graph, DiGraph, MultiGraph or MultiDiGraph
+        Undirected graphs are stored in both directions; parallel edges of multigraphs are kept.
+    weight : str or None
+        Edge attribute read as the weight (missing on an edge: 1.0), or None for an unweighted graph.
+        A graph with no such attribute on any edge is unweighted.
+    device : {'cpu', 'gpu'}
+
+    Returns
+    -------
+    CSRGraph
+    """
+    nodes = list(G.nodes())
+    index = {v: i for i, v in enumerate(nodes)}
+    edges = list(G.edges(data=True))
+    src = np.fromiter((index[u] for u, _, _ in edges), dtype=np.int64, count=len(edges))
+    dst = np.fromiter((index[v] for _, v, _ in edges), dtype=np.int64, count=len(edges))
+    w = None
+    if weight is not None and any(weight in d for _, _, d in edges):
+        w = np.fromiter((d.get(weight, 1.0) for _, _, d in edges), dtype=np.float64, count=len(edges))
+    g = from_edges(src, dst, w, n=len(nodes), directed=G.is_directed(), renumber=False)
+    return _with_labels(g, _labels(nodes)).to(device)
+
+
+def to_networkx(G: CSRGraph, *, weight: str = "weight"):
+    """The NetworkX graph of ``G`` with its labels: DiGraph or Graph, a multigraph when ``G`` has
+    parallel edges; weights as the ``weight`` attribute."""
+    import networkx as nx
+
+    g = G.to("cpu")
+    src, dst, w = g.edges()
+    ids = g.ids
+    parallel = bool(np.any((np.diff(dst) == 0) & (np.diff(src) == 0))) if g.m > 1 else False
+    kind = {(True, False): nx.DiGraph, (False, False): nx.Graph, (True, True): nx.MultiDiGraph,
+            (False, True): nx.MultiGraph}[(g.directed, parallel)]  # fmt: skip
+    out = kind()
+    out.add_nodes_from(ids.tolist())
+    if not g.directed:  # stored both ways: add each edge once (u <= v), self-loops once
+        keep = src <= dst
+        src, dst, w = src[keep], dst[keep], (None if w is None else w[keep])
+    if w is None:
+        out.add_edges_from(zip(ids[src].tolist(), ids[dst].tolist(), strict=True))
+    else:
+        triples = zip(ids[src].tolist(), ids[dst].tolist(), w.astype(float).tolist(), strict=True)
+        out.add_weighted_edges_from(triples, weight=weight)
+    return out
+
+
+def from_scipy(A, *, directed: bool = True, weighted: bool | None = None, ids=None, device: str = "cpu"):
+    """A CSRGraph of a square SciPy sparse (or dense) adjacency matrix: entry (u, v) != 0 is an edge.
+
+    ``weighted`` keeps the entries as weights (default: when they are not all 1). With
+    ``directed=False`` the matrix must be symmetric and is stored as it is. ``ids`` labels the rows.
+    """
+    import scipy.sparse as sp
+
+    A = sp.csr_array(A)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"expected a square adjacency matrix, got shape {A.shape}")
+    A = A.copy()
+    A.sum_duplicates()
+    A.eliminate_zeros()
+    if not directed and (A != A.T).nnz:
+        raise ValueError("directed=False needs a symmetric matrix (entry (u, v) equal to (v, u))")
+    data = np.asarray(A.data, dtype=np.float64)
+    weighted = bool(np.any(data != 1)) if weighted is None else weighted
+    n = A.shape[0]
+    if ids is not None and len(ids) != n:
+        raise ValueError(f"ids must label the {n} rows, got {len(ids)}")
+    g = CSRGraph(A.indptr.astype(np.int64), A.indices.astype(np.int32), data if weighted else None,
+                 directed=directed, ids=None if ids is None else _labels(list(ids)))  # fmt: skip
+    return g.to(device)
+
+
+def from_cudf(df, *, source: str = "src", destination: str = "dst", weight: str | None = None,
+              directed: bool = True, renumber: bool = True) -> CSRGraph:  # fmt: skip
+    """A GPU CSRGraph from a cuDF edge DataFrame (needs cuDF); as ``from_edges`` on its columns."""
+    try:
+        import cudf  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("graphs.from_cudf needs cuDF (RAPIDS), which is not installed") from exc
+    missing = [c for c in (source, destination, weight) if c is not None and c not in df.columns]
+    if missing:
+        raise KeyError(f"columns {missing} not in the DataFrame (it has {list(df.columns)})")
+    w = None if weight is None else df[weight].values
+    return from_edges(df[source].values, df[destination].values, w, directed=directed, renumber=renumber)
+
+
+def vertex_frame(G: CSRGraph, values, name: str):
+    """A pandas DataFrame with columns ``vertex`` (original labels) and ``name`` (e.g. 'pagerank')."""
+    import pandas as pd
+
+    values = to_host(values)
+    if values.shape != (G.n,):
+        raise ValueError(f"expected one value per vertex ({G.n}), got shape {values.shape}")
+    return pd.DataFrame({"vertex": G.ids, name: values})
+
+
+def vertex_dict(G: CSRGraph, values) -> dict:
+    """``{label: value}`` for every vertex, as NetworkX returns (e.g. ``networkx.pagerank``)."""
+    values = to_host(values)
+    if values.shape != (G.n,):
+        raise ValueError(f"expected one value per vertex ({G.n}), got shape {values.shape}")
+    return dict(zip(G.ids.tolist(), values.tolist(), strict=True))

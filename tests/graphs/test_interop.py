@@ -1,0 +1,83 @@
+"""Round trips NetworkX/SciPy <-> CSRGraph with labels; results keyed by label; no cuDF -> clear error."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import graphs
+import operators
+
+
+def _edge_set(G, weight="weight"):
+    return sorted((str(u), str(v), round(float(d.get(weight, 1.0)), 5)) for u, v, d in G.edges(data=True))
+
+
+def test_networkx_directed_round_trip_keeps_labels_isolated_nodes_and_weights():
+    G = nx.DiGraph()
+    G.add_nodes_from(["z", "a", "lonely"])
+    G.add_weighted_edges_from([("a", "z", 0.5), ("z", "a", 2.0), ("a", "b", 1.5), ("b", "b", 1.0)])
+    g = graphs.from_networkx(G)
+    assert g.ids.tolist() == ["z", "a", "lonely", "b"] and g.weighted and (g.n, g.m) == (4, 4)
+    back = graphs.to_networkx(g)
+    assert isinstance(back, nx.DiGraph) and set(back.nodes) == set(G.nodes)
+    assert _edge_set(back) == _edge_set(G)
+
+
+def test_networkx_undirected_and_multigraph():
+    G = nx.karate_club_graph()
+    g = graphs.from_networkx(G, weight=None)
+    assert not g.directed and g.m == 2 * G.number_of_edges() and not g.weighted
+    back = graphs.to_networkx(g)
+    assert isinstance(back, nx.Graph) and not back.is_directed()
+    assert sorted(map(sorted, back.edges())) == sorted(map(sorted, G.edges()))
+    M = nx.MultiDiGraph([(1, 2), (1, 2), (2, 3)])
+    gm = graphs.from_networkx(M)
+    assert gm.m == 3 and gm.ids.tolist() == [1, 2, 3]
+    assert (
+        isinstance(graphs.to_networkx(gm), nx.MultiDiGraph) and graphs.to_networkx(gm).number_of_edges() == 3
+    )
+
+
+def test_pagerank_by_label_matches_networkx():
+    G = nx.gnp_random_graph(60, 0.08, seed=3, directed=True)
+    G = nx.relabel_nodes(G, {i: f"v{i}" for i in G})
+    g = graphs.from_networkx(G)
+    ours = graphs.vertex_dict(g, operators.pagerank(g, tol=1e-10))
+    theirs = nx.pagerank(G, tol=1e-12)
+    assert set(ours) == set(theirs) and max(abs(ours[v] - theirs[v]) for v in G) < 1e-8
+    frame = graphs.vertex_frame(g, operators.pagerank(g, tol=1e-10), "pagerank")
+    assert list(frame.columns) == ["vertex", "pagerank"] and frame.vertex.tolist() == list(G.nodes)
+
+
+def test_scipy_round_trip():
+    A = sp.random_array((50, 50), density=0.1, random_state=np.random.default_rng(1), format="csr")
+    g = graphs.from_scipy(A, ids=[f"r{i}" for i in range(50)])
+    assert g.weighted and g.m == A.nnz and g.ids[7] == "r7"
+    np.testing.assert_allclose(g.to_scipy().toarray(), A.toarray(), rtol=1e-6)
+    ones = graphs.from_scipy((A != 0).astype(np.float64))
+    assert not ones.weighted and ones.m == A.nnz
+    S = A + A.T
+    assert graphs.from_scipy(S, directed=False).m == S.nnz
+    with pytest.raises(ValueError, match="symmetric"):
+        graphs.from_scipy(A, directed=False)
+    with pytest.raises(ValueError, match="square"):
+        graphs.from_scipy(sp.csr_array(np.ones((2, 3))))
+    with pytest.raises(ValueError, match="label the 50 rows"):
+        graphs.from_scipy(A, ids=["x"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cudf") is not None, reason="cuDF is installed here")
+def test_cudf_missing_is_a_clear_error():
+    with pytest.raises(ImportError, match="needs cuDF"):
+        graphs.from_cudf(None, source="a", destination="b")
+
+
+def test_vertex_results_must_match_the_graph():
+    g = graphs.toy.labeled()
+    with pytest.raises(ValueError, match="one value per vertex"):
+        graphs.vertex_dict(g, np.zeros(g.n + 1))
