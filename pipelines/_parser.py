@@ -6,6 +6,12 @@ import argparse
 
 EXAMPLES = {
     "demo": "examples:\n  graphjobs demo\n  graphjobs demo --device cpu --scale 14",
+    "run": (
+        "examples:\n  graphjobs run job.yaml\n"
+        "  graphjobs run job.yaml --scheduler tcp://10.0.0.5:8786 --json\n\n"
+        "job.yaml:\n  job: topk-ppr\n  input: soc-Epinions1.txt.gz\n  sources: {random: 1000}\n"
+        "  params: {k: 50}\n  out: topk"
+    ),
     "cluster": (
         "examples:\n  graphjobs cluster --gpus 2\n"
         "  graphjobs cluster --gpus 0 --workers 4 --port 0\n"
@@ -64,6 +70,7 @@ def _run_options(p) -> None:
         "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to compute locally"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the job's summary as JSON (no progress bar)")
     _tls_options(p)
 
 
@@ -89,6 +96,10 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--scale", type=int, help="R-MAT scale (default 16 on CPU, 20 on GPU)")
     demo.add_argument("--workers", type=int, help="Dask workers (default: one per GPU, or by core count)")
     demo.add_argument("--workdir", default=None, help="artifact folder (default .graphjobs)")
+    rn = sub.add_parser("run", help="run the job a YAML spec describes", epilog=EXAMPLES["run"],
+                        formatter_class=fmt)  # fmt: skip
+    rn.add_argument("spec", help="YAML file: job, input, sources or k, params, out, workdir")
+    _run_options(rn)
     cl = sub.add_parser(
         "cluster",
         help="start a local Dask cluster for jobs to submit to (until Ctrl-C)",

@@ -13,7 +13,22 @@ from ._parser import parser
 from .job import WorkdirLockedError
 
 USER_ERRORS = (GraphFormatError, ConvergenceError, OSError, ValueError, KeyError, ImportError, TimeoutError,
-               WorkdirLockedError)  # fmt: skip
+               WorkdirLockedError, MemoryError)  # fmt: skip
+
+
+def _report(args, summary: dict, human) -> int:
+    """Print ``summary`` as JSON with --json, else the human-readable lines of ``human()``."""
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps(summary, default=_plain, indent=1))
+    else:
+        human()
+    return 0
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else str(v)
 
 
 def _print_summary(summary: dict, seconds: float) -> None:
@@ -68,8 +83,23 @@ def _pagerank(args) -> int:
     )
     t0 = time.perf_counter()
     summary = _execute(job, args)
-    _print_summary(summary, time.perf_counter() - t0)
-    return 0
+    return _report(args, summary, lambda: _print_summary(summary, time.perf_counter() - t0))
+
+
+def _run_spec(args) -> int:
+    from .spec import build_job, load_spec
+
+    job = build_job(load_spec(args.spec), args.spec)
+    t0 = time.perf_counter()
+    s = _execute(job, args)
+    if "first" in s and "queries" in s:
+        return _report(args, s, lambda: _batch_lines(s, time.perf_counter() - t0, ""))
+    if s.get("job") == "pagerank":
+        return _report(args, s, lambda: _print_summary(s, time.perf_counter() - t0))
+    if s.get("job") == "influence":
+        return _report(args, s, lambda: _influence_lines(s, time.perf_counter() - t0))
+    return _report(args, s, lambda: print(f"\n{s.get('job')}: done in {time.perf_counter() - t0:.2f} s; "
+                                          f"written: {s.get('out')}"))  # fmt: skip
 
 
 def _execute(job, args) -> dict:
@@ -82,9 +112,9 @@ def _execute(job, args) -> dict:
         opts = {} if args.scheduler else {"device": args.device}
         security = tls(args.tls_ca_file, args.tls_cert, args.tls_key)
         with connect(args.scheduler, security=security, **opts) as client:
-            return run(job, client, progress=not args.quiet)
+            return run(job, client, progress=not (args.quiet or args.json))
     set_worker_device(args.device)
-    return run(job, progress=not args.quiet)
+    return run(job, progress=not (args.quiet or args.json))
 
 
 def _index(args) -> int:
@@ -94,12 +124,11 @@ def _index(args) -> int:
                     directed=not args.undirected)  # fmt: skip
     t0 = time.perf_counter()
     s = _execute(job, args)
-    print(
+    return _report(args, s, lambda: print(
         f"\nindex: n={s['n']:,} vertices, m={s['m']:,} edges, {s['walks']:,} walks, "
         f"{s['irw_pairs']:,} IRW pairs, |H|={s['high']}, {time.perf_counter() - t0:.2f} s"
         f"\nwritten: {args.out}"
-    )
-    return 0
+    ))  # fmt: skip
 
 
 def _read_sources(path: str) -> list:
@@ -125,15 +154,18 @@ def _run_batch(job, args, describe) -> int:
     """Run a batch-of-sources job; print its summary line, the first source's top entries, the output."""
     t0 = time.perf_counter()
     s = _execute(job, args)
+    return _report(args, s, lambda: _batch_lines(s, time.perf_counter() - t0, f", {describe(s)}"))
+
+
+def _batch_lines(s: dict, seconds: float, extra: str) -> None:
     src, top = s["first"]
     print(
         f"\n{s['job']}: {s['queries']:,} sources, n={s['n']:,}, m={s['m']:,}, device={s['device']}, "
-        f"{time.perf_counter() - t0:.2f} s ({1e3 * s['query_seconds_mean']:.2f} ms per source, {describe(s)})"
+        f"{seconds:.2f} s ({1e3 * s['query_seconds_mean']:.2f} ms per source{extra})"
     )
     print(f"first source {src}: " + ", ".join(f"{v} ({p:.4g})" for v, p in top))
     resumed = f", {s['resumed_parts']} of them finished by an earlier run" if s.get("resumed_parts") else ""
     print(f"written: {s['out']} ({s['parts']} parts{resumed})")
-    return 0
 
 
 def _topk(args) -> int:
@@ -168,16 +200,19 @@ def _influence(args) -> int:
                         distributed={"auto": "auto", "on": True, "off": False}[args.distributed])  # fmt: skip
     t0 = time.perf_counter()
     s = _execute(job, args)
+    return _report(args, s, lambda: _influence_lines(s, time.perf_counter() - t0))
+
+
+def _influence_lines(s: dict, seconds: float) -> None:
     mc = s["mc_spread"]
     check = f", simulated {mc['mean']:.1f} +- {mc['stderr']:.1f}" if mc else ""
     print(
-        f"\ninfluence: n={s['n']:,}, m={s['m']:,}, device={s['device']}, {time.perf_counter() - t0:.2f} s "
+        f"\ninfluence: n={s['n']:,}, m={s['m']:,}, device={s['device']}, {seconds:.2f} s "
         f"(IMM {s['seconds']['total']:.3f} s, theta={s['theta']:,} RR samples"
         f"{', capped' if s['theta_capped'] else ''})\nspread: RR estimate {s['spread']:.1f}{check}"
     )
     print("seeds: " + ", ".join(str(v) for v in s["seeds"][:10]) + (" ..." if len(s["seeds"]) > 10 else ""))
     print(f"written: {s['out']}")
-    return 0
 
 
 def _simrank(args) -> int:
@@ -208,8 +243,8 @@ def _cluster(args) -> int:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    handlers = {"demo": _demo, "cluster": _cluster, "pagerank": _pagerank, "index": _index, "topk-ppr": _topk,
-                "ppr": _ppr, "influence": _influence, "simrank": _simrank}  # fmt: skip
+    handlers = {"demo": _demo, "run": _run_spec, "cluster": _cluster, "pagerank": _pagerank, "index": _index,
+                "topk-ppr": _topk, "ppr": _ppr, "influence": _influence, "simrank": _simrank}  # fmt: skip
     handler = handlers[args.command]
     try:
         return handler(args)

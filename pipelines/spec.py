@@ -1,0 +1,114 @@
+"""Job spec files: ``graphjobs run JOB.yaml`` builds a job from YAML, validated before anything runs.
+
+A spec names the job, its input, its options and its outputs, e.g.::
+
+    job: topk-ppr            # pagerank | topk-ppr | ppr | influence | simrank
+    input: soc-Epinions1.txt.gz
+    sources: {random: 1000}  # or a list of labels, or {file: ids.txt}; batch jobs only
+    params: {k: 50, epsilon: 0.5}
+    out: topk
+    workdir: .graphjobs
+
+``influence`` takes ``k`` instead of ``sources``. Relative paths are relative to the spec's folder.
+Every error names the file, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+JOBS = {  # job -> (module, builder, required keys besides job/input)
+    "pagerank": ("pagerank", "pagerank_job", ()),
+    "topk-ppr": ("topk_ppr", "topk_ppr_job", ("sources",)),
+    "ppr": ("ppr", "ppr_job", ("sources",)),
+    "influence": ("influence", "influence_job", ("k",)),
+    "simrank": ("simrank", "simrank_job", ("sources",)),
+}
+KEYS = ("job", "input", "sources", "k", "params", "out", "workdir")
+
+
+class SpecError(ValueError):
+    """A job spec that cannot be run: the message names the file, the key and what is allowed."""
+
+
+def load_spec(path) -> dict:
+    """Parse ``path`` (YAML); SpecError with the line for a syntax error or a non-mapping document."""
+    import yaml
+
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(spec, dict):
+        raise SpecError(f"{path}: expected a mapping of keys ({', '.join(KEYS)}), got {type(spec).__name__}")
+    return spec
+
+
+def build_job(spec: dict, path="JOB.yaml"):
+    """The ``pipelines`` Job a (parsed) spec describes; SpecError for anything not allowed."""
+    import importlib
+
+    base = Path(path).resolve().parent
+    unknown = sorted(set(spec) - set(KEYS))
+    if unknown:
+        raise SpecError(f"{path}: key {unknown[0]!r} is not allowed; allowed keys: {', '.join(KEYS)}")
+    name = spec.get("job")
+    if name not in JOBS:
+        raise SpecError(f"{path}: key 'job' is {name!r}; allowed values: {', '.join(JOBS)}")
+    module, builder, required = JOBS[name]
+    params = spec.get("params") or {}
+    if not isinstance(params, dict):
+        raise SpecError(f"{path}: key 'params' must be a mapping of option: value")
+    from_index = name == "topk-ppr" and "index" in params
+    for key in ((), ("input",))[not from_index] + required:
+        if key not in spec:
+            raise SpecError(f"{path}: job {name!r} needs the key {key!r}")
+    for key in {"sources", "k"} - set(required):
+        if key in spec:
+            raise SpecError(f"{path}: key {key!r} does not apply to job {name!r}")
+    fn = getattr(importlib.import_module(f"pipelines.{module}"), builder)
+    allowed = [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    allowed = [a for a in allowed if a not in ("out", "workdir")]
+    for key in params:
+        if key not in allowed:
+            raise SpecError(f"{path}: key 'params.{key}' is not an option of job {name!r}; allowed: "
+                            f"{', '.join(allowed)}")  # fmt: skip
+    kw = dict(params)
+    for key in ("out", "workdir"):
+        if spec.get(key) is not None:
+            kw[key] = str(base / spec[key])
+    if from_index:
+        kw["index"] = str(base / params["index"])
+    source = _input(spec["input"], base) if "input" in spec else None
+    if name == "influence":
+        return fn(source, spec["k"], **kw)
+    if name in ("topk-ppr", "ppr", "simrank"):
+        sources = _sources(spec["sources"], base, path)
+        return fn(source, sources, **kw)
+    return fn(source, **kw)
+
+
+def _input(value, base: Path):
+    if isinstance(value, list):
+        return [str(base / v) for v in value]
+    text = str(value)
+    return str(base / text) if (base / text).exists() else text  # a file here, else a generator spec
+
+
+def _sources(value, base: Path, path):
+    if isinstance(value, list) and value:
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((kind, arg),) = value.items()
+        if kind == "random" and isinstance(arg, int) and arg > 0:
+            return arg
+        if kind == "file":
+            from .cli import _read_sources
+
+            return _read_sources(str(base / arg))
+    raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}} or {{file: PATH}}, "
+                    f"got {value!r}")  # fmt: skip
