@@ -1,0 +1,54 @@
+"""benchmarks.report: a Markdown table and PNG plots (800 x 500) from JSON lines."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from benchmarks.report import main
+
+ROWS = [
+    {"bench": "pagerank", "graph": "rmat-22", "impl": "graphjobs-pull f32", "median": 0.41, "unit": "ms/iter",
+     "baseline": {"impl": "cusparse-spmv", "median": 0.63}, "speedup": 1.54, "device_name": "H100"},
+    {"bench": "topk-ppr", "graph": "g1", "impl": "kpar k=10 gpu", "median": 2.0, "unit": "ms"},
+    {"bench": "topk-ppr", "graph": "g1", "impl": "kpar k=100 gpu", "median": 4.0, "unit": "ms"},
+    {"bench": "pagerank-mg", "graph": "rmat-25", "gpus": 1, "median": 3.9, "unit": "ms/iter"},
+    {"bench": "pagerank-mg", "graph": "rmat-25", "gpus": 2, "median": 2.7, "unit": "ms/iter"},
+    {"bench": "topk-mg", "graph": "rmat-22", "gpus": 1, "median": 114.0, "unit": "queries/s"},
+    {"bench": "topk-mg", "graph": "rmat-22", "gpus": 2, "median": 236.0, "unit": "queries/s"},
+]  # fmt: skip
+
+
+def _png_size(path):
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_report_writes_table_and_plots(tmp_path, capsys):
+    src = tmp_path / "bench.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    assert main([str(src), "--out", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert (
+        "| pagerank | rmat-22 | graphjobs-pull f32 | 0.41 | ms/iter | cusparse-spmv | 0.63 | 1.54 | H100 |"
+        in text
+    )
+    for name in ("speedup.png", "latency_vs_k.png", "scaling.png"):
+        path = tmp_path / "rep" / name
+        assert path.stat().st_size > 1000 and _png_size(path) == (800, 500)
+        assert f"![{name}]({name})" in text
+
+
+def test_report_without_plot_data_and_bad_lines(tmp_path):
+    src = tmp_path / "b.jsonl"
+    src.write_text(json.dumps({"bench": "load", "median": 1.0, "unit": "s"}) + "\n")
+    assert main([str(src), "--out", str(tmp_path / "r")]) == 0
+    assert not list((tmp_path / "r").glob("*.png"))
+    src.write_text('{"bench": "x"}\nnot json\n')
+    with pytest.raises(ValueError, match=r"b\.jsonl, line 2"):
+        main([str(src), "--out", str(tmp_path / "r")])
