@@ -14,6 +14,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 def test_notebook_runs(path, monkeypatch):
     nb = json.loads(path.read_text())
     monkeypatch.chdir(path.parent)
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # plots render to memory
     namespace: dict = {"__name__": "__notebook__"}
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
