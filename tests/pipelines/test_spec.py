@@ -72,3 +72,23 @@ def test_exit_codes(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "_run_spec", broken)
     assert main(["run", str(bad)]) == 2
     assert "internal error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command", ["demo", "run", "cluster", "pagerank", "index", "topk-ppr", "ppr", "influence", "simrank"]
+)
+def test_every_command_has_help_with_examples(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"graphjobs {command}" in out
+
+
+def test_json_summary_of_a_job_command(tmp_path, capsys):
+    out = str(tmp_path / "p.parquet")
+    args = ["pagerank", "rmat:scale=8,seed=3", "--json", "--device", "cpu", "--out", out, "--workdir",
+            str(tmp_path)]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n"] == 256 and len(summary["top"]) == 10 and summary["memory"]["partitions"] == 1
