@@ -6,7 +6,17 @@ from .csr import CSRGraph
 from .edges import from_edges
 from .errors import GraphFormatError
 from .generators import barabasi_albert, erdos_renyi, rmat
-from .interop import from_cudf, from_networkx, from_scipy, to_networkx, vertex_dict, vertex_frame
+from .interop import (
+    from_cudf,
+    from_cugraph,
+    from_dask_cudf,
+    from_networkx,
+    from_scipy,
+    to_cugraph,
+    to_networkx,
+    vertex_dict,
+    vertex_frame,
+)
 from .partition import GraphPart, PartitionedGraph, load_part, load_partitioned, partition
 from .read import read_edgelist
 from .reorder import reorder, reorder_orders
@@ -20,6 +30,8 @@ __all__ = [
     "barabasi_albert",
     "erdos_renyi",
     "from_cudf",
+    "from_cugraph",
+    "from_dask_cudf",
     "from_edges",
     "from_networkx",
     "from_scipy",
@@ -32,6 +44,7 @@ __all__ = [
     "reorder",
     "reorder_orders",
     "rmat",
+    "to_cugraph",
     "to_networkx",
     "toy",
     "vertex_dict",

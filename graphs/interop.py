@@ -106,15 +106,56 @@ def from_scipy(A, *, directed: bool = True, weighted: bool | None = None, ids=No
 def from_cudf(df, *, source: str = "src", destination: str = "dst", weight: str | None = None,
               directed: bool = True, renumber: bool = True) -> CSRGraph:  # fmt: skip
     """A GPU CSRGraph from a cuDF edge DataFrame (needs cuDF); as ``from_edges`` on its columns."""
-    try:
-        import cudf  # noqa: F401
-    except ImportError as exc:
-        raise ImportError("graphs.from_cudf needs cuDF (RAPIDS), which is not installed") from exc
+    _need("cudf", "graphs.from_cudf")
     missing = [c for c in (source, destination, weight) if c is not None and c not in df.columns]
     if missing:
         raise KeyError(f"columns {missing} not in the DataFrame (it has {list(df.columns)})")
     w = None if weight is None else df[weight].values
     return from_edges(df[source].values, df[destination].values, w, directed=directed, renumber=renumber)
+
+
+def _need(module: str, what: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{what} needs {module} (RAPIDS), which is not installed") from exc
+
+
+def from_dask_cudf(ddf, *, source: str = "src", destination: str = "dst", weight: str | None = None,
+                   directed: bool = True, renumber: bool = True) -> CSRGraph:  # fmt: skip
+    """A GPU CSRGraph from a dask_cudf edge DataFrame: its partitions are computed and joined on this GPU.
+
+    For graphs that must not meet on one GPU, write the partitions to Parquet and use
+    ``pipelines.ingest.partition_files`` (or ``pagerank_job`` on the folder) instead.
+    """
+    _need("dask_cudf", "graphs.from_dask_cudf")
+    cols = [c for c in (source, destination, weight) if c is not None]
+    return from_cudf(ddf[cols].compute(), source=source, destination=destination, weight=weight,
+                     directed=directed, renumber=renumber)  # fmt: skip
+
+
+def from_cugraph(Gc) -> CSRGraph:
+    """A GPU CSRGraph of a ``cugraph.Graph`` (its edge list; weights when the graph has them)."""
+    _need("cugraph", "graphs.from_cugraph")
+    df = Gc.view_edge_list()
+    weight = next((c for c in ("weight", "weights", "wgt") if c in df.columns), None)
+    source, destination = (c for c in df.columns if c != weight)
+    return from_cudf(df, source=source, destination=destination, weight=weight, directed=Gc.is_directed())
+
+
+def to_cugraph(G: CSRGraph):
+    """A ``cugraph.Graph`` with ``G``'s edges over internal ids (``G.ids`` keeps the labels)."""
+    cudf = _need("cudf", "graphs.to_cugraph")
+    cugraph = _need("cugraph", "graphs.to_cugraph")
+    g = G.to("gpu")
+    src, dst, w = g.edges()
+    df = cudf.DataFrame({"src": src, "dst": dst} | ({} if w is None else {"weight": w}))
+    out = cugraph.Graph(directed=g.directed)
+    out.from_cudf_edgelist(df, source="src", destination="dst", edge_attr=None if w is None else "weight",
+                           renumber=False)  # fmt: skip
+    return out
 
 
 def vertex_frame(G: CSRGraph, values, name: str):

@@ -71,10 +71,20 @@ def test_scipy_round_trip():
         graphs.from_scipy(A, ids=["x"])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cudf") is not None, reason="cuDF is installed here")
-def test_cudf_missing_is_a_clear_error():
-    with pytest.raises(ImportError, match="needs cuDF"):
-        graphs.from_cudf(None, source="a", destination="b")
+@pytest.mark.parametrize(
+    ("module", "call"),
+    [
+        ("cudf", lambda: graphs.from_cudf(None, source="a", destination="b")),
+        ("dask_cudf", lambda: graphs.from_dask_cudf(None)),
+        ("cugraph", lambda: graphs.from_cugraph(None)),
+        ("cudf", lambda: graphs.to_cugraph(graphs.toy.chain())),
+    ],
+)
+def test_rapids_missing_is_a_clear_error(module, call):
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed here")
+    with pytest.raises(ImportError, match=f"needs {module} \\(RAPIDS\\), which is not installed"):
+        call()
 
 
 def test_vertex_results_must_match_the_graph():
