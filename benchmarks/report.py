@@ -103,13 +103,7 @@ def plot_latency_vs_k(rows, path) -> bool:
         ax.plot([k for k, _ in pts], [t for _, t in pts], marker="o", label=f"{graph} ({device})")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("k")
-    ax.set_ylabel("query latency, ms (median)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, ax, path, "k", "query latency, ms (median)")
 
 
 def plot_scaling(rows, path) -> bool:
@@ -131,8 +125,12 @@ def plot_scaling(rows, path) -> bool:
         ax.plot(gpus, gain, marker="o", label=f"{bench} {graph} {exchange}".strip())
         top = max(top, *gpus)
     ax.plot([1, top], [1, top], linestyle="--", color="grey", label="ideal")
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("speed-up over 1 GPU")
+    return _save(plt, fig, ax, path, "GPUs", "speed-up over 1 GPU")
+
+
+def _save(plt, fig, ax, path, xlabel: str, ylabel: str) -> bool:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
