@@ -95,6 +95,19 @@ class PartitionedGraph:
         write_directory(path, lambda tmp: _fill(self, Path(tmp)), overwrite=overwrite)
 
 
+def range_bounds(cost, parts: int) -> np.ndarray:
+    """``parts + 1`` vertex bounds cutting the cumulative ``cost`` (length n + 1, from 0) into ranges of
+    about equal cost; a cut steps back one vertex when that lands closer to its target."""
+    cost = np.asarray(cost)
+    n = cost.size - 1
+    targets = np.arange(1, parts, dtype=np.float64) * (float(cost[-1]) / parts)
+    cut = np.searchsorted(cost, targets, side="left")
+    # a cut at vertex v leaves v's in-edges on the right; step back when that is closer to the target
+    back = (cut > 0) & (np.abs(cost[np.maximum(cut - 1, 0)] - targets) <= np.abs(cost[cut] - targets))
+    cut = np.where(back, cut - 1, cut)
+    return np.maximum.accumulate(np.concatenate(([0], cut, [n]))).astype(np.int64)
+
+
 def partition(G: CSRGraph, parts: int, *, vertex_cost: float = 0.0) -> PartitionedGraph:
     """Split ``G`` into ``parts`` contiguous destination ranges with balanced in-edge counts.
 
@@ -120,13 +133,7 @@ def partition(G: CSRGraph, parts: int, *, vertex_cost: float = 0.0) -> Partition
     T = G.to("cpu").transpose()
     indptr = to_host(T.indptr)
     cost = indptr + float(vertex_cost) * np.arange(G.n + 1) if vertex_cost else indptr
-    targets = np.arange(1, parts, dtype=np.float64) * (float(cost[-1]) / parts)
-    cut = np.searchsorted(cost, targets, side="left")
-    # a cut at vertex v leaves v's in-edges on the right; step back when that is closer to the target
-    back = (cut > 0) & (np.abs(cost[np.maximum(cut - 1, 0)] - targets) <= np.abs(cost[cut] - targets))
-    cut = np.where(back, cut - 1, cut)
-    bounds = np.concatenate(([0], np.maximum.accumulate(cut), [G.n])).astype(np.int64)
-    bounds = np.maximum.accumulate(bounds)
+    bounds = range_bounds(cost, parts)
     outd = to_host(G.out_degree()).astype(np.int64)
     outw = to_host(G.out_degree(weighted=True)).astype(np.float64) if G.weighted else None
     weights = to_host(T.weights) if G.weighted else None

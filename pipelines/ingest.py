@@ -21,7 +21,7 @@ import numpy as np
 from dask.base import tokenize
 
 from graphs.errors import GraphFormatError
-from graphs.partition import FORMAT, VERSION
+from graphs.partition import FORMAT, VERSION, range_bounds
 from graphs.read import read_edge_columns
 from graphs.store import file_sha256
 
@@ -142,10 +142,7 @@ def _plan(degrees, parts, n):
         ind[: len(i)] += i
     indptr = np.concatenate([[0], np.cumsum(ind)])
     m = int(indptr[-1])
-    targets = np.arange(1, parts, dtype=np.float64) * (m / parts)
-    cut = np.searchsorted(indptr, targets, side="left")
-    back = (cut > 0) & (np.abs(indptr[np.maximum(cut - 1, 0)] - targets) <= np.abs(indptr[cut] - targets))
-    bounds = np.maximum.accumulate(np.concatenate([[0], np.where(back, cut - 1, cut), [n]])).astype(np.int64)
+    bounds = range_bounds(indptr, parts)
     return {"n": n, "m": m, "bounds": bounds}
 
 
