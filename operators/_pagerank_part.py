@@ -30,10 +30,15 @@ def pagerank_bytes(n: int, m: int, *, weighted: bool, parts: int = 1, device: st
     return 8 * (n + 1) + edge * -(-m // parts) + vectors + 8 * n
 
 
-def inverse_out(part, weighted: bool, xp=np):
-    """``1 / out-weight`` of every vertex, 0 where dangling (float64, a NumPy or CuPy array by ``xp``)."""
-    outw = xp.asarray(part.out_weight if weighted else part.out_degree, dtype=np.float64)
+def reciprocal(outw, xp=np):
+    """``1 / outw`` in float64, 0 where ``outw`` is 0 (dangling vertices)."""
+    outw = xp.asarray(outw, dtype=np.float64)
     return xp.where(outw > 0, 1.0 / xp.maximum(outw, np.finfo(np.float64).tiny), 0.0)
+
+
+def inverse_out(part, weighted: bool, xp=np):
+    """``1 / out-weight`` of every vertex of a part's graph, 0 where dangling (NumPy or CuPy by ``xp``)."""
+    return reciprocal(part.out_weight if weighted else part.out_degree, xp)
 
 
 @nb.njit(parallel=True, cache=True)

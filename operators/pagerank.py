@@ -11,7 +11,7 @@ from graphs import CSRGraph
 from graphs._device import array_module
 
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability, vertex_vector
-from ._pagerank_part import pull_rows_cpu
+from ._pagerank_part import pull_rows_cpu, reciprocal
 from .errors import ConvergenceError
 
 METHODS = ("auto", "pull", "push")
@@ -157,9 +157,8 @@ def inverse_out_weight(G: CSRGraph, weighted: bool):
     """``1 / out-weight`` per vertex, 0 for dangling vertices (float64, on the graph's device; cached)."""
 
     def compute(g):
-        outw = g.out_degree(weighted=weighted).astype(np.float64)
-        xp = array_module(outw)
-        return xp.where(outw > 0, 1.0 / xp.maximum(outw, np.finfo(np.float64).tiny), 0.0)
+        outw = g.out_degree(weighted=weighted)
+        return reciprocal(outw, array_module(outw))
 
     return G.derived(f"inverse_out_weight_{bool(weighted)}", compute)
 
