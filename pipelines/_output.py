@@ -31,6 +31,17 @@ def write_atomic(path, write) -> None:
             tmp.unlink()
 
 
+def save_npy(path, x) -> None:
+    """``np.save`` of ``x`` to ``path`` through ``write_atomic``."""
+    import numpy as np
+
+    def write(tmp):
+        with open(tmp, "wb") as f:  # a file object: np.save would append .npy to the temporary's name
+            np.save(f, x)
+
+    write_atomic(path, write)
+
+
 def _record(part: Path) -> Path:
     return part.parent / CHUNKS / f"{part.stem}.json"
 

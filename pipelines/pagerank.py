@@ -16,6 +16,7 @@ from graphs._device import free_memory, to_host
 from operators._pagerank_part import pagerank_bytes
 from operators.errors import InsufficientMemoryError
 
+from ._output import save_npy
 from .ingest import dataset_files
 from .job import Job
 from .stages import cluster_workers, default_workdir, load_stage, write_parquet
@@ -125,9 +126,7 @@ def _pagerank(graph, params, artifact, partitions, workdir) -> dict:
     else:
         x = _partitioned(graph, params, memory["partitions"], workdir)
     seconds = time.perf_counter() - t0
-    tmp = f"{artifact}.{os.getpid()}.partial.npy"
-    np.save(tmp, x)
-    os.replace(tmp, artifact)
+    save_npy(artifact, x)
     return {"path": artifact, "seconds": seconds, "device": device, "cached": False, "memory": memory}
 
 

@@ -18,9 +18,10 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 
+from ._output import save_npy
 from .ingest import partition_files
 from .job import Job
-from .stages import cluster_workers, write_atomic, write_parquet
+from .stages import cluster_workers, write_parquet
 
 
 def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, directed, read_options, out,
@@ -67,7 +68,7 @@ def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
         info: dict = {}
         x = operators.pagerank(pg, client=client, info=info, **params).astype(np.float64)
     seconds = time.perf_counter() - t0
-    write_atomic(artifact, lambda tmp: _save(tmp, x))
+    save_npy(artifact, x)
     return {"path": artifact, "seconds": seconds, "device": info.get("device"), "cached": False}
 
 
@@ -86,8 +87,3 @@ def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) ->
         "memory": {"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0,
                    "device": ranks["device"] or worker_device()},
     }  # fmt: skip
-
-
-def _save(path: str, x: np.ndarray) -> None:
-    with open(path, "wb") as f:  # a file object: np.save would append .npy to the temporary's name
-        np.save(f, x)
