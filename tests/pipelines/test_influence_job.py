@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import dask
 import numpy as np
 import pandas as pd
-import pytest
 
 import graphs
 import pipelines
 from operators import influence_maximization
 from pipelines.cli import main
-
-
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="sync"):
-        yield
 
 
 def test_job_writes_the_operators_seeds(tmp_path, sync):

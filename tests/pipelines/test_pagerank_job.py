@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,12 +11,6 @@ import operators
 import pipelines
 from pipelines import _state
 from tests.conftest import as_vector, dataset_path
-
-
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="sync"):
-        yield
 
 
 def ranks_by_label(path):

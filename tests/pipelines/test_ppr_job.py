@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,12 +10,6 @@ import graphs
 import pipelines
 from operators import ppr
 from pipelines.cli import main
-
-
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="sync"):
-        yield
 
 
 def _check(g, df, k, tol=1e-7):

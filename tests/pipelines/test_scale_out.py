@@ -22,12 +22,6 @@ from pipelines.job import LOCK, workdir_lock
 GRAPH = "rmat:scale=10,seed=7"
 
 
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="sync"):
-        yield
-
-
 def _every_source_once(out, count, k):
     df = pd.read_parquet(out)
     per = df.groupby("source").size()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,12 +12,6 @@ from operators.simrank import _simrank_reference
 from pipelines.cli import main
 
 EPS = 1e-2
-
-
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="sync"):
-        yield
 
 
 def _check(g, df, k):

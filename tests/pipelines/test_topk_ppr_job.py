@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,12 +13,6 @@ from operators import ppr
 from operators.ppr_metrics import precision_at_k
 from pipelines import _state
 from pipelines.cli import main
-
-
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="sync"):
-        yield
 
 
 def _check_against_exact(g, df, k):
