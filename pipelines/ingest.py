@@ -1,8 +1,9 @@
 """Partitioned ingestion: edge files -> a partitioned graph on disk, without the whole graph on one host.
 
-One task per input file counts degrees; one task sums the counts and cuts the destination ranges
-(balanced by in-edges, as ``graphs.partition``); one task per input file splits its edges into one
-bucket per range; one task per range sorts its buckets into the in-edge CSR of the part. Only degree
+One task per input file parses it once (kept in binary) and counts degrees; one task sums the counts
+and cuts the destination ranges (balanced by in-edges, as ``graphs.partition``); one task per input
+file splits its parsed edges into one bucket per range; one task per range sorts its buckets into the
+in-edge CSR of the part. Only degree
 vectors (8 bytes a vertex) are ever whole on one worker. The result is the directory that
 ``PartitionedGraph.save`` writes, read by ``graphs.load_partitioned`` and ``operators.pagerank``.
 Vertex ids must be integers in ``0 .. n-1`` (no renumbering: that would need every label on one host).
@@ -76,11 +77,11 @@ def partition_files(files, parts: int, out, *, n: int | None = None, directed: b
         done = dask.delayed(_summary, pure=True)(str(out), dask_key_name=f"graphjobs-ingest-{token}")
         return Job("ingest", done, tmp.parent, stages={"summary": done})
     d = functools.partial(dask.delayed, pure=True)
-    degrees = [d(_degrees)(f, opts, directed, dask_key_name=f"ingest-degrees-{token}-{i}") for i, f in
-               enumerate(files)]  # fmt: skip
-    plan = d(_plan)(degrees, parts, n, dask_key_name=f"ingest-plan-{token}")
-    buckets = [d(_bucket)(f, i, opts, directed, plan, str(tmp), dask_key_name=f"ingest-bucket-{token}-{i}")
+    degrees = [d(_degrees)(f, i, opts, directed, str(tmp), dask_key_name=f"ingest-degrees-{token}-{i}")
                for i, f in enumerate(files)]  # fmt: skip
+    plan = d(_plan)(degrees, parts, n, dask_key_name=f"ingest-plan-{token}")
+    buckets = [d(_bucket)(deg[2], i, plan, str(tmp), dask_key_name=f"ingest-bucket-{token}-{i}")
+               for i, deg in enumerate(degrees)]  # fmt: skip
     built = [d(_part)(r, buckets, plan, dedupe, str(tmp), token, dask_key_name=f"ingest-part-{token}-{r}")
              for r in range(parts)]  # fmt: skip
     result = d(_finish)(built, plan, directed, "weight_col" in opts, str(tmp), str(out), token,
@@ -126,19 +127,30 @@ def _edges(path, opts, directed):
     return src, dst, w
 
 
-def _degrees(path, opts, directed):
-    src, dst, _ = _edges(path, opts, directed)
+def _degrees(path, i, opts, directed, tmp):
+    """In-degree counts of one file; its parsed edges are kept (binary) for ``_bucket``."""
+    src, dst, w = _edges(path, opts, directed)
     top = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-    return np.bincount(dst, minlength=top), top
+    parsed = _save_npz(
+        Path(tmp) / "parsed" / f"file{i}.npz", src=src, dst=dst, **({} if w is None else {"w": w})
+    )
+    return np.bincount(dst, minlength=top), top, parsed
+
+
+def _save_npz(path: Path, **arrays) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(f"{path}.partial.npz", **arrays)
+    os.replace(f"{path}.partial.npz", path)
+    return str(path)
 
 
 def _plan(degrees, parts, n):
-    top = max(t for _, t in degrees)
+    top = max(t for _, t, _ in degrees)
     n = top if n is None else n
     if top > n:
         raise ValueError(f"vertex id {top - 1} found, but n={n}")
     ind = np.zeros(n, dtype=np.int64)
-    for i, _ in degrees:
+    for i, _, _ in degrees:
         ind[: len(i)] += i
     indptr = np.concatenate([[0], np.cumsum(ind)])
     m = int(indptr[-1])
@@ -146,23 +158,19 @@ def _plan(degrees, parts, n):
     return {"n": n, "m": m, "bounds": bounds}
 
 
-def _bucket(path, i, opts, directed, plan, tmp):
-    src, dst, w = _edges(path, opts, directed)
+def _bucket(parsed_path, i, plan, tmp):
+    with np.load(parsed_path) as parsed:
+        src, dst, w = parsed["src"], parsed["dst"], (parsed["w"] if "w" in parsed else None)
     which = np.searchsorted(plan["bounds"], dst, side="right") - 1
     order = np.argsort(which, kind="stable")
     edges = np.bincount(which, minlength=len(plan["bounds"]) - 1)
     start = np.concatenate([[0], np.cumsum(edges)])
-    folder = Path(tmp) / "buckets"
-    folder.mkdir(parents=True, exist_ok=True)
     names = []
     for r in range(len(edges)):
         sel = order[start[r] : start[r + 1]]
-        name = str(folder / f"file{i}-part{r}.npz")
         arrays = {"src": src[sel], "dst": dst[sel]} | ({} if w is None else {"w": w[sel]})
-        np.savez(name + ".partial.npz", **arrays)
-        os.replace(name + ".partial.npz", name)
-        names.append(name)
-    return names
+        names.append(_save_npz(Path(tmp) / "buckets" / f"file{i}-part{r}.npz", **arrays))
+    return names  # the parsed file stays until _finish removes tmp: a retried task may need it
 
 
 def _part(r, buckets, plan, dedupe, tmp, token):
