@@ -1,4 +1,5 @@
-"""CUDA kernels of influence maximization (gIM): one warp per RR sample or cascade, greedy cover.
+"""CUDA kernels of influence maximization (gIM): one warp per RR sample or cascade (the greedy is in
+``_im_greedy_gpu``).
 
 The same live-edge worlds as ``_im_cpu`` (keyed by sample, round and edge or vertex), so the GPU
 produces the very sets the CPU does. A persistent grid of warps takes samples from an atomic
@@ -15,6 +16,8 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 from graphs._mix import MIX_CUDA
+
+from ._im_greedy_gpu import cover, cover_index, greedy  # noqa: F401  (the backend interface of _im_cpu)
 
 _SCRATCH = 1 << 13  # first-pass queue capacity per warp (elements)
 _BUDGET = 4 << 30  # bytes of bitmaps and queues for all warps together
@@ -252,26 +255,6 @@ extern "C" __global__ void gj_im_gather(const int* pool, const long long* start,
         for (long long i = lane; i < size[w]; i += 32) out[dest[w] + i] = pool[start[w] + i];
 }
 
-// Marks the samples holding element *best covered and takes their members' counts down; thread 0 also
-// records the pick and its gain and retires it (nobody else writes counts[*best]: members == b are skipped).
-extern "C" __global__ void gj_im_cover(const int* members, const long long* offsets, long long count,
-        const long long* best, unsigned char* covered, int* counts, long long* pick, long long* gain) {
-    int lane = threadIdx.x & 31;
-    long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    int b = (int)*best;
-    if (blockIdx.x == 0 && threadIdx.x == 0) { *pick = b; *gain = counts[b]; counts[b] = -1; }
-    for (long long j = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; j < count; j += warps) {
-        if (covered[j]) continue;
-        long long a = offsets[j], e = offsets[j + 1];
-        bool hit = false;
-        for (long long i = a + lane; i < e; i += 32) hit |= members[i] == b;
-        if (!__any_sync(FULL, hit)) continue;
-        if (lane == 0) covered[j] = 1;
-        for (long long i = a + lane; i < e; i += 32)
-            if (members[i] != b) atomicSub(&counts[members[i]], 1);
-    }
-}
-
 extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* indices, const float* p,
         const float* lo, int lt, long long n, const int* seeds, const long long* sptr, int rounds,
         unsigned long long key, long long count, unsigned long long* next, unsigned int* bitmaps,
@@ -395,40 +378,6 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
             grid, (256,), (pool, start, size, offsets[done - j0], np.int64(done.size), members)
         )
     return members, offsets
-
-
-def greedy(members, offsets, n: int, k: int, rounds: int):
-    """Greedy maximum coverage on the GPU, ``k`` elements per round, ties to the smaller element."""
-    cp = import_cupy()
-    count = offsets.size - 1
-    counts = cp.bincount(members, minlength=n * rounds).astype(np.int32)
-    covered = cp.zeros(count, dtype=np.uint8)
-    picks = cp.empty(k * rounds, dtype=np.int64)
-    gains = cp.empty(k * rounds, dtype=np.int64)
-    left = [k] * rounds
-    cover = get_kernel(IM_KERNEL, "gj_im_cover")
-    grid = (max(1, min(65535, (count + 7) // 8)),)
-    for q in range(k * rounds):
-        best = cp.argmax(counts)
-        cover(grid, (256,), (members, offsets, np.int64(count), best, covered, counts, picks[q:], gains[q:]))
-        if rounds > 1:
-            r = int(best) // n
-            left[r] -= 1
-            if left[r] == 0:
-                counts[r * n : (r + 1) * n] = -(2**30)
-    return picks, gains
-
-
-def cover(members, offsets, covered, counts, best: int) -> None:
-    """One greedy step on a shard of samples: retire ``best`` and take the counts of what it covers down."""
-    cp = import_cupy()
-    count = offsets.size - 1
-    scratch = cp.empty(2, dtype=np.int64)
-    grid = (max(1, min(65535, (count + 7) // 8)),)
-    best_d = cp.full(1, best, dtype=np.int64)
-    get_kernel(IM_KERNEL, "gj_im_cover")(
-        grid, (256,), (members, offsets, np.int64(count), best_d, covered, counts, scratch[:1], scratch[1:])
-    )
 
 
 def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):

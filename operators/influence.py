@@ -238,7 +238,7 @@ def _gpu_backend():
 
 def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> None:
     item = 4 if rounds * G.n < 2**31 else 8
-    needed = int(count * (mean * item * (2.5 if G.device == "gpu" else 1.5) + 16))
+    needed = int(count * (mean * item * (3.0 if G.device == "gpu" else 1.5) + 16))
     free = free_memory(G.device)
     if needed > 0.9 * free:
         raise InsufficientMemoryError(

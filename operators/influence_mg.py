@@ -63,25 +63,25 @@ class Shard:
         offsets = xp.concatenate([xp.zeros(1, dtype=np.int64), *self.offsets])
         self.members, self.offsets = [members], [offsets[1:]]
         n_elem = self.n * self.rounds
-        counts = xp.bincount(members, minlength=n_elem).astype(np.int32 if self.gpu else np.int64)
+        if self.gpu:
+            *index, counts = self._backend().cover_index(members, offsets, n_elem)
+        else:
+            counts = np.bincount(members, minlength=n_elem).astype(np.int64)
+            index = _im_cpu.cover_index(members, offsets, n_elem)
         covered = xp.zeros(offsets.size - 1, dtype=np.uint8 if self.gpu else np.bool_)
-        index = None if self.gpu else _im_cpu.cover_index(members, offsets, n_elem)
         self.state = (members, offsets, counts, covered, index, counts.copy())
         return counts
 
     def cover_here(self, best: int):
         """Retire ``best``; the counts left, on the shard's device."""
-        members, offsets, counts, covered, _, _ = self.state
-        self._backend().cover(members, offsets, covered, counts, int(best))
+        members, offsets, counts, covered, index, _ = self.state
+        self._backend().cover(members, offsets, *index, covered, counts, int(best))
         return counts
 
     def cover(self, best: int) -> tuple[np.ndarray, np.ndarray]:
         """Retire ``best``; returns the elements whose counts fell and by how much (host int32 arrays)."""
         members, offsets, counts, covered, index, before = self.state
-        if self.gpu:
-            self._backend().cover(members, offsets, covered, counts, int(best))
-        else:
-            _im_cpu.cover(members, offsets, index[0], index[1], covered, counts, int(best))
+        self._backend().cover(members, offsets, *index, covered, counts, int(best))
         xp = import_cupy() if self.gpu else np
         changed = xp.flatnonzero(counts != before)
         drop = before[changed] - counts[changed]

@@ -162,6 +162,36 @@ def to_dev(a):
     return cupy.asarray(a)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_gpu_indexed_greedy_equals_the_cpu_greedy_on_a_skewed_pool(rounds):
+    """Hubs held by most samples, one sample of every element, many ties: same index, picks and gains."""
+    from operators import _im_gpu
+
+    rng = np.random.default_rng(11)
+    n, k, count = 2_000, 40, 30_000
+    sizes = np.minimum(rng.geometric(0.15, count), n // 2)
+    sets = []
+    for j, size in enumerate(sizes):
+        base = rng.zipf(1.6, size) % n if j != 17 else np.arange(n)
+        sets.append(np.unique(base + n * rng.integers(0, rounds, base.size)))
+    members = np.concatenate(sets).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum([s.size for s in sets])]).astype(np.int64)
+    n_elem = n * rounds
+    owners, holders = _im_cpu.cover_index(members, offsets, n_elem)
+    index = _im_gpu.cover_index(to_dev(members), to_dev(offsets), n_elem)
+    g_owners, g_holders, g_counts = map(to_host, index)
+    assert np.array_equal(g_owners, owners)
+    assert np.array_equal(g_counts, np.bincount(members, minlength=n_elem))
+    for e in rng.integers(0, n_elem, 200):  # each element's holders, in any order
+        span = slice(owners[e], owners[e + 1])
+        assert np.array_equal(np.sort(g_holders[span]), holders[span])
+    picks, gains = _im_cpu.greedy(members, offsets, n, k, rounds)
+    g_picks, g_gains = map(to_host, _im_gpu.greedy(to_dev(members), to_dev(offsets), n, k, rounds))
+    assert list(g_picks) == list(picks) and list(g_gains) == list(gains)
+    assert gains.sum() <= count and np.all(np.bincount(picks // n, minlength=rounds) == k)
+
+
 def test_imm_bounds_follow_the_formulas():
     n, k, eps, ell = 10_000, 20, 0.1, 1.0
     b = imm_bounds(n, k, eps, ell)
