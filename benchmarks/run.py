@@ -29,6 +29,8 @@ def main(argv=None) -> None:
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
     ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
+    ap.add_argument("--simrank-graphs", default="soc-Slashdot0902,soc-Epinions1",
+                    help="SNAP graphs of the SimRank benchmark (empty: none)")  # fmt: skip
     ap.add_argument("--mg-scales", default="25,26", help="R-MAT scales of the multi-GPU PageRank benchmark")
     ap.add_argument("--mg-gpus", default="1,2,4", help="GPU counts of the multi-GPU benchmarks")
     ap.add_argument("--mg-workdir", default="/tmp/graphjobs-mg", help="index and outputs of topk-mg")
@@ -59,7 +61,8 @@ def main(argv=None) -> None:
         influence.run(rep, args.device, dataset_dir(), degrees)
     if "simrank" in only:
         sscales = [int(s) for s in args.simrank_scales.split(",") if s] if args.device == "gpu" else []
-        simrank.run(rep, args.device, dataset_dir(), sscales)
+        names = [g for g in args.simrank_graphs.split(",") if g]
+        simrank.run(rep, args.device, dataset_dir(), sscales, names)
     gpus = [int(s) for s in args.mg_gpus.split(",") if s]
     if "pagerank-mg" in only:
         scale_out.pagerank(rep, [int(s) for s in args.mg_scales.split(",") if s], gpus)

@@ -24,6 +24,7 @@ from .common import Reporter
 
 EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6)
 REFERENCE = dict(epsilon=1e-7, clip=False, samples=1e11)
+SNAP = ("soc-Slashdot0902", "soc-Epinions1")
 
 
 def _query(g, src, **opts):
@@ -99,8 +100,8 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def run(rep: Reporter, device: str, dataset_dir, rmat_scales=(), queries: int = 5) -> None:
-    for name in ("soc-Slashdot0902", "soc-Epinions1"):
+def run(rep: Reporter, device: str, dataset_dir, rmat_scales=(), names=SNAP, queries: int = 5) -> None:
+    for name in names:
         path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
         if path is not None and path.is_file():
             g = graphs.read_edgelist(path)
@@ -111,5 +112,5 @@ def run(rep: Reporter, device: str, dataset_dir, rmat_scales=(), queries: int = 
         g = graphs.rmat(scale, seed=0, device=device)
         deg = to_host(g.out_degree())
         sources = np.random.default_rng(0).choice(np.flatnonzero(deg > 0), queries, replace=False).tolist()
-        run_graph(rep, f"rmat-{scale}", g, device, sources=sources, epsilons=(1e-4, 1e-5), reference=False,
-                  baseline=False, bound_eps=())  # fmt: skip
+        run_graph(rep, f"rmat-{scale}", g, device, sources=sources, reference=device == "gpu", baseline=False,
+                  bound_eps=())  # fmt: skip

@@ -88,6 +88,20 @@ def test_max_error_within_1e3_ca_grqc(device):
         assert np.abs(s - S[src]).max() <= 1e-3
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "device, name, clip",
+    [("cpu", "er", True)]
+    + [pytest.param("gpu", g, clip, marks=pytest.mark.gpu) for g in ("er", "ba") for clip in (True, False)],
+)
+def test_max_error_within_1e3_generated(device, name, clip):
+    g, S = exact(name)
+    g = g.to(device)
+    for src in (17,) if device == "cpu" else (0, 17, 123):  # about 3e9 walk pairs each: 40 s on 2 cores
+        s = to_host(simrank(g, src, c=C, epsilon=1e-3, clip=clip, seed=src))
+        assert np.abs(s - S[src]).max() <= 1e-3
+
+
 def test_symmetric_on_undirected_graphs():
     g, S = exact("ba")
     a, b = 3, 40
