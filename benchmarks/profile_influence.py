@@ -1,6 +1,6 @@
 """Where IMM's time goes on the GPU: every sampling and selection call of one run, synchronised and timed.
 
-python -m benchmarks.profile_influence [GRAPH.txt.gz | ba:N:R] [IC|LT] [EPS]
+python -m benchmarks.profile_influence [GRAPH.txt.gz | ba:N:R] [IC|LT] [EPS] [REPEATS]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _timed(name, fn):
 
 
 def main() -> None:
-    src, model, eps = [*sys.argv[1:], None, None, None][:3]
+    src, model, eps, repeats = [*sys.argv[1:], None, None, None, None][:4]
     if src.startswith("ba:"):
         _, n, r = src.split(":")
         g = graphs.barabasi_albert(int(n), int(r), seed=0, device="gpu")
@@ -37,8 +37,9 @@ def main() -> None:
     influence_maximization(g, 50, epsilon=0.5, seed=9)
     influence._Pool.grow = _timed("sample", influence._Pool.grow)
     influence._Pool.select = _timed("select", influence._Pool.select)
-    res = influence_maximization(g, 50, epsilon=float(eps or 0.05), model=model or "IC", seed=1)
-    print({k: round(v * 1e3, 1) for k, v in res.seconds.items()}, res.theta, res.rr_size)
+    for _ in range(int(repeats or 1)):
+        res = influence_maximization(g, 50, epsilon=float(eps or 0.05), model=model or "IC", seed=1)
+        print({k: round(v * 1e3, 1) for k, v in res.seconds.items()}, res.theta, res.rr_size)
 
 
 if __name__ == "__main__":
