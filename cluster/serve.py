@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import time
+import signal
+import threading
 
 
 def tls(ca_file: str | None, cert: str | None, key: str | None):
@@ -22,7 +23,11 @@ def tls(ca_file: str | None, cert: str | None, key: str | None):
 def serve(*, gpus: int | None, workers: int | None, host: str, port: int, dashboard: str, security=None,
           until=None) -> None:  # fmt: skip
     """Start ``make_cluster`` (GPU workers when ``gpus`` > 0), print where to reach it, run until
-    interrupted (or until ``until()`` is true, polled every 0.2 s)."""
+    SIGINT or SIGTERM (or until ``until()`` is true, polled every 0.2 s), then close it.
+
+    The handlers are installed explicitly: a process started in the background by a shell (or under
+    nohup) inherits SIGINT as ignored, and Python then never raises KeyboardInterrupt.
+    """
     from .local import make_cluster
 
     device = "auto" if gpus is None else ("gpu" if gpus > 0 else "cpu")
@@ -32,9 +37,14 @@ def serve(*, gpus: int | None, workers: int | None, host: str, port: int, dashbo
         print(f"graphjobs: scheduler at {cluster.scheduler_address}", flush=True)
         addr = cluster.scheduler_address
         print(f"graphjobs: {len(cluster.workers)} workers; submit jobs with --scheduler {addr}", flush=True)
+        stop = threading.Event()
+        in_main = threading.current_thread() is threading.main_thread()  # handlers can be set only there
+        signals = (signal.SIGINT, signal.SIGTERM) if in_main else ()
+        kept = {s: signal.signal(s, lambda *_: stop.set()) for s in signals}
         try:
-            while until is None or not until():
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
+            while not stop.is_set() and (until is None or not until()):
+                stop.wait(0.2)
+        finally:
+            for sig, handler in kept.items():
+                signal.signal(sig, handler)
         print("graphjobs: cluster stopped", flush=True)

@@ -25,13 +25,19 @@ def test_defaults_bind_to_localhost():
         assert "127.0.0.1" in cluster.dashboard_link
 
 
-def test_cluster_command_serves_jobs_until_interrupted(tmp_path):
+def _ignore_sigint():  # as a shell does for a command started in the background, or nohup scripts
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGINT from the background", "SIGTERM"])
+def test_cluster_command_serves_jobs_until_interrupted(tmp_path, stop):
     cmd = [sys.executable, "-m", "pipelines", "cluster", "--gpus", "0", "--workers", "1", "--port", "0",
            "--dashboard", "127.0.0.1:0"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_ignore_sigint if "background" in stop else None,
+    )  # fmt: skip
     try:
         lines = []
         for line in proc.stdout:
@@ -46,7 +52,7 @@ def test_cluster_command_serves_jobs_until_interrupted(tmp_path):
         assert main(args) == 0
         assert (tmp_path / "p.parquet").is_file()
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, stop.split()[0]))
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "cluster stopped" in out
 
