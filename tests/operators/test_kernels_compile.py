@@ -11,6 +11,7 @@ import pytest
 from graphs import _mix, generators
 from operators import (
     _im_gpu,
+    _im_greedy_gpu,
     _irw,
     _pagerank_gpu,
     _ppr_calibrate,
@@ -48,8 +49,9 @@ SOURCES = [
     (
         "influence",
         _im_gpu.IM_KERNEL,
-        ("gj_im_sample", "gj_im_sample_block", "gj_im_gather", "gj_im_cover", "gj_im_cascades"),
+        ("gj_im_sample", "gj_im_sample_block", "gj_im_gather", "gj_im_cascades"),
     ),
+    ("influence-greedy", _im_greedy_gpu.COVER_KERNEL, ("gj_im_sample_ids", "gj_im_scatter", "gj_im_cover")),
     (
         "simrank",
         _simrank_gpu.SIMRANK_KERNEL,
