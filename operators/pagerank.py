@@ -69,8 +69,8 @@ def pagerank(
     client : distributed.Client, optional
         Required when ``G`` is a ``graphs.PartitionedGraph``: part ``r`` is placed on the ``r``-th
         worker (by address) for the call. With GPU workers each worker runs the iteration on its
-        range and the vector is all-gathered through NCCL; with CPU workers it is exchanged through
-        Dask. The result is then a NumPy vector.
+        range and receives through NCCL the entries of the vector that its in-edges read; with CPU
+        workers the vector is exchanged through Dask. The result is then a NumPy vector.
     info : dict, optional
         Filled with details of a partitioned run: ``device``, ``workers``, per-rank ``timings``.
 

@@ -3,8 +3,9 @@
 This is the one operator module that talks to a ``distributed.Client``, because the computation itself
 spans workers. Each worker holds one part (``graphs.partition``) for the whole call.
 - GPU workers: one task per worker runs the complete power iteration (``_pagerank_part.loop_gpu``); after
-  every iteration the ranges of ``x / outweight`` are all-gathered and the L1 change and dangling mass
-  all-reduced through an NCCL clique (``cluster.comms``), so vectors never pass through Dask.
+  every iteration each rank is sent the entries of ``x / outweight`` its in-edges read (halo exchange),
+  and the L1 change and dangling mass are all-reduced, through an NCCL clique (``cluster.comms``), so
+  vectors never pass through Dask.
 - CPU workers: each iteration is one task per part plus a task that joins the slices; Dask moves the
   vector between workers and only the iteration's L1 change travels to the client.
 """
@@ -55,7 +56,7 @@ def _place(client, PG, workers):
 
 
 def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weighted, max_iter, threshold,
-                         dtype, device, info, exchange="broadcast"):  # fmt: skip
+                         dtype, device, info, exchange="halo"):  # fmt: skip
     """Run partitioned PageRank; returns ``(x, iterations, last_error)`` with ``x`` a host vector."""
     workers = spmd_workers(client, len(PG))
     devices = client.run(_worker_device, workers=workers)

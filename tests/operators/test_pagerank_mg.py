@@ -74,6 +74,6 @@ def test_gpu_workers_match_single_gpu_pagerank():
 
         kw = dict(alpha=0.85, x0=None, p=None, dw=None, weighted=False, max_iter=100, threshold=g.n * 1e-9,
                   dtype=np.dtype(np.float64), device="gpu", info=None)  # fmt: skip
-        for exchange in ("halo", "allgather"):  # the default is 'broadcast'
+        for exchange in ("broadcast", "allgather"):  # the default is 'halo'
             other, _, _ = pagerank_partitioned(pg, client, exchange=exchange, **kw)
             assert np.abs(other - single).max() < 1e-6
