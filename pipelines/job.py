@@ -109,6 +109,16 @@ def run(job: Job, client=None, *, progress: bool = True) -> dict:
         return _run(job, client, progress)
 
 
+def _widget_or_text():
+    """``distributed.progress`` shows a widget in a Jupyter kernel, which needs ipywidgets: without
+    it, the text bar (None lets distributed choose, False forces text)."""
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return None
+
+
 def _run(job: Job, client, progress: bool) -> dict:
     client = client or _active_client()
     if client is not None:
@@ -116,7 +126,7 @@ def _run(job: Job, client, progress: bool) -> dict:
         if progress:
             from distributed import progress as show
 
-            show(future)
+            show(future, notebook=_widget_or_text())
             print(flush=True)
         return future.result()
     ctx = contextlib.nullcontext()

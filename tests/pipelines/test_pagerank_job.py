@@ -145,3 +145,21 @@ def test_on_a_real_local_cluster(tmp_path):
         with pytest.raises(graphs.GraphFormatError) as info:  # raised on the worker, intact here
             pipelines.run(job, client, progress=False)
         assert info.value.line == 2 and info.value.path.endswith("bad.txt")
+
+
+def test_progress_in_a_jupyter_kernel_without_ipywidgets(tmp_path, monkeypatch, capsys):
+    """distributed.progress would show a widget there and fail on the missing import: a text bar instead."""
+    import sys
+
+    import distributed.diagnostics.progressbar as bars
+    from distributed import Client
+
+    from cluster import make_cluster
+
+    monkeypatch.setattr(bars, "is_kernel", lambda: True)
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets raises ImportError
+    path = write_edges(tmp_path, "a b\nb c\nc a\n")
+    with make_cluster(1, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.pagerank_job(path, out=tmp_path / "o.parquet", workdir=tmp_path / "wd")
+        summary = pipelines.run(job, client, progress=True)
+    assert summary["n"] == 3 and "100%" in capsys.readouterr().out
