@@ -4,9 +4,12 @@ Per graph and tolerance: median milliseconds per source over a fixed set of rand
 with out-edges, seed 1), mean iterations, the model sequence of the first source, the residue left,
 and the L1 error against a 1e-10 power-iteration solution. Baseline: power iteration
 (``operators.ppr(method='power')``: cuSPARSE SpMM on the GPU) to an L1 change of ``tol``, per source.
-Matched baseline (``matched``): power iteration stopped at an L1 change of l1 (1 - alpha) / alpha,
-where l1 is the method's worst measured L1 error, so that its own error is at most l1 (the error
-after a change of d is at most d alpha / (1 - alpha)); its measured error is recorded too.
+Matched baseline (``matched``): the cheapest power-iteration run whose measured L1 error on the
+same sources is at most the method's worst measured error l1. Tried in order: on the GPU exactly 1
+to 8 iterations (``max_iter=k``: the GPU checks its stop rule only every 8 iterations or at
+``max_iter``), then stops at an L1 change of 64, 16, 4 and 1 times l1 (1 - alpha) / alpha; the last
+always qualifies (after a change of d the error is at most d alpha / (1 - alpha)). Its measured
+error is recorded too.
 """
 
 from __future__ import annotations
@@ -40,11 +43,18 @@ def _per_source(g, srcs, **opts):
 
 def _matched_power(g, srcs, exact, l1: float, alpha: float = 0.8) -> dict:
     """Power iteration per source to the L1 error ``l1`` (not tighter): median ms and its own error."""
-    tol = max(l1 * (1 - alpha) / alpha, 1e-12)
-    ms, _, _ = _per_source(g, srcs, method="power", tol=tol)
-    err = np.abs(to_host(ppr(g, srcs, method="power", tol=tol)) - exact).sum(axis=1)
-    return {"impl": f"power to the same L1 error {g.device}", "median": float(np.median(ms)), "tol": tol,
-            "l1_max": float(err.max())}  # fmt: skip
+
+    def error(opts):
+        return float(np.abs(to_host(ppr(g, srcs, method="power", **opts)) - exact).sum(axis=1).max())
+
+    tries = [dict(tol=10.0, max_iter=k) for k in range(1, 9)] if g.device == "gpu" else []
+    tries += [dict(tol=max(l1 * (1 - alpha) / alpha * 4.0**j, 1e-12)) for j in (3, 2, 1, 0)]
+    for opts in tries:
+        if (err := error(opts)) <= l1:
+            break
+    ms, _, _ = _per_source(g, srcs, method="power", **opts)
+    return {"impl": f"power to the same L1 error {g.device}", "median": float(np.median(ms)), **opts,
+            "l1_max": err}  # fmt: skip
 
 
 def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3):
