@@ -71,6 +71,7 @@ def topk_ppr(
     adaptive: bool = True,
     high_irw: bool = True,
     tiling: bool = True,
+    streams: int | None = None,
 ) -> TopkPPR:
     """The k vertices of highest personalized PageRank from each source, with kPAR's guarantees.
 
@@ -101,6 +102,12 @@ def topk_ppr(
         Switches for the ablation: per-vertex thresholds (off: beta = 1), the H set's bound
         reduction and tighter bound (off: H vertices are ordinary candidates and omega_I^ub is the
         maximum over all vertices), tile-based GPU kernels (off: a thread per vertex).
+    streams : int, optional
+        GPU only: sources answered at once, each in its own thread, CUDA stream and workspace, so
+        that one query's kernels run while another waits on a host read. Default: up to 8, fewer
+        when the free device memory holds fewer workspaces (about 72 bytes per vertex each; they are
+        kept with the index for the next call). 1 answers the sources one after another, as the
+        CPU always does. Each source's answer does not depend on this.
 
     Returns
     -------
@@ -132,15 +139,25 @@ def topk_ppr(
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
+    streams = _stream_count(G, b, streams)
     ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, ub_walks=ub_walks)
-    for i, s in enumerate(src.tolist()):
+
+    def answer(i, s, ops):
         t0 = time.perf_counter()
         verts, est, stats = _query(ops, index, s, key=stream_key(seed, s), **opts)
         out.vertices[i], out.ppr[i] = verts, est
         out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.delta[i] = stats
         out.seconds[i] = time.perf_counter() - t0
+
+    todo = list(enumerate(src.tolist()))
+    if streams > 1:  # the first alone (it builds every kernel), the others at once
+        answer(*todo[0], ops)
+        _in_streams(index, todo[1:], answer, streams)
+    else:
+        for i, s in todo:
+            answer(i, s, ops)
     out.vertices = G.ids[out.vertices] if G.ids is not None else out.vertices
     return out
 
@@ -157,6 +174,55 @@ def _workspace(index: PPRIndex):
             from ._topk_cpu import CPUQuery as Query
         ops = cache[key] = Query(index)
     return ops
+
+
+def _stream_count(G, sources: int, streams) -> int:
+    if streams is not None:
+        streams = check_count("streams", streams)
+        if streams > 1 and G.device != "gpu":
+            raise ValueError(f"streams={streams} needs an index on the GPU; the CPU answers sources in turn")
+    if G.device != "gpu":
+        return 1
+    if streams is None:
+        from graphs._device import free_memory
+
+        streams = max(1, min(8, free_memory("gpu") // (2 * 72 * max(G.n, 1))))
+    return max(1, min(streams, sources - 1))
+
+
+def _in_streams(index, todo, answer, streams: int) -> None:
+    """``answer(i, s, workspace)`` for each (i, s) of ``todo`` on ``streams`` threads, each with its
+    own non-blocking CUDA stream and a workspace taken from the index's spares (returned after)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graphs._device import import_cupy
+
+    from ._topk_gpu import GPUQuery
+
+    cp = import_cupy()
+    device = cp.cuda.Device().id
+    spares = index.__dict__.setdefault("_spare_workspaces", [])
+    lock, local = threading.Lock(), threading.local()
+
+    def run(item):
+        if not hasattr(local, "ops"):
+            cp.cuda.Device(device).use()
+            local.stream = cp.cuda.Stream(non_blocking=True)
+            with lock:
+                local.ops = spares.pop() if spares else None
+            with local.stream:
+                local.ops = local.ops or GPUQuery(index)
+            held.append(local.ops)
+        with local.stream:
+            answer(*item, local.ops)
+
+    held: list = []
+    try:
+        with ThreadPoolExecutor(streams, thread_name_prefix="topk-ppr") as pool:
+            list(pool.map(run, todo))  # the first error, if any, is raised here
+    finally:
+        with lock:
+            spares.extend(held)
 
 
 def _query(ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, ub_walks, key):
