@@ -27,7 +27,10 @@ from graphs._device import array_module, to_host
 from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
+from ._streams import StreamPool, stream_count
 from .ppr_index import PPRIndex
+
+WORKSPACE_BYTES = 72  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``)
 
 
 @dataclass
@@ -140,7 +143,7 @@ def topk_ppr(
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
-    streams = _stream_count(G, b, streams)
+    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES)
     ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, ub_walks=ub_walks)
@@ -154,8 +157,11 @@ def topk_ppr(
 
     todo = list(enumerate(src.tolist()))
     if streams > 1:  # the first alone (it builds every kernel), the others at once
+        from ._topk_gpu import GPUQuery
+
         answer(*todo[0], ops)
-        _in_streams(index, todo[1:], answer, streams)
+        pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
+        pool.map(lambda item, work: answer(*item, work), todo[1:], streams)
     else:
         for i, s in todo:
             answer(i, s, ops)
@@ -175,63 +181,6 @@ def _workspace(index: PPRIndex):
             from ._topk_cpu import CPUQuery as Query
         ops = cache[key] = Query(index)
     return ops
-
-
-# Default concurrency from this many vertices. Measured on an H100 (e821395), 2,000 sources: R-MAT 22
-# and 24 answered 1.4-2.4x faster on 8 streams; soc-Epinions1 and soc-Slashdot0902 (80k vertices,
-# queries of a few ms, mostly Python and launches) 0.57-0.67x as fast, the threads contending for the GIL.
-CONCURRENT_FROM = 1 << 20
-
-
-def _stream_count(G, sources: int, streams) -> int:
-    if streams is not None:
-        streams = check_count("streams", streams)
-        if streams > 1 and G.device != "gpu":
-            raise ValueError(f"streams={streams} needs an index on the GPU; the CPU answers sources in turn")
-    if G.device != "gpu":
-        return 1
-    if streams is None:
-        if G.n < CONCURRENT_FROM:
-            return 1
-        from graphs._device import free_memory
-
-        streams = max(1, min(8, free_memory("gpu") // (2 * 72 * max(G.n, 1))))
-    return max(1, min(streams, sources - 1))
-
-
-def _in_streams(index, todo, answer, streams: int) -> None:
-    """``answer(i, s, workspace)`` for each (i, s) of ``todo`` on ``streams`` threads, each with its
-    own non-blocking CUDA stream and a workspace taken from the index's spares (returned after)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from graphs._device import import_cupy
-
-    from ._topk_gpu import GPUQuery
-
-    cp = import_cupy()
-    device = cp.cuda.Device().id
-    spares = index.__dict__.setdefault("_spare_workspaces", [])
-    lock, local = threading.Lock(), threading.local()
-
-    def run(item):
-        if not hasattr(local, "ops"):
-            cp.cuda.Device(device).use()
-            local.stream = cp.cuda.Stream(non_blocking=True)
-            with lock:
-                local.ops = spares.pop() if spares else None
-            with local.stream:
-                local.ops = local.ops or GPUQuery(index)
-            held.append(local.ops)
-        with local.stream:
-            answer(*item, local.ops)
-
-    held: list = []
-    try:
-        with ThreadPoolExecutor(streams, thread_name_prefix="topk-ppr") as pool:
-            list(pool.map(run, todo))  # the first error, if any, is raised here
-    finally:
-        with lock:
-            spares.extend(held)
 
 
 def _query(ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, ub_walks, key):

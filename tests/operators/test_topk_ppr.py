@@ -181,7 +181,7 @@ def test_bad_sources_fail_before_any_work(rmat13):
 
 def test_streams_are_checked(rmat13):
     idx = build_ppr_index(rmat13, seed=0)
-    with pytest.raises(ValueError, match="needs an index on the GPU"):
+    with pytest.raises(ValueError, match="needs the graph on the GPU"):
         topk_ppr(idx, [1, 2], k=5, streams=2)
     with pytest.raises(ValueError, match="streams must be an integer >= 1"):
         topk_ppr(idx, [1, 2], k=5, streams=0)
@@ -196,7 +196,7 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
     one = topk_ppr(idx, srcs, k=50, streams=1)
     for _ in range(2):
         many = topk_ppr(idx, srcs, k=50, streams=4)
-        assert len(idx._spare_workspaces) == 4  # one per thread, reused by the second call
+        assert idx._stream_pool.size == 4  # one workspace per thread, reused by the second call
         same = [list(x) == list(y) for x, y in zip(one.vertices, many.vertices, strict=True)]
         assert np.mean(same) >= 0.95  # atomic float adds may reorder near-ties
         np.testing.assert_allclose(many.ppr, one.ppr, rtol=1e-6)
