@@ -22,7 +22,6 @@ import graphs
 from graphs._device import to_host
 from operators import ppr
 from operators._ppr_cost import cost_model
-from operators._streams import CONCURRENT_FROM
 
 from .common import Reporter
 from .topk_ppr import _sources, _sync
@@ -58,21 +57,6 @@ def _matched_power(g, srcs, exact, l1: float, alpha: float = 0.8) -> dict:
             "l1_max": err}  # fmt: skip
 
 
-def _batch(rep, g, srcs, method, tol, common, k=100):
-    """Sources per second, top-k of each, one at a time and then at once (``streams`` default)."""
-    rate = {}
-    for streams in (1, None):
-        _sync(g.device)
-        t0 = time.perf_counter()
-        ppr(g, srcs, method=method, tol=tol, topk=k, streams=streams)
-        _sync(g.device)
-        rate[streams] = len(srcs) / (time.perf_counter() - t0)
-    rep.emit(bench="ppr-batch", impl=f"{method} tol={tol:g} top-{k} at once {g.device}", median=rate[None],
-             unit="sources/s", **common, tol=tol, sources=len(srcs),
-             baseline={"impl": f"{method} one source at a time", "median": rate[1]},
-             speedup=rate[None] / rate[1])  # fmt: skip
-
-
 def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3):
     device = g.device
     srcs = _sources(g, sources, seed=1)
@@ -97,8 +81,6 @@ def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3)
                 baseline=base, speedup=base["median"] / float(np.median(ms)), matched=matched,
                 speedup_matched=matched["median"] / float(np.median(ms)),
             )  # fmt: skip
-            if device == "gpu" and g.n >= CONCURRENT_FROM:
-                _batch(rep, g, srcs, method, tol, common)
 
 
 def run(rep: Reporter, device: str, dataset_dir, scales) -> None:

@@ -1,8 +1,10 @@
 """Several independent GPU queries at once: one thread, non-blocking CUDA stream and workspace each.
 
-A single-source query (top-k PPR, push/pull PPR) is a chain of small kernels broken by host reads; with
-several in flight, one query's kernels run while another waits on its read. Workspaces are made once
-per slot and kept by the ``StreamPool`` for the next call.
+A top-k PPR query is a chain of small kernels broken by host reads; with several in flight, one
+query's kernels run while another waits on its read. Workspaces are made once per slot and kept by
+the ``StreamPool`` for the next call. (Tried for push/pull PPR as well, at 67d7aa8: 0.3-0.9x the
+one-at-a-time rate on R-MAT 22/24, whose push kernels already fill the GPU and read the host after
+every iteration; not adopted there.)
 """
 
 from __future__ import annotations

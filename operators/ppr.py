@@ -21,11 +21,9 @@ from . import _ppr_power
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability
 from ._irw import walk_ends
 from ._ppr_cost import PULL, CostModel, cost_model, pull_static
-from ._streams import StreamPool, stream_count
 from .errors import ConvergenceError
 
 METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
-SOLVER_BYTES = 64  # per vertex, of one GPU push/pull workspace and its result row
 MODES = {"push": 0, "pull": 1, "hybrid": 2}
 
 
@@ -43,7 +41,6 @@ def ppr(
     block: int | None = None,
     cost: CostModel | None = None,
     info: dict | None = None,
-    streams: int | None = None,
 ):
     """Personalized PageRank of each source: dense rows, or the top entries of each.
 
@@ -84,10 +81,6 @@ def ppr(
     info : dict, optional
         Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
         ``L`` pull), ``residual`` mass and ``seconds``.
-    streams : int, optional
-        ``push``, ``pull``, ``hybrid`` on the GPU: sources solved at once, each in its own thread,
-        CUDA stream and workspace (kept for the call). Default: 1 below 2**20 vertices, else up to 8
-        that fit in free device memory. Each source's result does not depend on this.
 
     Returns
     -------
@@ -114,8 +107,7 @@ def ppr(
         walks = math.ceil(1.0 / tol)
         step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
     else:
-        streams = stream_count(G, len(src) - 1, streams, SOLVER_BYTES)
-        step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost, streams)
+        step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost)
     return _collect(G, src, step, dtype, topk, info)
 
 
@@ -191,33 +183,20 @@ def _montecarlo(G, ids, alpha, walks, seed):
     return (counts / max(hit.size, 1))[None, :], 1, {}
 
 
-def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, streams: int):
+def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost):
     limit = max_iter if max_iter is not None else np.iinfo(np.int64).max
     if G.device == "gpu":
         from ._ppr_push_gpu import solver
 
-        make = lambda: solver(G, mode, alpha, tol, dtype, cost)  # noqa: E731
-        solve = make()
+        solve = solver(G, mode, alpha, tol, dtype, cost)
     else:
         solve = _cpu_solver(G, mode, alpha, tol, cost)
-    pool = StreamPool(make) if streams > 1 else None
-    started = []
-
-    def one(s, run):
-        x, it, models, residual = run(int(s), limit)
-        if it is None:
-            raise ConvergenceError("ppr", limit, residual, tol)
-        return x, it, models, residual
 
     def step(ids):
-        if pool is None or not started:  # the first source alone: it builds every kernel
-            started.append(True)
-            done = [one(ids[0], solve)]
-        else:
-            done = pool.map(one, ids[:streams].tolist(), min(streams, len(ids)))
-        xp = array_module(done[0][0])
-        extra = {key: [d[j] for d in done] for j, key in ((1, "iterations"), (2, "models"), (3, "residual"))}
-        return xp.stack([d[0] for d in done]), len(done), extra
+        x, it, models, residual = solve(int(ids[0]), limit)
+        if it is None:
+            raise ConvergenceError("ppr", limit, residual, tol)
+        return x[None, :], 1, {"iterations": [it], "models": [models], "residual": [residual]}
 
     return step
 

@@ -180,20 +180,3 @@ def test_errors():
         ppr(g, [42], method="push")
     with pytest.raises(ConvergenceError):
         ppr(g, [0], method="pull", tol=1e-12, max_iter=2)
-    with pytest.raises(ValueError, match="streams=2 needs the graph on the GPU"):
-        ppr(g, [0, 1], method="push", streams=2)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("method", ITERATIVE)
-def test_gpu_sources_at_once_equal_one_at_a_time(method):
-    g = graphs.rmat(12, seed=3, device="gpu")
-    deg = to_host(g.out_degree())
-    srcs = np.flatnonzero(deg > 0)[:13]
-    one_info, many_info = {}, {}
-    one = to_host(ppr(g, srcs, method=method, tol=1e-8, streams=1, info=one_info))
-    many = to_host(ppr(g, srcs, method=method, tol=1e-8, streams=4, info=many_info))
-    np.testing.assert_allclose(many, one, rtol=1e-9, atol=1e-15)  # rows in source order
-    assert many_info["models"] == one_info["models"] and many_info["iterations"] == one_info["iterations"]
-    top = ppr(g, srcs, method=method, tol=1e-8, streams=3, topk=5)
-    assert np.array_equal(top[0][:, 0], np.argmax(one, axis=1))
