@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from benchmarks.report import main
+from benchmarks.report import main, scaling_series
 
 ROWS = [
     {"bench": "pagerank", "graph": "rmat-22", "impl": "graphjobs-pull f32", "median": 0.41, "unit": "ms/iter",
@@ -52,3 +52,20 @@ def test_report_without_plot_data_and_bad_lines(tmp_path):
     src.write_text('{"bench": "x"}\nnot json\n')
     with pytest.raises(ValueError, match=r"b\.jsonl, line 2"):
         main([str(src), "--out", str(tmp_path / "r")])
+
+
+def test_scaling_series_share_the_one_gpu_point():
+    def row(gpus, median, **extra):
+        return {"bench": "pagerank-mg", "graph": "g", "gpus": gpus, "median": median, "unit": "ms", **extra}
+
+    rows = [
+        row(1, 4.0),  # from before the exchange was recorded (broadcasts)
+        row(2, 3.0),
+        row(2, 2.6, exchange="broadcast"),  # a later run wins
+        row(2, 2.4, exchange="halo"),
+        {"bench": "topk-mg", "graph": "g", "gpus": 2, "median": 9.0, "unit": "queries/s"},  # no 1-GPU point
+    ]
+    assert scaling_series(rows) == {
+        ("pagerank-mg", "g", "broadcast"): {1: (4.0, "ms"), 2: (2.6, "ms")},
+        ("pagerank-mg", "g", "halo"): {1: (4.0, "ms"), 2: (2.4, "ms")},
+    }
