@@ -13,6 +13,8 @@ from typing import Any
 
 import dask
 
+from ._progress import LocalStages, cluster_stages
+
 
 @dataclass(frozen=True)
 class Job:
@@ -101,39 +103,40 @@ def _active_client():
 def run(job: Job, client=None, *, progress: bool = True) -> dict:
     """Compute ``job`` and return its summary.
 
-    With ``client`` (or an active ``distributed.Client``) the graph runs on that cluster with
-    ``distributed.progress``; otherwise on Dask's default local scheduler with a ProgressBar.
+    With ``client`` (or an active ``distributed.Client``) the graph runs on that cluster, otherwise on
+    Dask's default local scheduler. ``progress`` shows the tasks done of every stage on one line
+    (``[3.2s] graphjobs-load 1/1  ppr 12/40 ...``), or ``distributed.progress``'s bars in Jupyter.
     The job's workdir is locked meanwhile: a second job on it raises ``WorkdirLockedError``.
     """
     with workdir_lock(job.workdir, job.name):
         return _run(job, client, progress)
 
 
-def _widget_or_text():
-    """``distributed.progress`` shows a widget in a Jupyter kernel, which needs ipywidgets: without
-    it, the text bar (None lets distributed choose, False forces text)."""
+def _widgets() -> bool:
+    """In a Jupyter kernel with ipywidgets: ``distributed.progress`` draws a bar per stage there."""
+    from distributed.utils import is_kernel
+
     try:
         import ipywidgets  # noqa: F401
     except ImportError:
         return False
-    return None
+    return bool(is_kernel())
 
 
 def _run(job: Job, client, progress: bool) -> dict:
     client = client or _active_client()
     if client is not None:
         future = client.compute(job.result)
-        if progress:
+        if progress and _widgets():
             from distributed import progress as show
 
-            show(future, notebook=_widget_or_text())
-            print(flush=True)
+            show(future, notebook=True)
+        elif progress:  # one text line of every stage's tasks done
+            cluster_stages(client, future)
         return future.result()
     ctx = contextlib.nullcontext()
     if progress:
-        from dask.diagnostics import ProgressBar
-
-        ctx = ProgressBar()
+        ctx = LocalStages()
     with ctx:
         (summary,) = dask.compute(job.result)
     return summary

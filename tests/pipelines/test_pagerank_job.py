@@ -148,7 +148,7 @@ def test_on_a_real_local_cluster(tmp_path):
 
 
 def test_progress_in_a_jupyter_kernel_without_ipywidgets(tmp_path, monkeypatch, capsys):
-    """distributed.progress would show a widget there and fail on the missing import: a text bar instead."""
+    """distributed.progress would show a widget there and fail on the missing import: the stage line."""
     import sys
 
     import distributed.diagnostics.progressbar as bars
@@ -162,4 +162,19 @@ def test_progress_in_a_jupyter_kernel_without_ipywidgets(tmp_path, monkeypatch, 
     with make_cluster(1, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
         job = pipelines.pagerank_job(path, out=tmp_path / "o.parquet", workdir=tmp_path / "wd")
         summary = pipelines.run(job, client, progress=True)
-    assert summary["n"] == 3 and "100%" in capsys.readouterr().out
+    last = capsys.readouterr().out.split("\r")[-1]
+    assert summary["n"] == 3 and "graphjobs-load 1/1" in last and "pagerank" in last
+
+
+def test_progress_by_stage_on_the_local_scheduler(tmp_path, sync, capsys):
+    from pipelines._progress import stage_line
+
+    assert stage_line({"b": 1}, {"a": 2, "b": 1, "c": 3}, 1.5, order=["b"]) == "[1.50 s] b 1/1  a 0/2  c 0/3"
+    path = write_edges(tmp_path, "a b\nb c\nc a\n")
+    job = pipelines.ppr_job(path, 3, topk=2, out=tmp_path / "o", workdir=tmp_path / "wd", chunk=1)
+    pipelines.run(job, progress=True)
+    last = capsys.readouterr().out.split("\r")[-1]
+    assert last.endswith("\n")
+    counts = dict(part.rsplit(" ", 1) for part in last.split("] ", 1)[1].strip().split("  "))
+    assert counts["graphjobs-load"] == "1/1" and counts["ppr"] == "3/3"
+    assert all(done == total for done, total in (c.split("/") for c in counts.values()))
