@@ -1,12 +1,15 @@
 """Partitioned ingestion: edge files -> a partitioned graph on disk, without the whole graph on one host.
 
-One task per input file parses it once (kept in binary) and counts degrees; one task sums the counts
-and cuts the destination ranges (balanced by in-edges, as ``graphs.partition``); one task per input
-file splits its parsed edges into one bucket per range; one task per range sorts its buckets into the
-in-edge CSR of the part. Only degree
-vectors (8 bytes a vertex) are ever whole on one worker. The result is the directory that
-``PartitionedGraph.save`` writes, read by ``graphs.load_partitioned`` and ``operators.pagerank``.
-Vertex ids must be integers in ``0 .. n-1`` (no renumbering: that would need every label on one host).
+One task per input file parses it once (kept in binary); when any file holds labels that are not
+integers >= 0, one task merges the files' distinct labels into the sorted label table (vertex i is the
+i-th label in sorted order; ``read_edgelist`` numbers string labels by first appearance instead, which
+needs the files in order); one task per file then numbers its edges and counts
+degrees; one task sums the counts and cuts the destination ranges (balanced by in-edges, as
+``graphs.partition``); one task per input file splits its edges into one bucket per range; one task per
+range sorts its buckets into the in-edge CSR of the part. Only degree vectors (8 bytes a vertex) and
+the label table are ever whole on one worker. Integer ids >= 0 are used as they are (vertex i is id
+i). The result is the directory that ``PartitionedGraph.save`` writes (labels included), read by
+``graphs.load_partitioned`` and ``operators.pagerank``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,9 @@ import dask
 import numpy as np
 from dask.base import tokenize
 
-from graphs.errors import GraphFormatError
 from graphs.partition import FORMAT, VERSION, range_bounds
 from graphs.read import read_edge_columns
-from graphs.store import file_sha256
+from graphs.store import _write_labels, file_sha256
 
 from .job import Job
 from .stages import default_workdir
@@ -43,7 +45,8 @@ def partition_files(files, parts: int, out, *, n: int | None = None, directed: b
     out : path
         Directory to write (replaced atomically when the job finishes).
     n : int, optional
-        Number of vertices (default: largest id + 1).
+        Number of vertices (default: largest id + 1). Integer ids >= 0 are vertex numbers; any other
+        labels (strings, negative numbers) are numbered in sorted order and kept as the graph's ids.
     directed, weighted, dedupe
         Undirected edges are stored both ways; weights come from the third column (or
         ``read_options['weight_col']``); ``dedupe`` drops repeated (source, destination) pairs.
@@ -77,14 +80,17 @@ def partition_files(files, parts: int, out, *, n: int | None = None, directed: b
         done = dask.delayed(_summary, pure=True)(str(out), dask_key_name=f"graphjobs-ingest-{token}")
         return Job("ingest", done, tmp.parent, stages={"summary": done})
     d = functools.partial(dask.delayed, pure=True)
-    degrees = [d(_degrees)(f, i, opts, directed, str(tmp), dask_key_name=f"ingest-degrees-{token}-{i}")
-               for i, f in enumerate(files)]  # fmt: skip
-    plan = d(_plan)(degrees, parts, n, dask_key_name=f"ingest-plan-{token}")
+    parsed = [d(_parse)(f, i, opts, directed, str(tmp), dask_key_name=f"ingest-parse-{token}-{i}")
+              for i, f in enumerate(files)]  # fmt: skip
+    table = d(_label_table)(parsed, n, str(tmp), dask_key_name=f"ingest-labels-{token}")
+    degrees = [d(_degrees)(p, i, table, str(tmp), dask_key_name=f"ingest-degrees-{token}-{i}")
+               for i, p in enumerate(parsed)]  # fmt: skip
+    plan = d(_plan)(degrees, parts, n, table, dask_key_name=f"ingest-plan-{token}")
     buckets = [d(_bucket)(deg[2], i, plan, str(tmp), dask_key_name=f"ingest-bucket-{token}-{i}")
                for i, deg in enumerate(degrees)]  # fmt: skip
     built = [d(_part)(r, buckets, plan, dedupe, str(tmp), token, dask_key_name=f"ingest-part-{token}-{r}")
              for r in range(parts)]  # fmt: skip
-    result = d(_finish)(built, plan, directed, "weight_col" in opts, str(tmp), str(out), token,
+    result = d(_finish)(built, plan, table, directed, "weight_col" in opts, str(tmp), str(out), token,
                         dask_key_name=f"graphjobs-ingest-{token}")  # fmt: skip
     return Job("ingest", result, tmp.parent, stages={"degrees": degrees, "parts": built, "summary": result})
 
@@ -109,32 +115,63 @@ def dataset_files(source) -> list[str] | None:
     return None
 
 
-def _edges(path, opts, directed):
+def _parse(path, i, opts, directed, tmp):
+    """Parse one file (undirected: both ways); keep it (binary). Returns its path, whether its ids are
+    integers >= 0, and its distinct labels when they are not."""
     src, dst, w = read_edge_columns(path, **opts)
     src, dst = np.asarray(src), np.asarray(dst)
-    for name, a in (("source", src), ("destination", dst)):
-        if a.dtype.kind not in "iu" or (a.size and int(a.min()) < 0):
-            msg = (
-                f"expected {name} ids that are integers >= 0 (partitioned ingestion does not renumber labels)"
-            )
-            raise GraphFormatError(path, None, msg)
-    src, dst = src.astype(np.int64), dst.astype(np.int64)
-    w = None if w is None else np.asarray(w, dtype=np.float32)
     if not directed:
         loop = src == dst
         src, dst = np.concatenate([src, dst[~loop]]), np.concatenate([dst, src[~loop]])
         w = None if w is None else np.concatenate([w, w[~loop]])
-    return src, dst, w
+    ints = all(a.dtype.kind in "iu" and not (a.size and int(a.min()) < 0) for a in (src, dst))
+    if not ints:
+        src, dst = _as_labels(src), _as_labels(dst)
+    arrays = {"src": src, "dst": dst} | ({} if w is None else {"w": np.asarray(w, dtype=np.float32)})
+    saved = _save_npz(Path(tmp) / "parsed" / f"raw{i}.npz", **arrays)
+    return {"path": saved, "ints": ints, "labels": None if ints else np.unique(np.concatenate([src, dst]))}
 
 
-def _degrees(path, i, opts, directed, tmp):
-    """In-degree counts of one file; its parsed edges are kept (binary) for ``_bucket``."""
-    src, dst, w = _edges(path, opts, directed)
+def _as_labels(a):
+    """Labels as numbers (kept) or strings: one comparable, picklable-free dtype."""
+    return a if a.dtype.kind in "iuf" else np.asarray(a, dtype=str)
+
+
+def _label_table(parsed, n, tmp):
+    """None when every file has integer ids >= 0; else the sorted distinct labels, saved for the tasks."""
+    if all(p["ints"] for p in parsed):
+        return None
+    if n is not None:
+        raise ValueError(f"n={n} was given, but the files hold labels (they are numbered, not taken as ids)")
+    pieces = []
+    for p in parsed:  # integer files among labelled ones: their ids are labels too (loaded here)
+        if p["ints"]:
+            with np.load(p["path"]) as f:
+                pieces.append(np.unique(np.concatenate([f["src"], f["dst"]])))
+        else:
+            pieces.append(p["labels"])
+    if any(x.dtype.kind == "U" for x in pieces):
+        pieces = [x.astype(str) for x in pieces]
+    labels = np.unique(np.concatenate(pieces))
+    path = Path(tmp) / "labels.npy"
+    np.save(path, labels, allow_pickle=False)
+    return {"path": str(path), "n": int(labels.size)}
+
+
+def _degrees(parsed, i, table, tmp):
+    """Vertex numbers of one file's edges (through the label table, if any) and its in-degree counts;
+    the numbered edges are kept (binary) for ``_bucket``."""
+    with np.load(parsed["path"]) as f:
+        src, dst, w = f["src"], f["dst"], (f["w"] if "w" in f else None)
+    if table is not None:
+        labels = np.load(table["path"], allow_pickle=False)
+        src, dst = (np.searchsorted(labels, a.astype(labels.dtype)) for a in (src, dst))
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
     top = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-    parsed = _save_npz(
+    numbered = _save_npz(
         Path(tmp) / "parsed" / f"file{i}.npz", src=src, dst=dst, **({} if w is None else {"w": w})
     )
-    return np.bincount(dst, minlength=top), top, parsed
+    return np.bincount(dst, minlength=top), top, numbered
 
 
 def _save_npz(path: Path, **arrays) -> str:
@@ -144,9 +181,9 @@ def _save_npz(path: Path, **arrays) -> str:
     return str(path)
 
 
-def _plan(degrees, parts, n):
+def _plan(degrees, parts, n, table=None):
     top = max(t for _, t, _ in degrees)
-    n = top if n is None else n
+    n = table["n"] if table is not None else (top if n is None else n)
     if top > n:
         raise ValueError(f"vertex id {top - 1} found, but n={n}")
     ind = np.zeros(n, dtype=np.int64)
@@ -196,11 +233,13 @@ def _part(r, buckets, plan, dedupe, tmp, token):
     return {"m": int(src.size), "out": np.bincount(src, minlength=plan["n"]), "token": tokenize(token, r)}
 
 
-def _finish(built, plan, directed, weighted, tmp, out, token):
+def _finish(built, plan, table, directed, weighted, tmp, out, token):
     folder = Path(tmp) / "graph"
     outd = np.sum([b["out"] for b in built], axis=0).astype(np.int64)
     np.save(folder / "out_degree.npy", outd)
     files = ["out_degree.npy"]
+    if table is not None:
+        files.append(_write_labels(np.load(table["path"], allow_pickle=False), folder))
     if weighted:  # out-weight of every vertex: from the parts' weights (one pass over each part)
         outw = np.zeros(plan["n"], dtype=np.float64)
         for r in range(len(built)):

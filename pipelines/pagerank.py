@@ -46,8 +46,9 @@ def pagerank_job(
     source : path, generator spec, CSRGraph, or a dataset
         An edge-list file (any format ``graphs.read_edgelist`` reads), a spec such as
         ``'rmat:scale=20,seed=0'``, or a graph in memory. A folder of edge files or a list of paths is
-        a dataset: it is partitioned on the workers (``pipelines.ingest.partition_files``, integer
-        vertex ids, ``partitions`` parts) without the whole graph on one host.
+        a dataset: it is partitioned on the workers (``pipelines.ingest.partition_files``,
+        ``partitions`` parts) without the whole graph on one host; integer ids >= 0 are vertex numbers,
+        other labels are numbered in sorted order and listed in the output.
     alpha, personalization, max_iter, tol, weighted, method
         As in ``operators.pagerank`` (personalization keyed by original vertex labels).
     directed : bool

@@ -2,7 +2,8 @@
 
 ``pagerank_job`` hands a dataset source here: ``ingest.partition_files`` builds the parts without the
 whole graph on one host, and ``operators.pagerank(PG, client=)`` runs over them (NCCL between GPU
-workers). Vertex ids are the files' integers; the output lists every id 0..n-1.
+workers). The output lists every vertex: the files' integer ids 0..n-1, or their labels when the files
+hold labels (numbered in sorted order by the ingestion).
 """
 
 from __future__ import annotations
@@ -75,13 +76,18 @@ def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
 def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) -> dict:
     import pyarrow as pa
 
+    import graphs
+
     x = np.load(ranks["path"])
-    table = pa.table({"vertex": np.arange(x.size, dtype=np.int64), "pagerank": x})
+    ids = graphs.load_partitioned(ingested["out"], verify=False).ids
+    vertex = np.arange(x.size, dtype=np.int64) if ids is None else ids
+    table = pa.table({"vertex": vertex, "pagerank": x})
     write_parquet(table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token}), out)
     best = np.argsort(-x, kind="stable")[:top]
     return {
         "job": "pagerank", "out": out, "n": ingested["n"], "m": ingested["m"],
-        "top": [(int(i), float(x[i])) for i in best], "pagerank_seconds": ranks["seconds"],
+        "top": [(vertex[i].item() if hasattr(vertex[i], "item") else vertex[i], float(x[i])) for i in best],
+        "pagerank_seconds": ranks["seconds"],
         "device": ranks["device"] or worker_device(),
         "cached": {"pagerank": ranks["cached"], "output": False},
         "memory": {"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0,

@@ -9,7 +9,6 @@ import pytest
 
 import graphs
 import operators
-from graphs.errors import GraphFormatError
 from pipelines import run
 from pipelines.ingest import partition_files
 
@@ -81,12 +80,37 @@ def test_text_files_undirected_dedupe_then_pagerank(tmp_path):
     assert np.abs(x - operators.pagerank(g, tol=1e-10)).max() < 1e-9
 
 
-def test_labels_are_refused(tmp_path):
-    (tmp_path / "e.txt").write_text("a b\nb c\n")
+@pytest.mark.parametrize("directed", [True, False])
+def test_labels_are_numbered_in_sorted_order(tmp_path, directed):
+    """String labels in one file, numbers in the other (labels too, then): the parts equal graphs.partition
+    of the same edges numbered by sorted label, and PageRank by label equals read_edgelist's."""
+    g = graphs.rmat(9, seed=2, device="cpu")
+    src, dst, _ = g.edges()
+    names = np.array([f"user-{v:04d}" for v in range(g.n)])
+    half = g.m // 2
+    a_src, a_dst, b_src, b_dst = names[src[:half]], names[dst[:half]], src[half:], dst[half:]
+    (tmp_path / "a.txt").write_text("".join(f"{s} {d}\n" for s, d in zip(a_src, a_dst, strict=True)))
+    (tmp_path / "b.txt").write_text("".join(f"{s} {d}\n" for s, d in zip(b_src, b_dst, strict=True)))
     with dask.config.set(scheduler="sync"):
-        job = partition_files([tmp_path / "e.txt"], 2, tmp_path / "pg", workdir=tmp_path)
-        with pytest.raises(GraphFormatError, match="integers >= 0"):
-            run(job, progress=False)
+        files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+        run(partition_files(files, 3, tmp_path / "pg", directed=directed, workdir=tmp_path), progress=False)
+        with pytest.raises(ValueError, match="hold labels"):
+            run(partition_files(files[:1], 2, tmp_path / "pg2", n=10, workdir=tmp_path), progress=False)
+    pg = graphs.load_partitioned(tmp_path / "pg")
+    s_lab = np.concatenate([a_src, b_src.astype(str)])
+    d_lab = np.concatenate([a_dst, b_dst.astype(str)])
+    labels = np.unique(np.concatenate([s_lab, d_lab]))
+    assert list(pg.ids) == list(labels)
+    ref = graphs.from_edges(np.searchsorted(labels, s_lab), np.searchsorted(labels, d_lab), n=labels.size,
+                            directed=directed, renumber=False)  # fmt: skip
+    for mine, theirs in zip(pg.parts, graphs.partition(ref, 3).parts, strict=True):
+        assert np.array_equal(mine.indptr, theirs.indptr) and np.array_equal(mine.indices, theirs.indices)
+    whole = tmp_path / "whole.txt"
+    whole.write_text((tmp_path / "a.txt").read_text() + (tmp_path / "b.txt").read_text())
+    read = graphs.read_edgelist(whole, directed=directed)
+    by_label = dict(zip(map(str, read.ids), operators.pagerank(read, tol=1e-12), strict=True))
+    mine = operators.pagerank(ref, tol=1e-12)
+    assert max(abs(mine[i] - by_label[lab]) for i, lab in enumerate(labels)) < 1e-9
     with pytest.raises(FileNotFoundError):
         partition_files([tmp_path / "missing.txt"], 2, tmp_path / "pg")
 
@@ -118,3 +142,28 @@ def test_pagerank_job_on_a_folder_of_edge_files(tmp_path):
     assert df.vertex.tolist() == list(range(n)) and summary["n"] == n
     half = graphs.from_edges(src, dst, n=n, renumber=False)
     assert np.abs(df.pagerank.to_numpy() - operators.pagerank(half, tol=1e-10)).max() < 1e-9
+
+
+def test_pagerank_job_on_labelled_edge_files(tmp_path):
+    from distributed import Client
+
+    import pipelines
+    from cluster import make_cluster
+
+    g = graphs.barabasi_albert(300, 3, seed=4)
+    src, dst, _ = g.edges()
+    folder = tmp_path / "edges"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(g.m), 3)):
+        (folder / f"e{i}.txt").write_text("".join(f"v{src[e]} v{dst[e]}\n" for e in part))
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
+        job = pipelines.pagerank_job(
+            folder, partitions=2, tol=1e-12, out=tmp_path / "pr.parquet", workdir=tmp_path
+        )
+        summary = pipelines.run(job, client, progress=False)
+    df = pd.read_parquet(tmp_path / "pr.parquet")
+    whole = graphs.from_edges(np.array([f"v{s}" for s in src]), np.array([f"v{d}" for d in dst]))
+    want = dict(zip(whole.ids, operators.pagerank(whole, tol=1e-12), strict=True))
+    assert sorted(df.vertex) == sorted(want) and summary["n"] == g.n
+    assert max(abs(p - want[v]) for v, p in zip(df.vertex, df.pagerank, strict=True)) < 1e-9
+    assert summary["top"][0][0] == max(want, key=want.get)
