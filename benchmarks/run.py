@@ -53,6 +53,9 @@ def main(argv=None) -> None:
     if "topk" in only:
         tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
         topk_ppr.run(rep, args.device, dataset_dir(), tscales, args.batch)
+    if "topk-ablation" in only:
+        tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
+        topk_ppr.run_ablation(rep, args.device, dataset_dir(), tscales)
     if "ppr" in only:
         pscales = [int(s) for s in args.ppr_scales.split(",") if s] if args.device == "gpu" else []
         ppr_push.run(rep, args.device, dataset_dir(), pscales)
