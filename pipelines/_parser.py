@@ -86,38 +86,26 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
-    demo = sub.add_parser(
-        "demo",
-        help="PageRank on a generated R-MAT graph on a local cluster",
-        epilog=EXAMPLES["demo"],
-        formatter_class=fmt,
-    )
+
+    def command(name: str, help: str):
+        return sub.add_parser(name, help=help, epilog=EXAMPLES[name], formatter_class=fmt)
+
+    demo = command("demo", "PageRank on a generated R-MAT graph on a local cluster")
     demo.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
     demo.add_argument("--scale", type=int, help="R-MAT scale (default 16 on CPU, 20 on GPU)")
     demo.add_argument("--workers", type=int, help="Dask workers (default: one per GPU, or by core count)")
     demo.add_argument("--workdir", default=None, help="artifact folder (default .graphjobs)")
-    rn = sub.add_parser("run", help="run the job a YAML spec describes", epilog=EXAMPLES["run"],
-                        formatter_class=fmt)  # fmt: skip
+    rn = command("run", "run the job a YAML spec describes")
     rn.add_argument("spec", help="YAML file: job, input, sources or k, params, out, workdir")
     _run_options(rn)
-    cl = sub.add_parser(
-        "cluster",
-        help="start a local Dask cluster for jobs to submit to (until Ctrl-C)",
-        epilog=EXAMPLES["cluster"],
-        formatter_class=fmt,
-    )
+    cl = command("cluster", "start a local Dask cluster for jobs to submit to (until Ctrl-C)")
     cl.add_argument("--gpus", type=int, help="GPU workers (default: one per visible GPU; 0 for CPU workers)")
     cl.add_argument("--workers", type=int, help="CPU workers (default by core count)")
     cl.add_argument("--host", default="127.0.0.1", help="scheduler interface (127.0.0.1: this machine only)")
     cl.add_argument("--port", type=int, default=8786, help="scheduler port (8786; 0 picks a free one)")
     cl.add_argument("--dashboard", default="127.0.0.1:8787", help="dashboard address (127.0.0.1:8787)")
     _tls_options(cl)
-    pr = sub.add_parser(
-        "pagerank",
-        help="PageRank of an edge list, written to Parquet",
-        epilog=EXAMPLES["pagerank"],
-        formatter_class=fmt,
-    )
+    pr = command("pagerank", "PageRank of an edge list, written to Parquet")
     pr.add_argument("input", help="edge-list file (.txt/.gz/.csv/.tsv/.parquet/.mtx) or a spec like rmat:16")
     pr.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     pr.add_argument("--weighted", action="store_true", help="read edge weights from the third column")
@@ -135,12 +123,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", default="pagerank.parquet")
     pr.add_argument("--workdir", default=None)
     _run_options(pr)
-    ix = sub.add_parser(
-        "index",
-        help="build the kPAR top-k PPR index of a graph",
-        epilog=EXAMPLES["index"],
-        formatter_class=fmt,
-    )
+    ix = command("index", "build the kPAR top-k PPR index of a graph")
     ix.add_argument("input", help="edge-list file or a spec like rmat:16")
     ix.add_argument("--out", required=True, help="folder for the graph, its PageRank and the index")
     ix.add_argument("--undirected", action="store_true", help="store every edge in both directions")
@@ -148,10 +131,7 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--epsilon", type=float, default=0.5, help="relative error guarantee (0.5)")
     ix.add_argument("--seed", type=int, default=0)
     _run_options(ix)
-    tk = sub.add_parser(
-        "topk-ppr", help="top-k personalized PageRank of many sources", epilog=EXAMPLES["topk-ppr"],
-        formatter_class=fmt,
-    )  # fmt: skip
+    tk = command("topk-ppr", "top-k personalized PageRank of many sources")
     tk.add_argument("--index", required=True, help="folder written by `graphjobs index`")
     _sources_options(tk)
     tk.add_argument("-k", type=int, default=100, help="vertices per source (100)")
@@ -159,10 +139,7 @@ def parser() -> argparse.ArgumentParser:
         "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
     )
     _batch_options(tk, chunk=1000)
-    pp = sub.add_parser(
-        "ppr", help="personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet",
-        epilog=EXAMPLES["ppr"], formatter_class=fmt,
-    )  # fmt: skip
+    pp = command("ppr", "personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet")
     pp.add_argument("input", help="edge-list file or a spec like rmat:16")
     _sources_options(pp)
     pp.add_argument("--topk", type=int, default=100, help="entries kept per source (100)")
@@ -174,10 +151,7 @@ def parser() -> argparse.ArgumentParser:
     pp.add_argument("--out", default="ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)")
     pp.add_argument("--workdir", default=None)
     _batch_options(pp, chunk=100)
-    im = sub.add_parser(
-        "influence", help="influence maximization (IMM, IC or LT): k seeds to CSV",
-        epilog=EXAMPLES["influence"], formatter_class=fmt,
-    )  # fmt: skip
+    im = command("influence", "influence maximization (IMM, IC or LT): k seeds to CSV")
     im.add_argument("input", help="edge-list file or a spec like ba:n=10000,m=4")
     im.add_argument("-k", type=int, default=50, help="seeds (per round), 50")
     im.add_argument("--epsilon", type=float, default=0.1, help="approximation slack (0.1)")
@@ -195,10 +169,7 @@ def parser() -> argparse.ArgumentParser:
     im.add_argument("--distributed", choices=["auto", "on", "off"], default="auto",
                     help="spread the RR samples over the workers (auto: with 2 or more)")  # fmt: skip
     _run_options(im)
-    sr = sub.add_parser(
-        "simrank", help="single-source SimRank (ClipSim) of many sources, top-k to Parquet",
-        epilog=EXAMPLES["simrank"], formatter_class=fmt,
-    )  # fmt: skip
+    sr = command("simrank", "single-source SimRank (ClipSim) of many sources, top-k to Parquet")
     sr.add_argument("input", help="edge-list file or a spec like rmat:16")
     _sources_options(sr, single=True)
     sr.add_argument("-k", type=int, default=100, help="similar vertices kept per source (100)")
