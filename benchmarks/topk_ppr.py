@@ -105,13 +105,19 @@ def run(rep: Reporter, device: str, dataset_dir, scales, batch: int) -> None:
         run_graph(rep, f"rmat-{s}", g, exact_sources=8, batch=batch)
 
 
-# The query's switches, from the simplest to full kPAR (tiling only changes the GPU kernels)
+# The query's switches, from the simplest to full kPAR (the paper's schedule: a launch per frontier,
+# delta halved once per round), then graphjobs' two additions; tiling and the persistent push only
+# change the GPU kernels
+PAPER = dict(persistent=False, jump=False)
 ABLATION = (
-    ("IRW only", dict(adaptive=False, high_irw=False, tiling=False)),
-    ("+ adaptive push", dict(adaptive=True, high_irw=False, tiling=False)),
-    ("+ high-IRW set", dict(adaptive=True, high_irw=True, tiling=False)),
-    ("+ tiling (full kPAR)", dict(adaptive=True, high_irw=True, tiling=True)),
+    ("IRW only", dict(adaptive=False, high_irw=False, tiling=False, **PAPER)),
+    ("+ adaptive push", dict(adaptive=True, high_irw=False, tiling=False, **PAPER)),
+    ("+ high-IRW set", dict(adaptive=True, high_irw=True, tiling=False, **PAPER)),
+    ("+ tiling (full kPAR)", dict(adaptive=True, high_irw=True, tiling=True, **PAPER)),
+    ("+ persistent push", dict(adaptive=True, high_irw=True, tiling=True, persistent=True, jump=False)),
+    ("+ delta jumps (graphjobs)", dict(adaptive=True, high_irw=True, tiling=True)),
 )
+GPU_ONLY = ("+ tiling (full kPAR)", "+ persistent push")
 
 
 def ablation(rep: Reporter, name: str, g, *, ks=(100, 1000), queries=10) -> None:
@@ -120,7 +126,7 @@ def ablation(rep: Reporter, name: str, g, *, ks=(100, 1000), queries=10) -> None
     idx = build_ppr_index(g, seed=0)
     srcs = _sources(g, queries, seed=1)
     exact = to_host(ppr(g, srcs, method="power", tol=1e-9))
-    variants = ABLATION if device == "gpu" else ABLATION[:3]
+    variants = [v for v in ABLATION if device == "gpu" or v[0] not in GPU_ONLY]
     for k in ks:
         base = None
         for label, switches in variants:

@@ -107,14 +107,17 @@ def to_host(a: Any) -> Any:
 
 
 @functools.cache
-def get_kernel(source: str, name: str, options: tuple[str, ...] = ("-std=c++17",)) -> Any:
-    """The compiled CuPy RawKernel ``name`` of ``source``: built once per process and device.
+def get_kernel(
+    source: str, name: str, options: tuple[str, ...] = ("-std=c++17",), cooperative: bool = False
+) -> Any:
+    """The compiled CuPy RawKernel ``name`` of ``source``: built once per process and device;
+    ``cooperative`` launches it with cuLaunchCooperativeKernel (grid-wide barriers allowed).
 
     CuPy compiles lazily on first launch for each device and caches the binary on disk, so one
     RawKernel object per (source, name) is all the memoization needed.
     """
     cp = import_cupy()
-    return cp.RawKernel(source, name, options=options)
+    return cp.RawKernel(source, name, options=options, enable_cooperative_groups=cooperative)
 
 
 def event_seconds(fn, *, repeats: int, warmup: int) -> list[float]:

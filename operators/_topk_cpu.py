@@ -110,6 +110,18 @@ def _fallback_cpu(indptr, indices, touched, nt, r, pi0, alpha, walks_per_mass, k
     return est, ret, g
 
 
+def select_top(verts, est, k: int):
+    """Positions of the k largest estimates, decreasing; estimates equal in float32 (a relative
+    1e-7, far below any guarantee) rank by vertex id, so that the answer does not depend on the
+    order of the list nor on the order of floating-point atomic adds."""
+    key = -est.astype(np.float32)
+    if est.size > k:  # all ties of the k-th value, then the exact order among them
+        sel = np.flatnonzero(key <= np.partition(key, k - 1)[k - 1])
+    else:
+        sel = np.arange(est.size)
+    return sel[np.lexsort((verts[sel], key[sel]))][:k]
+
+
 class CPUQuery:
     """The workspace and primitives of Algorithm 3 on the CPU."""
 
@@ -137,14 +149,30 @@ class CPUQuery:
         self.mark[s] = 2
         self.touched[0] = s
         self.nt = 1
+        self.push_count = 0
 
-    def push(self, rmax: float, adaptive: bool, tiling: bool) -> int:
+    def push(self, rmax: float, *, adaptive: bool, tiling: bool, persistent: bool) -> None:
         beta = self.index.arrays["beta"] if adaptive else self.ones
         pushes, self.nt = _afp_cpu(
             self.indptr, self.indices, self.deg1, beta, rmax, self.s, self.index.params.alpha,
             self.r, self.pi0, self.mark, self.touched, self.nt, self.queue,
         )  # fmt: skip
-        return int(pushes)
+        self.push_count += int(pushes)
+
+    def pushes(self) -> int:
+        return self.push_count
+
+    def estimate(self, tau: float, k: int, *, high_irw: bool, tiling: bool):
+        """The round's top k (internal ids, unnormalised estimates), the number of candidates and
+        the returned mass: candidates by reserve, Alg. 4 over H, Alg. 6 over the candidates."""
+        cand = self.candidates(tau, exclude_h=high_irw)
+        est_h = self.bound_reduction()
+        est_c = self.compute_ppr(cand, est_h)
+        if high_irw:
+            high = self.index.arrays["high"]
+            cand, est_c = np.concatenate([cand, high]), np.concatenate([est_c, self.pi0[high] + est_h])
+        best = select_top(cand, est_c, k)
+        return cand[best], est_c[best], cand.size - (high.size if high_irw else 0), self.returned_mass
 
     def candidates(self, tau: float, exclude_h: bool):
         t = self.touched[: self.nt]
@@ -162,7 +190,7 @@ class CPUQuery:
         )
         return est_h
 
-    def compute_ppr(self, cand, est_h, tiling: bool):
+    def compute_ppr(self, cand, est_h):
         a = self.index.arrays
         out = np.empty(cand.size)
         _compute_ppr_cpu(
@@ -170,16 +198,6 @@ class CPUQuery:
             a["h_index"], est_h, out,
         )  # fmt: skip
         return out
-
-    def returned(self) -> float:
-        return self.returned_mass
-
-    def pi0_of(self, vertices):
-        return self.pi0[vertices]
-
-    def top(self, vertices, est, k: int):
-        best = np.argsort(-est, kind="stable")[:k]
-        return np.asarray(vertices)[best], est[best]
 
     def fallback(self, walks_per_mass: float, key: int):
         est, ret, walks = _fallback_cpu(

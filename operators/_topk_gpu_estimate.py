@@ -12,18 +12,20 @@ from graphs._mix import MIX_CUDA
 from ._irw import WALK_CUDA
 
 ESTIMATE_KERNELS = r"""
-// Alg. 6: a tile of TSIZE threads per candidate (tsize = 1: a thread per candidate)
-extern "C" __global__ void gj_compute_ppr(const int* cand, int ncand, int tsize, const long long* ip1,
-        const int* starts, const long long* ip2, const int* freqs, const double* r, const double* inv_omega,
-        const double* pi0, const int* h_index, const double* est_h, double* out) {
+// Alg. 6: a tile of TSIZE threads per listed vertex (tsize = 1: a thread per vertex); the list holds
+// offset + *ncand vertices (the count stays on the device)
+extern "C" __global__ void gj_compute_ppr(const int* cand, const int* ncand, int offset, int tsize,
+        const long long* ip1, const int* starts, const long long* ip2, const int* freqs, const double* r,
+        const double* inv_omega, const double* pi0, const int* h_index, const double* est_h, double* out) {
     const int tl = threadIdx.x % tsize, per_warp = 32 / tsize;
+    const long long count = offset + (long long)*ncand;
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const long long nwarps = (long long)gridDim.x * blockDim.x / 32;
-    for (long long base = warp * per_warp; base < ncand; base += nwarps * per_warp) {  // warp-uniform
+    for (long long base = warp * per_warp; base < count; base += nwarps * per_warp) {  // warp-uniform
         long long c = base + (threadIdx.x & 31) / tsize;
         double acc = 0.0;
-        int t = c < ncand ? cand[c] : 0;
-        if (c < ncand) {
+        int t = c < count ? cand[c] : 0;
+        if (c < count) {
             long long lo = ip1[t], hi = ip1[t + 1], f0 = ip2[t], nf = ip2[t + 1] - f0;
             for (long long j = lo + tl; j < hi; j += tsize) {
                 int v = starts[j];
@@ -32,23 +34,36 @@ extern "C" __global__ void gj_compute_ppr(const int* cand, int ncand, int tsize,
             }
         }
         for (int o = tsize / 2; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o, tsize);
-        if (c < ncand && tl == 0) { int h = h_index[t]; out[c] = pi0[t] + acc + (h >= 0 ? est_h[h] : 0.0); }
+        if (c < count && tl == 0) { int h = h_index[t]; out[c] = pi0[t] + acc + (h >= 0 ? est_h[h] : 0.0); }
     }
 }
-// Alg. 4: a warp per touched start vertex adds its walks ending in H; est_h[nh] gets sum r(v) b_v
+// Alg. 4: each touched start vertex adds its walks ending in H (a lane per vertex, the whole warp for
+// lists longer than 32 entries); est_h[nh] gets sum r(v) b_v, summed per warp first
 extern "C" __global__ void gj_bound_reduction(const int* touched, const int* ntouched, const double* r,
         const double* inv_omega, const int* ret, const long long* hptr, const int* h_end, const int* h_freq,
         int nh, double* est_h) {
+    const unsigned full = 0xffffffffu;
     const int lane = threadIdx.x & 31;
-    const int nwarps = gridDim.x * blockDim.x / 32;
-    for (int i = (blockIdx.x * blockDim.x + threadIdx.x) / 32; i < *ntouched; i += nwarps) {
-        int v = touched[i];
-        double rv = r[v];
-        if (!(rv > 0.0)) continue;
-        double w = rv * inv_omega[v];
-        if (lane == 0 && ret[v]) atomicAdd(&est_h[nh], w * ret[v]);
-        for (long long e = hptr[v] + lane; e < hptr[v + 1]; e += 32)
-            atomicAdd(&est_h[h_end[e]], w * h_freq[e]);
+    const long long nt = *ntouched, stride = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
+    for (long long base = first; base < nt; base += stride) {  // warp-uniform
+        long long i = base + lane, lo = 0, hi = 0;
+        double w = 0.0, back = 0.0;
+        if (i < nt) {
+            int v = touched[i];
+            double rv = r[v];
+            if (rv > 0.0) { w = rv * inv_omega[v]; back = w * ret[v]; lo = hptr[v]; hi = hptr[v + 1]; }
+        }
+        const bool shared = hi - lo > 32;
+        if (!shared) for (long long e = lo; e < hi; ++e) atomicAdd(&est_h[h_end[e]], w * h_freq[e]);
+        for (unsigned many = __ballot_sync(full, shared); many; many &= many - 1) {
+            const int src = __ffs(many) - 1;
+            const long long l2 = __shfl_sync(full, lo, src), h2 = __shfl_sync(full, hi, src);
+            const double w2 = __shfl_sync(full, w, src);
+            for (long long e = l2 + lane; e < h2; e += 32) atomicAdd(&est_h[h_end[e]], w2 * h_freq[e]);
+        }
+        for (int o = 16; o > 0; o >>= 1) back += __shfl_down_sync(full, back, o);
+        if (lane == 0 && back > 0.0) atomicAdd(&est_h[nh], back);
     }
 }
 """
@@ -73,34 +88,27 @@ extern "C" __global__ void gj_fallback_walks(const long long* indptr, const int*
 )
 
 
-def compute_ppr_gpu(q, cand, est_h, tsize: int):
-    """pi0 + IRW walk sums (+ H part) of each candidate; ``q`` is the GPUQuery."""
-    cp = import_cupy()
+def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
+    """pi0 + IRW walk sums (+ H part) of the ``offset + ncand`` vertices listed in ``ids``, into
+    ``q.est`` (``q`` is the GPUQuery; the candidate count stays on the device)."""
     a = q.index.arrays
-    out = cp.empty(cand.size, dtype=cp.float64)
-    if cand.size:
-        warps = (int(cand.size) * tsize + 31) // 32
-        grid = (max(1, min(q.sm_blocks * 4, (warps * 32 + 255) // 256)),)
-        get_kernel(ESTIMATE_KERNELS, "gj_compute_ppr")(
-            grid, (256,),
-            (cand, np.int32(cand.size), np.int32(tsize), a["ip1"], a["starts"], a["ip2"], a["freqs"],
-             q.r, q.inv_omega, q.pi0, a["h_index"], est_h, out),
-        )  # fmt: skip
-    return out
-
-
-def bound_reduction_gpu(q):
-    """Walk parts of the H estimates, and the returned mass sum r(v) b_v as the last element."""
-    cp = import_cupy()
-    a = q.index.arrays
-    nh = int(a["high"].size)
-    est_h = cp.zeros(nh + 1, dtype=cp.float64)
-    get_kernel(ESTIMATE_KERNELS, "gj_bound_reduction")(
-        (q.sm_blocks * 2,), (256,),
-        (q.touched, q.counts[3:], q.r, q.inv_omega, a["ret"], a["hptr"], a["h_end"], a["h_freq"],
-         np.int32(nh), est_h),
+    get_kernel(ESTIMATE_KERNELS, "gj_compute_ppr")(
+        (q.sm_blocks * 4,), (256,),
+        (ids, q.counts[6:], np.int32(offset), np.int32(tsize), a["ip1"], a["starts"], a["ip2"], a["freqs"],
+         q.r, q.inv_omega, q.pi0, a["h_index"], q.est_h, q.est),
     )  # fmt: skip
-    return est_h
+
+
+def bound_reduction_gpu(q) -> None:
+    """Walk parts of the H estimates into ``q.est_h[:nh]``, the returned mass sum r(v) b_v into
+    ``q.est_h[nh]``."""
+    a = q.index.arrays
+    q.est_h.fill(0)
+    get_kernel(ESTIMATE_KERNELS, "gj_bound_reduction")(
+        (q.sm_blocks * 4,), (256,),
+        (q.touched, q.counts[3:], q.r, q.inv_omega, a["ret"], a["hptr"], a["h_end"], a["h_freq"],
+         np.int32(q.nh), q.est_h),
+    )  # fmt: skip
 
 
 def fallback_gpu(q, walks_per_mass: float, key: int):

@@ -23,14 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphs._device import array_module, to_host
+from graphs._device import to_host
 from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
 from ._streams import StreamPool, stream_count
 from .ppr_index import PPRIndex
 
-WORKSPACE_BYTES = 72  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``)
+WORKSPACE_BYTES = 96  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``)
+MAX_JUMP = 16  # most halvings of delta after one failed round
 
 
 @dataclass
@@ -74,6 +75,8 @@ def topk_ppr(
     adaptive: bool = True,
     high_irw: bool = True,
     tiling: bool = True,
+    persistent: bool = True,
+    jump: bool = True,
     streams: int | None = None,
 ) -> TopkPPR:
     """The k vertices of highest personalized PageRank from each source, with kPAR's guarantees.
@@ -81,7 +84,8 @@ def topk_ppr(
     Each round pushes residues (adaptive forward push, per-vertex thresholds beta(v) r_max), takes as
     candidates the vertices with reserve >= tau = delta / 2, estimates them from the inverted random
     walks and the high-IRW set H, and stops when the bounds certify the top k (see the module text);
-    otherwise delta is halved. After ``max_rounds`` failed rounds it falls back to fresh random
+    otherwise delta is halved (by default as many times as the round's estimates show the test
+    needs: see ``jump``). After ``max_rounds`` failed rounds it falls back to fresh random
     walks from every vertex with residue (Algorithm 3, lines 27-32), ceil(r(v) psi / d) from v
     with d = min(sqrt(delta delta_min), max(k-th estimate, 1/n)) of the last round.
 
@@ -105,6 +109,14 @@ def topk_ppr(
         Switches for the ablation: per-vertex thresholds (off: beta = 1), the H set's bound
         reduction and tighter bound (off: H vertices are ordinary candidates and omega_I^ub is the
         maximum over all vertices), tile-based GPU kernels (off: a thread per vertex).
+    persistent : bool
+        GPU only: run each round's push in one cooperative launch, its frontiers' edges spread
+        evenly over the whole GPU (off: the paper's launch per frontier, tiled per ``tiling``).
+    jump : bool
+        After a failed round, halve delta as many times as needed for the stop test to pass on
+        that round's estimates (at least once; at most 16). The test itself, and so the guarantee,
+        is unchanged; rounds that the bounds of the failed one already show to be too coarse are
+        skipped. False halves once per round, as Algorithm 3 does.
     streams : int, optional
         GPU only: sources answered at once, each in its own thread, CUDA stream and workspace, so
         that one query's kernels run while another waits on a host read. Default: 1 below 2**20
@@ -146,7 +158,7 @@ def topk_ppr(
     streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES)
     ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
-    opts.update(high_irw=high_irw, tiling=tiling, ub_walks=ub_walks)
+    opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)
 
     def answer(i, s, ops):
         t0 = time.perf_counter()
@@ -158,10 +170,17 @@ def topk_ppr(
     todo = list(enumerate(src.tolist()))
     if streams > 1:  # the first alone (it builds every kernel), the others at once
         from ._topk_gpu import GPUQuery
+        from ._topk_gpu_push import persistent_blocks
 
         answer(*todo[0], ops)
+        blocks = persistent_blocks(streams)  # cooperative grids in flight together must all fit
+
+        def answer_in(item, work):
+            work.blocks = blocks
+            answer(*item, work)
+
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
-        pool.map(lambda item, work: answer(*item, work), todo[1:], streams)
+        pool.map(answer_in, todo[1:], streams)
     else:
         for i, s in todo:
             answer(i, s, ops)
@@ -183,39 +202,43 @@ def _workspace(index: PPRIndex):
     return ops
 
 
-def _query(ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, ub_walks, key):
+def _query(
+    ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, persistent, jump, ub_walks, key
+):
     P = index.params
-    high = index.arrays["high"]
     ops.start(s)
-    pushes = 0
     for rnd in range(1, max_rounds + 1):
-        rmax, rho, tau = P.r_max(delta), P.rho(delta), 0.5 * delta  # line 4-6 (Eq. 5, 6, 10)
-        pushes += ops.push(rmax, adaptive, tiling)  # ParallelAFP from the regenerated frontier
-        cand = ops.candidates(tau, exclude_h=high_irw)  # pi0(s, v) >= tau, by reserve
-        est_h = ops.bound_reduction()  # Alg. 4 over H
-        est_c = ops.compute_ppr(cand, est_h, tiling)  # Alg. 6 over the candidates
-        norm = 1.0 / (1.0 - ops.returned())
-        if high_irw:
-            verts, est = ops.top(_concat(cand, high), _concat(est_c, ops.pi0_of(high) + est_h), k)
-        else:
-            verts, est = ops.top(cand, est_c, k)
-        verts, est = to_host(verts), to_host(est) * norm
-        pi_ub = (tau + rho * ub_walks) * norm  # Eq. 11
-        e = P.eps_prime(est, delta, eps)
-        lb = est / (1 + e)
-        ub = np.where(e < 1, est / np.maximum(1 - e, 1e-300), np.inf)
-        theta = math.sqrt(delta * P.delta_min)  # eps' <= eps from here up
-        if est.size >= k and lb[k - 1] >= theta and pi_ub <= lb[k - 1] and (ub <= (1 + eps) * lb).all():
-            return verts, est, (rnd, pushes, cand.size, False, delta)
+        rmax, tau = P.r_max(delta), 0.5 * delta  # line 4-6 (Eq. 5, 6)
+        ops.push(rmax, adaptive=adaptive, tiling=tiling, persistent=persistent)  # ParallelAFP
+        # candidates pi0(s, v) >= tau, Alg. 4 over H, Alg. 6 over the candidates, the top k
+        verts, est, ncand, returned = ops.estimate(tau, k, high_irw=high_irw, tiling=tiling)
+        est = est / (1.0 - returned)
+        failed = _failed(P, est, k, delta, eps, ub_walks, returned)
+        if not failed:
+            return verts, est, (rnd, ops.pushes(), ncand, False, delta)
         kth = est[k - 1] if est.size >= k else 0.0
-        delta /= 2
+        theta = math.sqrt(delta * P.delta_min)
+        halvings = 1
+        if jump and est.size >= k:  # as many halvings as these estimates need to pass the test
+            while halvings < MAX_JUMP and _failed(P, est, k, delta / 2**halvings, eps, ub_walks, returned):
+                halvings += 1
+        delta /= 2**halvings
     # lines 27-32: Monte-Carlo walks from every vertex with residue, enough for the guarantee at the
     # k-th estimate of the last round (never beyond the index's level, nor below 1/n)
     target = min(theta, max(kth, 1.0 / index.graph.n))
     best, est, _ = ops.fallback(P.psi / target, key)
     best = to_host(best[:k])
-    return best, to_host(est[best]), (rnd, pushes, cand.size, True, delta)
+    return best, to_host(est[best]), (rnd, ops.pushes(), ncand, True, delta)
 
 
-def _concat(a, b):
-    return array_module(a).concatenate([a, b])
+def _failed(P, est, k, delta, eps, ub_walks, returned) -> bool:
+    """The stop test of lines 15-23 (see the module text) fails for these normalised estimates. eps'
+    falls as the estimate grows, so the smallest of the top k decides every one of its conditions."""
+    if est.size < k:
+        return True
+    x = float(est[:k].min())
+    pi_ub = (0.5 * delta + P.rho(delta) * ub_walks) / (1.0 - returned)  # Eq. 11
+    e = float(P.eps_prime(x, delta, eps))
+    lb = x / (1 + e)
+    theta = math.sqrt(delta * P.delta_min)  # eps' <= eps from here up
+    return not (e < 1 and lb >= theta and pi_ub <= lb and x / (1 - e) <= (1 + eps) * lb)

@@ -19,6 +19,7 @@ from operators import (
     _simrank_gpu,
     _topk_gpu,
     _topk_gpu_estimate,
+    _topk_gpu_push,
 )
 
 NVCC = shutil.which("nvcc")
@@ -29,16 +30,20 @@ SOURCES = [
     ("irw-walks", _irw.WALKS_KERNEL, ("gj_irw_walks_i32", "gj_irw_walks_i64")),
     (
         "topk-push",
-        _topk_gpu.PUSH_KERNELS,
-        (
-            "gj_afp_push_tiles",
-            "gj_afp_push_threads",
-            "gj_afp_push_big",
-            "gj_afp_frontier",
-            "gj_select_candidates",
-        ),
+        _topk_gpu_push.FRONTIER_KERNELS,
+        ("gj_afp_push_tiles", "gj_afp_push_threads", "gj_afp_push_big", "gj_afp_frontier"),
     ),
-    ("topk-estimate", _topk_gpu_estimate.ESTIMATE_KERNELS, ("gj_compute_ppr", "gj_bound_reduction")),
+    ("topk-push-persistent", _topk_gpu_push.PERSISTENT_KERNEL, ("gj_afp_push_persistent",)),
+    (
+        "topk-query",
+        _topk_gpu.QUERY_KERNELS,
+        ("gj_query_clear", "gj_query_start", "gj_select_candidates", "gj_round_info"),
+    ),
+    (
+        "topk-estimate",
+        _topk_gpu_estimate.ESTIMATE_KERNELS,
+        ("gj_compute_ppr", "gj_bound_reduction"),
+    ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
     (
         "ppr-push-pull",
