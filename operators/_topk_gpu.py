@@ -47,11 +47,11 @@ extern "C" __global__ void gj_select_candidates(const int* touched, const int* n
 }
 
 // the round's record for the host: candidates, touched, returned mass, pushes, frontiers, edges pushed
-// (persistent push); the candidates' count is cleared for the next round
+// (persistent push); the counts of candidates and of long H lists are cleared for the next round
 extern "C" __global__ void gj_round_info(int* counts, const double* est_h, int nh,
         const unsigned long long* stats, double* info) {
     info[0] = counts[6]; info[1] = counts[3]; info[2] = est_h[nh]; info[3] = stats[0]; info[4] = stats[1];
-    info[5] = stats[2]; counts[6] = 0;
+    info[5] = stats[2]; counts[6] = counts[7] = 0;
 }
 """
 QUERY_KERNELS = PUSH_DEVICE + QUERY_CUDA
@@ -65,7 +65,7 @@ class GPUQuery:
     """The workspace and round of Algorithm 3 on the GPU (one per thread, or stream, and index).
 
     ``counts``: [0:3] frontier sizes (a ring in ``push_frontiers``; [0:2] in the persistent push),
-    [3] touched, [4:6] big-vertex lists, [6] candidates.
+    [3] touched, [4:6] big-vertex lists, [6] candidates, [7] long H lists (listed in ``big``).
     ``stats``: the query's pushes, frontiers and edges pushed.
     ``ids``: the high-IRW set H, then the round's candidates; ``est``: their estimates.
     """

@@ -42,7 +42,7 @@ SOURCES = [
     (
         "topk-estimate",
         _topk_gpu_estimate.ESTIMATE_KERNELS,
-        ("gj_compute_ppr", "gj_bound_reduction"),
+        ("gj_compute_ppr", "gj_bound_reduction", "gj_bound_long"),
     ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
     (

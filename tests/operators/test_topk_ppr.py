@@ -158,7 +158,7 @@ def test_ablations_and_fallback_stay_accurate(rmat13, switches, device):
     g = rmat13.to(device)
     idx = build_ppr_index(g, seed=0)
     prec, ndcg, guarantee, res = _accuracy(rmat13, idx, _sources(rmat13, 6), 50, **switches)
-    assert prec >= 0.95 and ndcg >= 0.95 and guarantee >= 0.99
+    assert prec >= 0.95 - 1e-12 and ndcg >= 0.95 and guarantee >= 0.99  # a mean of 300 hits: 285 is 0.95
     assert res.fallback.all() == ("max_rounds" in switches)
 
 
@@ -280,8 +280,8 @@ def test_gpu_push_schedules_agree(rmat13):
 
 @pytest.mark.gpu
 def test_gpu_bound_reduction():
-    """Alg. 4 equals a direct NumPy sum over the touched vertices' H lists (lists of up to 32
-    entries summed by a lane, longer ones by the whole warp)."""
+    """Alg. 4 equals a direct NumPy sum over the touched vertices' H lists, whether a list is summed
+    by a lane, a warp or (longer than ``long_list``) a block."""
     from operators._topk_gpu import GPUQuery
     from operators._topk_gpu_estimate import bound_reduction_gpu
 
@@ -300,5 +300,7 @@ def test_gpu_bound_reduction():
     np.add.at(expect, a["h_end"][entry], w[owner] * a["h_freq"][entry])
     expect[q.nh] = (w * a["ret"][v]).sum()
     assert (hi - lo).max() > 32 and (hi - lo > 0).sum() > 100
-    bound_reduction_gpu(q)
-    np.testing.assert_allclose(q.est_h.get(), expect, rtol=1e-9, atol=1e-15)
+    for long_list in (1024, 40, 8, 0):
+        bound_reduction_gpu(q, long_list)
+        np.testing.assert_allclose(q.est_h.get(), expect, rtol=1e-9, atol=1e-15)
+        q.counts[7] = 0
