@@ -16,7 +16,8 @@ from graphs._device import get_kernel, import_cupy
 
 from ._topk_cpu import select_top
 from ._topk_gpu_estimate import bound_reduction_gpu, compute_ppr_gpu, fallback_gpu
-from ._topk_gpu_push import PUSH_DEVICE, TSIZE, persistent_blocks, push_frontiers, push_persistent
+from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
+from ._topk_gpu_push import PUSH_DEVICE, persistent_blocks, push_persistent
 
 THREADS = 256
 HOST_TOP = 1 << 13  # lists up to this long go to the host for the top k; longer ones are sorted here
@@ -80,7 +81,7 @@ class GPUQuery:
         deg = cp.diff(g.indptr)
         deg1 = cp.maximum(deg, 1).astype(cp.float64)
         self.thr = {True: deg1 * a["beta"], False: deg1}
-        self.has_big = bool(n) and int(deg.max()) > 8192
+        self.has_big = bool(n) and int(deg.max()) > BIG_DEGREE
         self.inv_omega = 1.0 / a["omega"].astype(cp.float64)
         self.r = cp.zeros(n, dtype=cp.float64)
         self.pi0 = cp.zeros(n, dtype=cp.float64)

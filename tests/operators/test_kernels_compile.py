@@ -19,6 +19,7 @@ from operators import (
     _simrank_gpu,
     _topk_gpu,
     _topk_gpu_estimate,
+    _topk_gpu_frontier,
     _topk_gpu_push,
 )
 
@@ -30,7 +31,7 @@ SOURCES = [
     ("irw-walks", _irw.WALKS_KERNEL, ("gj_irw_walks_i32", "gj_irw_walks_i64")),
     (
         "topk-push",
-        _topk_gpu_push.FRONTIER_KERNELS,
+        _topk_gpu_frontier.FRONTIER_KERNELS,
         ("gj_afp_push_tiles", "gj_afp_push_threads", "gj_afp_push_big", "gj_afp_frontier"),
     ),
     ("topk-push-persistent", _topk_gpu_push.PERSISTENT_KERNEL, ("gj_afp_push_persistent",)),
