@@ -1,7 +1,7 @@
 """Several independent GPU queries at once: one thread, non-blocking CUDA stream and workspace each.
 
-A top-k PPR query is a chain of small kernels broken by host reads; with several in flight, one
-query's kernels run while another waits on its read. Workspaces are made once per slot and kept by
+A top-k PPR query is a chain of kernels broken by a host read per round; with several in flight,
+one query's kernels run while another waits on its read. Workspaces are made once per slot and kept by
 the ``StreamPool`` for the next call. (Tried for push/pull PPR as well, at 67d7aa8: 0.3-0.9x the
 one-at-a-time rate on R-MAT 22/24, whose push kernels already fill the GPU and read the host after
 every iteration; not adopted there.)
@@ -15,10 +15,10 @@ from graphs._device import free_memory, import_cupy
 
 from ._checks import check_count
 
-# Default concurrency from this many vertices. Measured on an H100 (e821395), top-k PPR over 2,000
-# sources: R-MAT 22 and 24 answered 1.4-2.4x faster on 8 streams; soc-Epinions1 and soc-Slashdot0902
-# (80k vertices, queries of a few ms, mostly Python and launches) 0.57-0.67x as fast: the threads
-# only contend for the GIL.
+# Default concurrency from this many vertices. Measured on an H100, top-k PPR over 2,000 sources:
+# R-MAT 22 and 24 answered 1.5-1.7x faster on 8 streams (ba534ae; 1.4-2.4x with the paper's push
+# schedule at e821395); soc-Epinions1 and soc-Slashdot0902 (80k vertices, queries of a few ms, mostly
+# Python and launches) 0.57-0.67x as fast at e821395: the threads only contend for the GIL.
 CONCURRENT_FROM = 1 << 20
 
 

@@ -166,13 +166,14 @@ class CPUQuery:
         """The round's top k (internal ids, unnormalised estimates), the number of candidates and
         the returned mass: candidates by reserve, Alg. 4 over H, Alg. 6 over the candidates."""
         cand = self.candidates(tau, exclude_h=high_irw)
+        ncand = cand.size
         est_h = self.bound_reduction()
         est_c = self.compute_ppr(cand, est_h)
         if high_irw:
             high = self.index.arrays["high"]
             cand, est_c = np.concatenate([cand, high]), np.concatenate([est_c, self.pi0[high] + est_h])
         best = select_top(cand, est_c, k)
-        return cand[best], est_c[best], cand.size - (high.size if high_irw else 0), self.returned_mass
+        return cand[best], est_c[best], ncand, self.returned_mass
 
     def candidates(self, tau: float, exclude_h: bool):
         t = self.touched[: self.nt]

@@ -213,8 +213,7 @@ def _query(
         # candidates pi0(s, v) >= tau, Alg. 4 over H, Alg. 6 over the candidates, the top k
         verts, est, ncand, returned = ops.estimate(tau, k, high_irw=high_irw, tiling=tiling)
         est = est / (1.0 - returned)
-        failed = _failed(P, est, k, delta, eps, ub_walks, returned)
-        if not failed:
+        if not _failed(P, est, k, delta, eps, ub_walks, returned):
             return verts, est, (rnd, ops.pushes(), ncand, False, delta)
         kth = est[k - 1] if est.size >= k else 0.0
         theta = math.sqrt(delta * P.delta_min)
