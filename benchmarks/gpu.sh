@@ -1,16 +1,48 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs, in one call (see ../shared/gpu/README.md):
-#   bash benchmarks/gpu.sh [tests] [bench] [-- extra args for benchmarks.run]
+#   bash benchmarks/gpu.sh [stash] [cugraph] [tests] [gputest FILES] [bench] [-- extra args for benchmarks.run]
 # Needs ./.whl (bash ../shared/gpu/fetch-wheels.sh) and, for the SNAP tests, ./.data with the
 # datasets; both git-ignored and named in the device tool's `carry`. Logs and JSON lines go to $OUT.
 # The copy there has no current git HEAD: prefix the call with GRAPHJOBS_COMMIT=<hash> to record it.
+# cuGraph (pylibcugraph) is too large for one call: benchmarks/fetch-cugraph.sh splits its wheels into
+# ./.cg/pNN parts; each call carrying some of them runs `stash` (kept in /tmp while the machine stays
+# warm), and `cugraph` installs them once all parts of .cg/SUM are there, so later steps measure it.
 set -uo pipefail
 OUT=${OUT:-/tmp/graphjobs-out}
 mkdir -p "$OUT"
-what=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do what+=("$1"); shift; done
+what=() files=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  case $1 in *.py|*::*) files+=("$1") ;; *) what+=("$1") ;; esac; shift
+done
 [ "${1:-}" = "--" ] && shift
 [ ${#what[@]} -eq 0 ] && what=(tests bench)
+stash() {
+  mkdir -p /tmp/cg-parts && cp .cg/p[0-9][0-9] /tmp/cg-parts/ 2>/dev/null
+  echo "cuGraph parts here: $(ls /tmp/cg-parts | wc -l) of $(awk '/^parts/ {print $2}' .cg/SUM 2>/dev/null)"
+}
+cugraph() {
+  stash
+  local want sum site=/tmp/cg-site
+  want=$(awk '/^parts/ {print $2}' .cg/SUM); sum=$(awk '/^md5/ {print $2}' .cg/SUM)
+  if [ ! -d $site/pylibcugraph ]; then
+    [ "$(ls /tmp/cg-parts | wc -l)" = "$want" ] || { echo "cuGraph: parts missing"; return 1; }
+    cat /tmp/cg-parts/p* > /tmp/cg.tar && [ "$(md5sum < /tmp/cg.tar | cut -d' ' -f1)" = "$sum" ] \
+      || { echo "cuGraph: checksum differs"; return 1; }
+    mkdir -p /tmp/cg-whl && tar xf /tmp/cg.tar -C /tmp/cg-whl && rm /tmp/cg.tar
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $site /tmp/cg-whl/*.whl \
+      || return 1
+  fi
+  export PYTHONPATH=$PYTHONPATH:$site
+  local libs=$site/nvidia/cu13/lib
+  for d in libcugraph libcuvs libraft librmm libkvikio rapids_logger; do libs=$libs:$site/$d/lib64; done
+  for d in $(python3 -c "import site; print(' '.join(site.getsitepackages()))"); do  # the image's CUDA wheels
+    [ -d "$d/nvidia/cu13/lib" ] && libs=$libs:$d/nvidia/cu13/lib
+  done
+  [ -d /usr/local/cuda/lib64 ] && libs=$libs:/usr/local/cuda/lib64
+  export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  python3 -c "import pylibcugraph; print('pylibcugraph', pylibcugraph.__version__)"
+}
+if [ "${what[*]}" = stash ]; then stash; exit 0; fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 GRAPHJOBS_DATASETS=$PWD/.data NUMBA_CACHE_DIR=/tmp/numba-cache
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -18,6 +50,9 @@ python3 -c "import cupy, numba, numpy, dask, distributed; print('cupy', cupy.__v
 status=0
 for w in "${what[@]}"; do
   case $w in
+    stash) stash ;;
+    cugraph) cugraph || status=1 ;;
+    gputest) python3 -m pytest -q -m gpu -p no:cacheprovider "${files[@]}" 2>&1 | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     tests) python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     alltests) python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/all-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     bench) python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;

@@ -1,10 +1,12 @@
-"""PageRank benchmarks: ours (pull, push) vs cuSPARSE on the GPU, vs NetworkX/SciPy on the CPU."""
+"""PageRank benchmarks: ours (pull, push) vs cuSPARSE and cuGraph (where installed) on the GPU, vs
+NetworkX/SciPy on the CPU."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import graphs
+from benchmarks import cugraph_peer
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
 from operators import pagerank
 from operators.pagerank import inverse_out_weight
@@ -100,13 +102,33 @@ def cusparse_baseline(cp, cps, g, weighted):
     return t_spmv, t_power
 
 
+def _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync):
+    """cuGraph's PageRank per iteration and to the same stop rule as ours; its per-iteration time."""
+    peer = cugraph_peer.Peer(g)
+    per = peer.iteration_seconds()
+    common = dict(bench="pagerank", graph=name, layout=layout, n=g.n, m=g.m)
+    rep.emit(**common, impl=f"{cugraph_peer.NAME} f32", median=per * 1e3, unit="ms/iter",
+             baseline={"impl": "cusparse-spmv", "median": t_spmv * 1e3}, speedup=t_spmv / per,
+             graph_build_s=peer.build_s)  # fmt: skip
+    t_full, _ = wall(lambda: peer.pagerank(epsilon=1e-6), repeats=3, sync=sync)
+    ours = pagerank(g, tol=tol, max_iter=1000)
+    l1 = float(abs(peer.pagerank(epsilon=1e-6).astype(ours.dtype) - ours).sum())
+    rep.emit(**common, impl=f"{cugraph_peer.NAME} end-to-end, L1 change < 1e-6", median=t_full * 1e3,
+             unit="ms", l1_vs_graphjobs=l1)  # fmt: skip
+    return {"impl": cugraph_peer.NAME, "median": per * 1e3}, t_full
+
+
 def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
     n, m = g.n, g.m
     t_spmv, t_power = cusparse_baseline(cp, cps, g, weighted)
     bytes_spmv = 8 * m + 4 * (n + 1) + 8 * n
+    tol = 1e-6 / n  # an L1 change below 1e-6 (the default n * tol rule stops after one iteration here)
+    peer, peer_full = _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync) if cugraph_peer.available() \
+        else ({}, None)  # fmt: skip
     for method in ("pull", "push"):
         per, setup = gpu_iteration_seconds(g, method=method, weighted=weighted)
         b = _bytes_ours(g, weighted)
+        extra = {"peer": peer, "speedup_vs_peer": peer["median"] / (per * 1e3)} if peer else {}
         rep.emit(
             bench="pagerank",
             graph=name,
@@ -124,10 +146,12 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
             bytes_per_iter=b,
             bandwidth_fraction=b / per / COPY_BANDWIDTH,
             baseline_bandwidth_fraction=bytes_spmv / t_spmv / COPY_BANDWIDTH,
+            **extra,
         )
-    tol = 1e-6 / n  # an L1 change below 1e-6 (the default n * tol rule stops after one iteration here)
     t_full, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000), repeats=3, sync=sync)
     iters = _iterations_to_converge(g, tol, weighted)
+    extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
+                                          "speedup_vs_peer": peer_full / t_full}  # fmt: skip
     rep.emit(
         bench="pagerank",
         graph=name,
@@ -139,6 +163,7 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
         unit="ms",
         iterations=iters,
         tol=tol,
+        **extra,
     )
 
 

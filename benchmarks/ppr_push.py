@@ -9,7 +9,9 @@ same sources is at most the method's worst measured error l1. Tried in order: on
 to 8 iterations (``max_iter=k``: the GPU checks its stop rule only every 8 iterations or at
 ``max_iter``), then stops at an L1 change of 64, 16, 4 and 1 times l1 (1 - alpha) / alpha; the last
 always qualifies (after a change of d the error is at most d alpha / (1 - alpha)). Its measured
-error is recorded too.
+error is recorded too. Peer (GPU, where pylibcugraph is installed): cuGraph's personalized PageRank
+per source to an L1 change of 1e-6, and, on the hybrid's rows, to an L1 change of l1 (1 - alpha) /
+alpha, which bounds its error by the hybrid's.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from graphs._device import to_host
 from operators import ppr
 from operators._ppr_cost import cost_model
 
+from . import cugraph_peer
 from .common import Reporter
 from .topk_ppr import _sources, _sync
 
@@ -57,12 +60,34 @@ def _matched_power(g, srcs, exact, l1: float, alpha: float = 0.8) -> dict:
             "l1_max": err}  # fmt: skip
 
 
+def _peer_run(peer, g, srcs, exact, epsilon: float, alpha: float = 0.8) -> dict:
+    """cuGraph's PPR per source (median ms) to an L1 change of ``epsilon``, and its worst L1 error."""
+    ids = [int(v) for v in g.internal_ids(srcs)]
+    peer.ppr(ids[0], alpha=alpha, epsilon=epsilon)  # warm-up
+    ms, err = [], 0.0
+    for i, v in enumerate(ids):
+        _sync("gpu")
+        t0 = time.perf_counter()
+        x = peer.ppr(v, alpha=alpha, epsilon=epsilon)
+        _sync("gpu")
+        ms.append((time.perf_counter() - t0) * 1e3)
+        if i < len(exact):
+            err = max(err, float(np.abs(to_host(x).astype(np.float64) - exact[i]).sum()))
+    return {"impl": f"{cugraph_peer.NAME} epsilon={epsilon:.3g}", "median": float(np.median(ms)),
+            "epsilon": epsilon, "l1_max": err}  # fmt: skip
+
+
 def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3):
     device = g.device
     srcs = _sources(g, sources, seed=1)
     ppr(g, srcs[:1], method="power", tol=1e-3)  # builds the transposed matrix (not timed)
     exact = to_host(ppr(g, srcs[:exact_sources], method="power", tol=1e-10))
     common = dict(graph=name, n=g.n, m=g.m)
+    peer = cugraph_peer.Peer(g) if device == "gpu" and cugraph_peer.available() else None
+    if peer is not None:
+        run = _peer_run(peer, g, srcs, exact, 1e-6)
+        rep.emit(bench="ppr", impl=run["impl"], median=run["median"], unit="ms", **common, tol=1e-6,
+                 l1_max=run["l1_max"], sources=len(srcs), graph_build_s=peer.build_s)  # fmt: skip
     for tol in tols:
         base_ms, _, _ = _per_source(g, srcs[:exact_sources], method="power", tol=tol)
         base = {"impl": f"power tol={tol:g} {device}", "median": float(np.median(base_ms))}
@@ -73,13 +98,17 @@ def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3)
             l1 = np.abs(approx - exact).sum(axis=1)
             matched = _matched_power(g, srcs[:exact_sources], exact, float(l1.max()))
             models = info["models"]
+            extra = {}
+            if peer is not None and method == "hybrid":
+                run = _peer_run(peer, g, srcs, exact, max(float(l1.max()) * 0.25, 1e-7))
+                extra = {"peer": run, "speedup_vs_peer": run["median"] / float(np.median(ms))}
             rep.emit(
                 bench="ppr", impl=f"{method} tol={tol:g} {device}", median=float(np.median(ms)), unit="ms",
                 **common, tol=tol, mean_ms=float(ms.mean()), iterations=float(np.mean(info["iterations"])),
                 pulls=float(np.mean([m.count("L") for m in models])), models_first=models[0],
                 residual_max=float(np.max(info["residual"])), l1_max=float(l1.max()), sources=len(srcs),
                 baseline=base, speedup=base["median"] / float(np.median(ms)), matched=matched,
-                speedup_matched=matched["median"] / float(np.median(ms)),
+                speedup_matched=matched["median"] / float(np.median(ms)), **extra,
             )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from .interop import (
     from_scipy,
     to_cugraph,
     to_networkx,
+    to_pylibcugraph,
     vertex_dict,
     vertex_frame,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "rmat",
     "to_cugraph",
     "to_networkx",
+    "to_pylibcugraph",
     "toy",
     "vertex_dict",
     "vertex_frame",

@@ -1,14 +1,15 @@
-"""Graphs to and from NetworkX, SciPy and cuDF; per-vertex results as DataFrames or dicts keyed by label.
+"""Graphs to and from NetworkX, SciPy, cuDF and cuGraph; per-vertex results as DataFrames or dicts by label.
 
-NetworkX and SciPy are plain imports inside the functions that need them; cuDF is optional and its
-absence gives an ImportError that names the package. Vertex labels survive every round trip.
+NetworkX and SciPy are plain imports inside the functions that need them; the RAPIDS packages (cuDF,
+dask_cudf, cuGraph, pylibcugraph) are optional and their absence gives an ImportError that names the
+package. Vertex labels survive every round trip.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._device import to_host
+from ._device import device_of, to_device, to_host
 from .csr import CSRGraph
 from .edges import from_edges
 
@@ -158,14 +159,53 @@ def to_cugraph(G: CSRGraph):
     return out
 
 
-def vertex_frame(G: CSRGraph, values, name: str):
-    """A pandas DataFrame with columns ``vertex`` (original labels) and ``name`` (e.g. 'pagerank')."""
-    import pandas as pd
+def to_pylibcugraph(G: CSRGraph, *, store_transposed: bool = False, renumber: bool = True, handle=None):
+    """``(graph, handle)``: a ``pylibcugraph.SGGraph`` of ``G`` and the ``ResourceHandle`` to call
+    pylibcugraph's algorithms with.
 
-    values = to_host(values)
+    The edges go in as int32 COO with every vertex listed (isolated ones too) and weights as float32
+    when ``G`` has them. Vertex ids in pylibcugraph's results are ``G``'s internal ids (its own
+    renumbering, on by default as cuGraph recommends, is undone in its outputs); ``G.ids[v]`` is the
+    label. ``store_transposed=True`` suits pagerank-like algorithms.
+    """
+    plc = _need("pylibcugraph", "graphs.to_pylibcugraph")
+    g = G.to("gpu")
+    if g.n >= 2**31:
+        raise ValueError(f"pylibcugraph's int32 ids hold fewer than 2**31 vertices, the graph has {g.n}")
+    import cupy as cp
+
+    src, dst, w = g.edges()
+    src, dst = src.astype(cp.int32), dst.astype(cp.int32, copy=False)
+    parallel = g.m > 1 and bool(cp.any((src[1:] == src[:-1]) & (dst[1:] == dst[:-1])))
+    handle = plc.ResourceHandle() if handle is None else handle
+    props = plc.GraphProperties(is_symmetric=not g.directed, is_multigraph=parallel)
+    graph = plc.SGGraph(handle, props, src, dst, weight_array=None if w is None else w.astype(cp.float32),
+                        store_transposed=store_transposed, renumber=renumber, do_expensive_check=False,
+                        vertices_array=cp.arange(g.n, dtype=cp.int32))  # fmt: skip
+    return graph, handle
+
+
+def vertex_frame(G: CSRGraph, values, name: str, *, library: str = "pandas"):
+    """A DataFrame with columns ``vertex`` (original labels) and ``name`` (e.g. 'pagerank').
+
+    ``library='cudf'`` gives a cuDF DataFrame on the GPU (needs cuDF); ``'auto'`` gives cuDF when
+    ``values`` are on the GPU and cuDF is installed, else pandas.
+    """
+    if library not in ("pandas", "cudf", "auto"):
+        raise ValueError(f"library must be 'pandas', 'cudf' or 'auto', got {library!r}")
+    values = values if hasattr(values, "shape") else np.asarray(values)
     if values.shape != (G.n,):
         raise ValueError(f"expected one value per vertex ({G.n}), got shape {values.shape}")
-    return pd.DataFrame({"vertex": G.ids, name: values})
+    if library == "auto":
+        from .read import has_cudf
+
+        library = "cudf" if device_of(values) == "gpu" and has_cudf() else "pandas"
+    if library == "cudf":
+        cudf = _need("cudf", "vertex_frame(library='cudf')")
+        return cudf.DataFrame({"vertex": G.ids, name: to_device(values, "gpu")})
+    import pandas as pd
+
+    return pd.DataFrame({"vertex": G.ids, name: to_host(values)})
 
 
 def vertex_dict(G: CSRGraph, values) -> dict:

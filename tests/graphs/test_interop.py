@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 import graphs
 import operators
+from graphs._device import to_host
 
 
 def _edge_set(G, weight="weight"):
@@ -78,6 +79,8 @@ def test_scipy_round_trip():
         ("dask_cudf", lambda: graphs.from_dask_cudf(None)),
         ("cugraph", lambda: graphs.from_cugraph(None)),
         ("cudf", lambda: graphs.to_cugraph(graphs.toy.chain())),
+        ("pylibcugraph", lambda: graphs.to_pylibcugraph(graphs.toy.chain())),
+        ("cudf", lambda: graphs.vertex_frame(graphs.toy.chain(), np.zeros(3), "x", library="cudf")),
     ],
 )
 def test_rapids_missing_is_a_clear_error(module, call):
@@ -91,3 +94,47 @@ def test_vertex_results_must_match_the_graph():
     g = graphs.toy.labeled()
     with pytest.raises(ValueError, match="one value per vertex"):
         graphs.vertex_dict(g, np.zeros(g.n + 1))
+    with pytest.raises(ValueError, match="one value per vertex"):
+        graphs.vertex_frame(g, [0.0] * (g.n - 1), "x")
+    with pytest.raises(ValueError, match="library must be"):
+        graphs.vertex_frame(g, np.zeros(g.n), "x", library="polars")
+    frame = graphs.vertex_frame(g, np.arange(g.n, dtype=float), "x", library="auto")  # host values
+    assert type(frame).__module__.startswith("pandas") and frame.x.tolist() == list(range(g.n))
+
+
+def _dangling_graph():
+    """Weighted, with parallel edges, a dangling vertex (5) and an isolated last vertex (6)."""
+    src = np.array([0, 0, 0, 1, 2, 2, 3, 3, 4, 4, 1])
+    dst = np.array([1, 2, 2, 2, 0, 3, 4, 5, 0, 5, 5])
+    w = np.array([1.0, 2.0, 0.5, 1.0, 3.0, 1.0, 1.0, 2.0, 1.0, 1.0, 4.0])
+    return graphs.from_edges(src, dst, w, n=7, renumber=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("renumber", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_pylibcugraph_sees_the_same_graph(weighted, renumber):
+    """cuGraph's PageRank (and, unweighted, its PPR: ours ignores weights) on ``to_pylibcugraph`` equals
+    ours; its stop rule is an L1 change < 1e-6, so both lie within 1e-6 * alpha / (1 - alpha) < 6e-6
+    of the truth, plus float32 rounding. A wrong vertex order, weight or dangling rule costs > 1e-2."""
+    import cupy as cp
+
+    plc = pytest.importorskip("pylibcugraph")
+    g = _dangling_graph()
+    g = g if weighted else graphs.CSRGraph(g.indptr, g.indices, directed=True)
+    for G in (g.to("gpu"), graphs.rmat(12, seed=3, weighted=weighted, device="gpu")):
+        sg, handle = graphs.to_pylibcugraph(G, store_transposed=True, renumber=renumber)
+        v, x = plc.pagerank(handle, sg, None, None, None, None, 0.85, 1e-6, 1000, False)
+        theirs = np.zeros(G.n)
+        theirs[v.get()] = x.get()
+        ours = to_host(operators.pagerank(G, tol=1e-12, dtype=np.float64))
+        assert np.abs(theirs - ours).sum() < 2e-5
+        if weighted:
+            continue
+        s = int(np.flatnonzero(np.diff(to_host(G.indptr)))[0])
+        one, val = cp.asarray([s], dtype=cp.int32), cp.ones(1, dtype=cp.float32)
+        v, x = plc.personalized_pagerank(handle, sg, None, None, None, None, one, val, 0.8, 1e-6, 1000, False)
+        theirs = np.zeros(G.n)
+        theirs[v.get()] = x.get()
+        exact = to_host(operators.ppr(G, [G.ids[s]], method="power", tol=1e-12))[0]
+        assert np.abs(theirs - exact).sum() < 2e-5
