@@ -40,6 +40,8 @@ cugraph() {
   done
   [ -d /usr/local/cuda/lib64 ] && libs=$libs:/usr/local/cuda/lib64
   export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # CuPy loads the image's nvJitLink 13.0 first when imported first; libcuvs needs the shipped 13.5
+  export LD_PRELOAD=$site/nvidia/cu13/lib/libnvJitLink.so.13${LD_PRELOAD:+:$LD_PRELOAD}
   python3 -c "import pylibcugraph; print('pylibcugraph', pylibcugraph.__version__)"
 }
 if [ "${what[*]}" = stash ]; then stash; exit 0; fi
