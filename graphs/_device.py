@@ -120,6 +120,17 @@ def get_kernel(
     return cp.RawKernel(source, name, options=options, enable_cooperative_groups=cooperative)
 
 
+def resident_blocks(kernel: Any, threads: int) -> int | None:
+    """Blocks of ``threads`` threads of RawKernel ``kernel`` resident at once on the whole GPU (what a
+    cooperative grid may hold), or None when this CuPy has no occupancy call."""
+    cp = import_cupy()
+    sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+    try:
+        return sms * cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
+    except AttributeError:
+        return None
+
+
 def event_seconds(fn, *, repeats: int, warmup: int) -> list[float]:
     """Seconds of each of ``repeats`` runs of ``fn`` on the current stream, timed with CUDA events."""
     cp = import_cupy()

@@ -1,27 +1,33 @@
 """GPU (CuPy RawKernel) solver of single-source PPR by forward push, forward pull, or the hybrid.
 
-Same iteration as the CPU solver (see ``_ppr_push_cpu``). All kernels run a persistent grid of
-``blocks`` blocks of ``warps`` warps; slot q (frontier position or vertex id) goes to warp q % warps
-of block (q / warps) % blocks, as the cost model assumes. A warp handles a vertex of fewer than
-``lanes * warps`` edges; larger ones are handled by the whole block. Statistics for the next
-decision are counted as vertices join the next frontier or receive mass, and one small kernel
-reduces them; the host reads four numbers per iteration and picks the next model.
+Same iteration as the CPU solver (see ``_ppr_push_cpu``). One cooperative launch runs the whole
+solve on a resident grid of ``blocks`` blocks of ``warps`` warps; slot q (frontier position or vertex
+id) goes to warp q % warps of block (q / warps) % blocks, as the cost model assumes. A warp handles a
+vertex of fewer than ``lanes * warps`` edges; larger ones are handled by the whole block. Statistics
+for the next decision are counted as vertices join the next frontier or receive mass; between
+iterations block 0 reduces them and picks the next model, so the host reads the counters and the
+per-iteration trace once, at the end (it read four numbers after every iteration before).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import get_kernel, import_cupy, resident_blocks
 
 from ._ppr_cost import PULL, PUSH, cost_model, pull_static
 
 PPR_PUSH_KERNEL = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
 #define W 32
 #define B 8
 #define WB (W * B)
 #define RED_B 9u  // 1 + log2(W * B): a block reduction
 #define RED_W 6u  // 1 + log2(W): a warp reduction
+#define PUSH 0
+#define PULL 1
+#define HYBRID 2
 typedef unsigned int u32;
 // Statistics: rdw[blk] and rdw[blocks + warp], sqw likewise; counters: f_cur, f_next, touched count.
 __device__ __forceinline__ void gj_add_slot(u32* st, int nb, long long q, u32 cb, u32 cw) {
@@ -166,12 +172,13 @@ __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, 
         __syncthreads();
     }
 }
-// Phi_rdw and Phi_sqw of the next iteration; statistics and counters reset for it
-extern "C" __global__ void gj_ppr_stats(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb,
-        int* cnt, double* dm, double* out) {
-    __shared__ double s_r[1024], s_q[1024];
+// Block 0 between iterations: Phi_rdw and Phi_sqw of the next one, its model (the hybrid: push when
+// Psi < 0), the trace row (model, Phi_rdw, Phi_sqw, frontier size) and the counters reset for it.
+__device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb, int* cnt,
+        double* dm, double* trace, int ntrace, int mode, double rdr, double l1, double l2, double l3) {
+    __shared__ double s_r[WB], s_q[WB];
     double br = 0.0, bq = 0.0;
-    for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+    for (int i = threadIdx.x; i < nb; i += WB) {
         u32 wr = 0, wq = 0;
         for (int j = 0; j < B; ++j) {
             wr = max(wr, rdw[nb + i * B + j]);
@@ -187,7 +194,7 @@ extern "C" __global__ void gj_ppr_stats(u32* rdw, u32* sqw, const u32* sblk, con
     s_r[threadIdx.x] = br;
     s_q[threadIdx.x] = bq;
     __syncthreads();
-    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    for (int o = WB / 2; o > 0; o >>= 1) {
         if (threadIdx.x < o) {
             s_r[threadIdx.x] = fmax(s_r[threadIdx.x], s_r[threadIdx.x + o]);
             s_q[threadIdx.x] = fmax(s_q[threadIdx.x], s_q[threadIdx.x + o]);
@@ -195,31 +202,63 @@ extern "C" __global__ void gj_ppr_stats(u32* rdw, u32* sqw, const u32* sblk, con
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        out[0] = s_r[0]; out[1] = s_q[0]; out[2] = (double)cnt[1];
-        cnt[0] = cnt[1]; cnt[1] = 0; cnt[2] = 0;
+        int it = cnt[4] + 1, model = mode;
+        if (mode == HYBRID) model = l1 * s_r[0] - l2 * rdr - l3 * s_q[0] < 0.0 ? PUSH : PULL;
+        if (it < ntrace) {
+            trace[4 * it] = model; trace[4 * it + 1] = s_r[0]; trace[4 * it + 2] = s_q[0];
+            trace[4 * it + 3] = cnt[1];
+        }
+        cnt[0] = cnt[1]; cnt[1] = 0; cnt[2] = 0; cnt[3] = model; cnt[4] = it;
         dm[0] = dm[1]; dm[1] = 0.0;
     }
 }
-#define GJ_PPR_ENTRIES(T, S)                                                                              \
-extern "C" __global__ void __launch_bounds__(WB) gj_ppr_push_##S(const long long* indptr,              \
-        const int* indices, const int* front, int* cnt, T* r, T* r_in, T* p, T* msg, int* touched,      \
-        const double* dm, int s, double alpha) {                                                          \
-    gj_push<T>(indptr, indices, front, cnt, r, r_in, p, msg, touched, dm, s, alpha);                      \
-}                                                                                                         \
-extern "C" __global__ void __launch_bounds__(WB) gj_ppr_merge_##S(const int* deg, int* cnt, T* r, T* r_in, \
-        T* msg, const int* touched, int* front2, double* dm, u32* rdw, u32* sqw, int nb, double alpha,    \
-        double tol) {                                                                                     \
-    gj_merge<T>(deg, cnt, r, r_in, msg, touched, front2, dm + 1, rdw, sqw, nb, alpha, tol);              \
-}                                                                                                         \
-extern "C" __global__ void __launch_bounds__(WB) gj_ppr_pull_##S(const long long* tptr, const int* tind,  \
-        const int* deg, int n, int* cnt, T* r, T* p, const T* msg, T* msg2, int* front2, double* dm,     \
-        u32* rdw, u32* sqw, int nb, int s, int force, double alpha, double tol) {                        \
-    gj_pull<T>(tptr, tind, deg, n, cnt, r, p, msg, msg2, front2, dm, dm + 1, rdw, sqw, nb, s, force,      \
-               alpha, tol);                                                                               \
+// The whole solve in one cooperative launch: per iteration the chosen model, then block 0 decides the
+// next; grid-wide barriers between the steps. cnt: frontier, next frontier, touched, model, iteration.
+// 8 resident blocks per SM cap registers at 32: ptxas spills about 24 bytes of loop state (L1-resident).
+template <typename T>
+__device__ void gj_ppr_solve(const long long* indptr, const int* indices, const long long* tptr,
+        const int* tind, const int* deg, int n, int* cnt, T* r, T* r_in, T* p, T* msg, T* msg2, int* front,
+        int* front2, int* touched, double* dm, u32* rdw, u32* sqw, const u32* sblk, const u32* swrp,
+        int nb, int s, double alpha, double tol, int limit, int mode, double rdr, double l1, double l2,
+        double l3, double* trace, int ntrace) {
+    cg::grid_group grid = cg::this_grid();
+    for (int pulls = 0;;) {  // the frontier arrays swap every iteration, the message arrays after a pull
+        const int f = *((volatile int*)&cnt[0]), it = *((volatile int*)&cnt[4]);
+        if (f == 0 || it >= limit) break;
+        int* fa = it & 1 ? front2 : front;
+        int* fb = it & 1 ? front : front2;
+        T* ma = pulls & 1 ? msg2 : msg;
+        if (*((volatile int*)&cnt[3]) == PUSH) {
+            gj_push<T>(indptr, indices, fa, cnt, r, r_in, p, ma, touched, dm, s, alpha);
+            grid.sync();
+            gj_merge<T>(deg, cnt, r, r_in, ma, touched, fb, dm + 1, rdw, sqw, nb, alpha, tol);
+        } else {
+            gj_pull<T>(tptr, tind, deg, n, cnt, r, p, ma, pulls & 1 ? msg : msg2, fb, dm, dm + 1, rdw, sqw,
+                       nb, s, it == 0 ? s : -1, alpha, tol);
+            ++pulls;
+        }
+        grid.sync();
+        if (blockIdx.x == 0)
+            gj_ppr_next(rdw, sqw, sblk, swrp, nb, cnt, dm, trace, ntrace, mode, rdr, l1, l2, l3);
+        grid.sync();
+    }
 }
-GJ_PPR_ENTRIES(double, f64)
-GJ_PPR_ENTRIES(float, f32)
+#define GJ_PPR_ENTRY(T, S)                                                                                \
+extern "C" __global__ void __launch_bounds__(WB, 2048 / WB) gj_ppr_solve_##S(const long long* indptr,    \
+        const int* indices, const long long* tptr, const int* tind, const int* deg, int n, int* cnt, T* r, \
+        T* r_in, T* p, T* msg, T* msg2, int* front, int* front2, int* touched, double* dm, u32* rdw,      \
+        u32* sqw, const u32* sblk, const u32* swrp, int nb, int s, double alpha, double tol, int limit,   \
+        int mode, double rdr, double l1, double l2, double l3, double* trace, int ntrace) {               \
+    gj_ppr_solve<T>(indptr, indices, tptr, tind, deg, n, cnt, r, r_in, p, msg, msg2, front, front2,       \
+                    touched, dm, rdw, sqw, sblk, swrp, nb, s, alpha, tol, limit, mode, rdr, l1, l2, l3,   \
+                    trace, ntrace);                                                                       \
+}
+GJ_PPR_ENTRY(double, f64)
+GJ_PPR_ENTRY(float, f32)
 """
+
+
+TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
 
 
 def solver(G, mode: int, alpha: float, tol: float, dtype, cost):
@@ -233,56 +272,42 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost):
     plan = G.derived(f"ppr_push_plan_{cost}", lambda g: _plan(g, cost))
     tptr, tind, deg, sblk, swrp, rdr = plan
     T = np.float64 if dtype == np.float64 else np.float32
-    suffix = "f64" if T is np.float64 else "f32"
-    push, merge, pull = (
-        get_kernel(PPR_PUSH_KERNEL, f"gj_ppr_{k}_{suffix}") for k in ("push", "merge", "pull")
-    )
-    stats = get_kernel(PPR_PUSH_KERNEL, "gj_ppr_stats")
+    name = f"gj_ppr_solve_{'f64' if T is np.float64 else 'f32'}"
+    kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
     n, nb = G.n, cost.blocks
-    grid, block = (nb,), (cost.lanes * cost.warps,)
+    resident = resident_blocks(kernel, cost.lanes * cost.warps)
+    if resident is not None and resident < nb:
+        raise RuntimeError(f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
+                           f"GPU (at most {resident}): give the cost model fewer blocks")  # fmt: skip
     r, r_in, msg, msg2 = (cp.zeros(n, dtype=T) for _ in range(4))
     front, front2, touched = (cp.empty(n, dtype=np.int32) for _ in range(3))
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
-    cnt, dm, out = cp.zeros(4, np.int32), cp.zeros(2, np.float64), cp.zeros(4, np.float64)
-    host = cp.cuda.alloc_pinned_memory(32)
-    seen = np.frombuffer(host, np.float64, 4)
-    a, eps, nb32 = np.float64(alpha), np.float64(tol), np.int32(nb)
+    cnt, dm, trace = cp.zeros(5, np.int32), cp.zeros(2, np.float64), cp.zeros((TRACE, 4), np.float64)
+    wb = cost.lanes * cost.warps
+    model = (np.int32(mode), np.float64(rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3))
 
     def run(s: int, limit: int):
-        nonlocal front, front2, msg, msg2
-        s32 = np.int32(s)
         p = cp.zeros(n, dtype=T)
-        r.fill(0)
-        msg.fill(0)
+        for a in (r, msg, msg2):
+            a.fill(0)
         d = int(deg[s])
         r[s] = 1
         front[0] = s
-        cnt[:] = cp.asarray([1, 0, 0, 0], np.int32)
-        dm[:] = cp.asarray([0.0 if d else 1.0, 0.0])
         if d:
             msg[s] = alpha / d
-        wb = cost.lanes * cost.warps
-        phi_rdw, phi_sqw, f = -(-d // wb) + -(-d // cost.lanes), rdr, 1
-        models, it = [], 0
-        while f > 0:
-            if it >= limit:
-                return p, None, "".join(models), float(r.sum())
-            model = mode if mode in (PUSH, PULL) else cost.choose(phi_rdw, rdr, phi_sqw)
-            models.append("PL"[model])
-            if model == PUSH:
-                push(grid, block, (G.indptr, G.indices, front, cnt, r, r_in, p, msg, touched, dm, s32, a))
-                merge(grid, block, (deg, cnt, r, r_in, msg, touched, front2, dm, rdw, sqw, nb32, a, eps))
-            else:
-                force = np.int32(s if it == 0 else -1)
-                pull(grid, block, (tptr, tind, deg, np.int32(n), cnt, r, p, msg, msg2, front2, dm, rdw, sqw,
-                                   nb32, np.int32(s), force, a, eps))  # fmt: skip
-                msg, msg2 = msg2, msg
-            stats((1,), (1024,), (rdw, sqw, sblk, swrp, nb32, cnt, dm, out))
-            out.get(out=seen)
-            phi_rdw, phi_sqw, f = float(seen[0]), float(seen[1]), int(seen[2])
-            front, front2 = front2, front
-            it += 1
-        return p, it, "".join(models), float(r.sum())
+        rdw0 = -(-d // wb) + -(-d // cost.lanes)  # the first decision: the source alone, nothing received
+        first = mode if mode in (PUSH, PULL) else cost.choose(rdw0, rdr, rdr)
+        cnt.set(np.array([1, 0, 0, first, 0], np.int32))
+        dm.set(np.array([0.0 if d else 1.0, 0.0]))
+        trace[0] = cp.asarray([first, rdw0, rdr, 1.0])
+        args = (G.indptr, G.indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, p, msg, msg2, front, front2,
+                touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), np.int32(s), np.float64(alpha),
+                np.float64(tol), np.int32(min(limit, 2**31 - 1)), *model, trace, np.int32(TRACE))  # fmt: skip
+        kernel((nb,), (wb,), args)
+        f, _, _, _, it = (int(v) for v in cnt.get())
+        run.last_trace = trace[: min(it, TRACE)].get()  # (model, Phi_rdw, Phi_sqw, frontier) per iteration
+        models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
+        return p, (None if f else it), models, float(r.sum())
 
     return run
 

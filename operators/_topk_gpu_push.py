@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import get_kernel, import_cupy, resident_blocks
 
 THREADS = 256
 
@@ -183,14 +183,10 @@ def persistent_kernel():
 def persistent_blocks(streams: int = 1) -> int:
     """Blocks of the persistent push: as many as stay resident at once, shared by ``streams`` queries
     in flight (a cooperative grid must be resident as a whole)."""
-    cp = import_cupy()
-    kernel = persistent_kernel()
-    sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
-    try:
-        per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, THREADS, 0)
-    except AttributeError:  # no occupancy call in this CuPy: __launch_bounds__ guarantees 4
-        per_sm = 4
-    return max(1, per_sm * sms // max(1, streams))
+    resident = resident_blocks(persistent_kernel(), THREADS)
+    if resident is None:  # no occupancy call in this CuPy: __launch_bounds__ guarantees 4 per SM
+        resident = 4 * int(import_cupy().cuda.Device().attributes["MultiProcessorCount"])
+    return max(1, resident // max(1, streams))
 
 
 def push_persistent(q, rmax: float, adaptive: bool) -> None:

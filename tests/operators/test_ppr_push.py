@@ -12,7 +12,7 @@ import pytest
 import graphs
 from graphs._device import to_host
 from operators import ConvergenceError, ppr
-from operators._ppr_cost import PULL, PUSH, CostModel, phi_reference, pull_static
+from operators._ppr_cost import PULL, PUSH, CostModel, cost_model, phi_reference, pull_static
 from operators._ppr_push_cpu import HYBRID, solve
 from operators.ppr import _push_reference
 from tests.conftest import DEVICES, snap, to_networkx
@@ -131,6 +131,29 @@ def test_hybrid_decisions_follow_psi_and_switch():
     assert {PUSH, PULL} <= set(chosen.tolist())  # both models ran
     push = to_host(ppr(g, [0], method="push", tol=1e-9))[0]
     np.testing.assert_allclose(p, push, atol=1e-14)
+
+
+@pytest.mark.gpu
+def test_gpu_hybrid_decides_on_the_device_as_psi_says():
+    """The fused GPU solver picks each iteration's model itself (block 0 between iterations): every
+    recorded choice is the cost model's on the statistics it recorded, both models run, and the
+    answer equals pure push."""
+    from operators._ppr_push_gpu import solver
+
+    g = graphs.barabasi_albert(3000, 6, seed=1, device="gpu")
+    model = CostModel(20.0, 1.0, 1.0, blocks=cost_model("gpu").blocks)
+    rdr = pull_static(np.diff(to_host(g.transpose().indptr)), model)[2]
+    run = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)
+    p, it, models, residual = run(0, 10**6)
+    trace = run.last_trace
+    assert it == len(models) == len(trace) and residual <= 1e-9 * (g.m + g.n)
+    for k in range(it):
+        assert trace[k, 0] == model.choose(trace[k, 1], rdr, trace[k, 2])
+    assert set(models) == {"P", "L"} and (trace[:, 3] > 0).all()
+    push = to_host(ppr(g, [0], method="push", tol=1e-9))[0]
+    np.testing.assert_allclose(to_host(p), push, atol=1e-13)
+    limited = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)(0, 3)
+    assert limited[1] is None and len(limited[2]) == 3  # stopped by the iteration limit
 
 
 @pytest.mark.parametrize("device", DEVICES)
