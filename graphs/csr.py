@@ -125,7 +125,13 @@ class CSRGraph:
                 import pandas as pd
 
                 index = self._cache["label_index"] = pd.Index(self._ids)
-            out = np.asarray(index.get_indexer(labels.reshape(-1)), dtype=np.int64)
+            flat = labels.reshape(-1)
+            if flat.dtype == object and index.dtype.kind in "iu" and _all_ints(flat):
+                try:  # else pandas casts the whole index to object on every call
+                    flat = flat.astype(index.dtype)
+                except OverflowError:  # beyond int64: looked up as objects (and not found)
+                    pass
+            out = np.asarray(index.get_indexer(flat), dtype=np.int64)
             missing = out < 0
         if missing.any():
             bad = labels.reshape(-1)[missing][:5].tolist()
@@ -278,3 +284,8 @@ def _content_token(g: CSRGraph) -> str:
         parts.append(fingerprint(_label_words(g._ids)))
     header["fp"] = [f"{a:016x}{b:016x}" for a, b in parts]
     return hashlib.blake2b(json.dumps(header, sort_keys=True).encode(), digest_size=16).hexdigest()
+
+
+def _all_ints(values: np.ndarray) -> bool:
+    """Every element an integer (not a bool): safe to cast to an integer dtype without changing it."""
+    return all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values)

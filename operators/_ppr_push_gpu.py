@@ -17,6 +17,8 @@ from graphs._device import get_kernel, import_cupy, resident_blocks
 
 from ._ppr_cost import PULL, PUSH, cost_model, pull_static
 
+HYBRID = 2
+
 PPR_PUSH_KERNEL = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -31,6 +33,7 @@ namespace cg = cooperative_groups;
 typedef unsigned int u32;
 // Statistics: rdw[blk] and rdw[blocks + warp], sqw likewise; counters: f_cur, f_next, touched count.
 __device__ __forceinline__ void gj_add_slot(u32* st, int nb, long long q, u32 cb, u32 cw) {
+    if (st == nullptr) return;  // push or pull alone: no decision to make, no statistics
     long long blk = (q / B) % nb;
     atomicAdd(&st[blk], cb);
     atomicAdd(&st[nb + blk * B + q % B], cw);
@@ -172,22 +175,22 @@ __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, 
         __syncthreads();
     }
 }
-// Block 0 between iterations: Phi_rdw and Phi_sqw of the next one, its model (the hybrid: push when
-// Psi < 0), the trace row (model, Phi_rdw, Phi_sqw, frontier size) and the counters reset for it.
+// The last block to finish an iteration: Phi_rdw and Phi_sqw of the next one, its model (the hybrid:
+// push when Psi < 0), the trace row (model, Phi_rdw, Phi_sqw, frontier size), counters reset for it.
 __device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb, int* cnt,
         double* dm, double* trace, int ntrace, int mode, double rdr, double l1, double l2, double l3) {
     __shared__ double s_r[WB], s_q[WB];
     double br = 0.0, bq = 0.0;
-    for (int i = threadIdx.x; i < nb; i += WB) {
+    for (int i = threadIdx.x; rdw != nullptr && i < nb; i += WB) {  // written by other SMs: read from L2
         u32 wr = 0, wq = 0;
         for (int j = 0; j < B; ++j) {
-            wr = max(wr, rdw[nb + i * B + j]);
-            wq = max(wq, swrp[i * B + j] + sqw[nb + i * B + j]);
+            wr = max(wr, __ldcg(&rdw[nb + i * B + j]));
+            wq = max(wq, swrp[i * B + j] + __ldcg(&sqw[nb + i * B + j]));
             rdw[nb + i * B + j] = 0;
             sqw[nb + i * B + j] = 0;
         }
-        br = fmax(br, (double)(rdw[i] + wr));
-        bq = fmax(bq, (double)(sblk[i] + sqw[i] + wq));
+        br = fmax(br, (double)(__ldcg(&rdw[i]) + wr));
+        bq = fmax(bq, (double)(sblk[i] + __ldcg(&sqw[i]) + wq));
         rdw[i] = 0;
         sqw[i] = 0;
     }
@@ -202,19 +205,34 @@ __device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        int it = cnt[4] + 1, model = mode;
+        volatile int* c = cnt;
+        int it = c[4] + 1, model = mode;
         if (mode == HYBRID) model = l1 * s_r[0] - l2 * rdr - l3 * s_q[0] < 0.0 ? PUSH : PULL;
         if (it < ntrace) {
             trace[4 * it] = model; trace[4 * it + 1] = s_r[0]; trace[4 * it + 2] = s_q[0];
-            trace[4 * it + 3] = cnt[1];
+            trace[4 * it + 3] = c[1];
         }
-        cnt[0] = cnt[1]; cnt[1] = 0; cnt[2] = 0; cnt[3] = model; cnt[4] = it;
-        dm[0] = dm[1]; dm[1] = 0.0;
+        c[0] = c[1]; c[1] = 0; c[2] = 0; c[3] = model; c[4] = it; c[5] = 0;
+        volatile double* d = dm;
+        d[0] = d[1]; d[1] = 0.0;
     }
 }
-// The whole solve in one cooperative launch: per iteration the chosen model, then block 0 decides the
-// next; grid-wide barriers between the steps. cnt: frontier, next frontier, touched, model, iteration.
-// 8 resident blocks per SM cap registers at 32: ptxas spills about 24 bytes of loop state (L1-resident).
+// True in the last block of the grid to get here (its writes and everyone's before them visible).
+__device__ __forceinline__ bool gj_last_block(int* ticket) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(ticket, 1) == gridDim.x - 1;
+        if (last) __threadfence();
+    }
+    __syncthreads();
+    return last;
+}
+// The whole solve in one cooperative launch: per iteration the chosen model, then the last block to
+// finish decides the next; grid-wide barriers between the steps. cnt: frontier, next frontier,
+// touched, model, iteration, blocks finished.
+// 8 resident blocks per SM cap registers at 32: ptxas spills about 40 bytes of loop state (L1-resident).
 template <typename T>
 __device__ void gj_ppr_solve(const long long* indptr, const int* indices, const long long* tptr,
         const int* tind, const int* deg, int n, int* cnt, T* r, T* r_in, T* p, T* msg, T* msg2, int* front,
@@ -237,8 +255,7 @@ __device__ void gj_ppr_solve(const long long* indptr, const int* indices, const 
                        nb, s, it == 0 ? s : -1, alpha, tol);
             ++pulls;
         }
-        grid.sync();
-        if (blockIdx.x == 0)
+        if (gj_last_block(&cnt[5]))
             gj_ppr_next(rdw, sqw, sblk, swrp, nb, cnt, dm, trace, ntrace, mode, rdr, l1, l2, l3);
         grid.sync();
     }
@@ -282,7 +299,9 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost):
     r, r_in, msg, msg2 = (cp.zeros(n, dtype=T) for _ in range(4))
     front, front2, touched = (cp.empty(n, dtype=np.int32) for _ in range(3))
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
-    cnt, dm, trace = cp.zeros(5, np.int32), cp.zeros(2, np.float64), cp.zeros((TRACE, 4), np.float64)
+    if mode != HYBRID:  # no decision to make: null statistics arrays, the kernel skips their atomics
+        rdw = sqw = np.uint64(0)
+    cnt, dm, trace = cp.zeros(6, np.int32), cp.zeros(2, np.float64), cp.zeros((TRACE, 4), np.float64)
     wb = cost.lanes * cost.warps
     model = (np.int32(mode), np.float64(rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3))
 
@@ -297,14 +316,14 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost):
             msg[s] = alpha / d
         rdw0 = -(-d // wb) + -(-d // cost.lanes)  # the first decision: the source alone, nothing received
         first = mode if mode in (PUSH, PULL) else cost.choose(rdw0, rdr, rdr)
-        cnt.set(np.array([1, 0, 0, first, 0], np.int32))
+        cnt.set(np.array([1, 0, 0, first, 0, 0], np.int32))
         dm.set(np.array([0.0 if d else 1.0, 0.0]))
         trace[0] = cp.asarray([first, rdw0, rdr, 1.0])
         args = (G.indptr, G.indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, p, msg, msg2, front, front2,
                 touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), np.int32(s), np.float64(alpha),
                 np.float64(tol), np.int32(min(limit, 2**31 - 1)), *model, trace, np.int32(TRACE))  # fmt: skip
         kernel((nb,), (wb,), args)
-        f, _, _, _, it = (int(v) for v in cnt.get())
+        f, _, _, _, it, _ = (int(v) for v in cnt.get())
         run.last_trace = trace[: min(it, TRACE)].get()  # (model, Phi_rdw, Phi_sqw, frontier) per iteration
         models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
         return p, (None if f else it), models, float(r.sum())

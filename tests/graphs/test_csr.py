@@ -66,6 +66,11 @@ def test_renumbering_integers_sorted_and_strings_by_first_appearance():
         h.internal_ids(["nope"])
     wide = from_edges(np.array([-(2**62), 2**62]), np.array([2**62, 5]))  # sparse range: the sort path
     assert wide.ids.tolist() == [-(2**62), 5, 2**62]
+    # integer labels given as objects (as ppr passes them) take the integer path; others are looked up
+    np.testing.assert_array_equal(g.internal_ids(np.array([1000, np.int64(7)], dtype=object)), [2, 0])
+    for bad in ([2**70], [True], ["7"], [99.5]):
+        with pytest.raises(KeyError, match="not in the graph"):
+            g.internal_ids(np.array(bad, dtype=object))
 
 
 def test_constructor_validation():

@@ -1,0 +1,82 @@
+"""Where a single-source PPR query spends its time on the GPU: the public call, the solver's run
+alone (wall clock and CUDA events), the set-up around it, and the Python profile of ``ppr``.
+
+    python -m benchmarks.profile_ppr soc-Epinions1 rmat:22 --tols 1e-6,1e-8 --method hybrid
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+import numpy as np
+
+import graphs
+from benchmarks.run import dataset_dir
+from benchmarks.topk_ppr import _sources
+from operators import ppr
+from operators._ppr_cost import cost_model
+from operators._ppr_push_gpu import solver
+from operators.ppr import MODES
+
+
+def _graph(name: str):
+    if name.startswith("rmat:"):
+        return graphs.rmat(int(name[5:]), seed=0, device="gpu")
+    return graphs.read_edgelist(dataset_dir() / f"{name}.txt.gz").to("gpu")
+
+
+def profile(name: str, tol: float, method: str, sources: int) -> None:
+    import cupy as cp
+
+    sync = cp.cuda.Device().synchronize
+    g = _graph(name)
+    srcs = _sources(g, sources, seed=1)
+    ppr(g, srcs[:2], tol=tol, method=method)  # compile, plan, cost model
+    sync()
+    t0 = time.perf_counter()
+    for s in srcs:
+        ppr(g, [s], tol=tol, method=method)
+    sync()
+    api = (time.perf_counter() - t0) / len(srcs) * 1e3
+    run = solver(g, MODES[method], 0.8, tol, np.float64, cost_model("gpu"))
+    ids = [int(v) for v in g.internal_ids(srcs)]
+    run(ids[0], 10**6)
+    sync()
+    t0, iterations = time.perf_counter(), []
+    for v in ids:
+        iterations.append(run(v, 10**6)[1])
+    sync()
+    solve = (time.perf_counter() - t0) / len(ids) * 1e3
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    _, _, models, _ = run(ids[1], 10**6)
+    stop.record()
+    stop.synchronize()
+    print(f"{name} tol={tol:g} {method}: ppr() {api:.3f} ms per source, solver run {solve:.3f} ms "
+          f"(events {cp.cuda.get_elapsed_time(start, stop):.3f} ms), {np.mean(iterations):.1f} iterations, "
+          f"models {models}")  # fmt: skip
+    prof = cProfile.Profile()
+    prof.enable()
+    for s in srcs[:10]:
+        ppr(g, [s], tol=tol, method=method)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(12)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("graphs", nargs="+", help="SNAP names (from the datasets folder) or rmat:SCALE")
+    ap.add_argument("--tols", default="1e-6,1e-8")
+    ap.add_argument("--method", default="hybrid", choices=["push", "pull", "hybrid"])
+    ap.add_argument("--sources", type=int, default=20)
+    args = ap.parse_args(argv)
+    for name in args.graphs:
+        for tol in (float(t) for t in args.tols.split(",")):
+            profile(name, tol, args.method, args.sources)
+
+
+if __name__ == "__main__":
+    main()
