@@ -28,20 +28,24 @@ def _graph(name: str):
     return graphs.read_edgelist(dataset_dir() / f"{name}.txt.gz").to("gpu")
 
 
-def profile(name: str, tol: float, method: str, sources: int) -> None:
+def profile(name: str, tol: float, method: str, sources: int, blocks=None, quiet=False) -> None:
+    import dataclasses
+
     import cupy as cp
 
+    cost = cost_model("gpu")
+    cost = dataclasses.replace(cost, blocks=blocks) if blocks else cost
     sync = cp.cuda.Device().synchronize
     g = _graph(name)
     srcs = _sources(g, sources, seed=1)
-    ppr(g, srcs[:2], tol=tol, method=method)  # compile, plan, cost model
+    ppr(g, srcs[:2], tol=tol, method=method, cost=cost)  # compile, plan, cost model
     sync()
     t0 = time.perf_counter()
     for s in srcs:
-        ppr(g, [s], tol=tol, method=method)
+        ppr(g, [s], tol=tol, method=method, cost=cost)
     sync()
     api = (time.perf_counter() - t0) / len(srcs) * 1e3
-    run = solver(g, MODES[method], 0.8, tol, np.float64, cost_model("gpu"))
+    run = solver(g, MODES[method], 0.8, tol, np.float64, cost)
     ids = [int(v) for v in g.internal_ids(srcs)]
     run(ids[0], 10**6)
     sync()
@@ -55,13 +59,16 @@ def profile(name: str, tol: float, method: str, sources: int) -> None:
     _, _, models, _ = run(ids[1], 10**6)
     stop.record()
     stop.synchronize()
-    print(f"{name} tol={tol:g} {method}: ppr() {api:.3f} ms per source, solver run {solve:.3f} ms "
-          f"(events {cp.cuda.get_elapsed_time(start, stop):.3f} ms), {np.mean(iterations):.1f} iterations, "
+    ev = cp.cuda.get_elapsed_time(start, stop)
+    print(f"{name} tol={tol:g} {method} {cost.blocks} blocks: ppr() {api:.3f} ms per source, solver run "
+          f"{solve:.3f} ms (events {ev:.3f} ms), {np.mean(iterations):.1f} iterations, "
           f"models {models}")  # fmt: skip
+    if quiet:
+        return
     prof = cProfile.Profile()
     prof.enable()
     for s in srcs[:10]:
-        ppr(g, [s], tol=tol, method=method)
+        ppr(g, [s], tol=tol, method=method, cost=cost)
     prof.disable()
     pstats.Stats(prof).sort_stats("cumulative").print_stats(12)
 
@@ -72,10 +79,13 @@ def main(argv=None) -> None:
     ap.add_argument("--tols", default="1e-6,1e-8")
     ap.add_argument("--method", default="hybrid", choices=["push", "pull", "hybrid"])
     ap.add_argument("--sources", type=int, default=20)
+    ap.add_argument("--blocks", default="", help="cost-model (and grid) blocks to try, e.g. 264,528")
+    ap.add_argument("--quiet", action="store_true", help="no Python profile")
     args = ap.parse_args(argv)
     for name in args.graphs:
         for tol in (float(t) for t in args.tols.split(",")):
-            profile(name, tol, args.method, args.sources)
+            for blocks in [int(b) for b in args.blocks.split(",") if b] or [None]:
+                profile(name, tol, args.method, args.sources, blocks, args.quiet)
 
 
 if __name__ == "__main__":
