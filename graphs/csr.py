@@ -178,6 +178,10 @@ class CSRGraph:
             self._cache["transpose"] = t
         return t
 
+    def has_derived(self, key: str) -> bool:
+        """Whether ``derived(key, ...)`` was computed already."""
+        return self._cache.get(key) is not None
+
     def derived(self, key: str, factory):
         """``factory(self)``, computed once and kept with the graph (e.g. an operator's plan)."""
         value = self._cache.get(key)

@@ -11,6 +11,7 @@ from graphs import CSRGraph
 from graphs._device import array_module
 
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability, vertex_vector
+from ._pagerank_order import back, degree_ordered, into, use_degree_order
 from ._pagerank_part import pull_rows_cpu, reciprocal
 from .errors import ConvergenceError
 
@@ -29,6 +30,7 @@ def pagerank(
     weighted: bool | None = None,
     method: str = "auto",
     dtype=None,
+    reorder: bool | None = None,
     client=None,
     info: dict | None = None,
 ):
@@ -66,6 +68,11 @@ def pagerank(
     dtype : {None, float32, float64}
         Value type on the GPU (default float32; sums are accumulated in float64). The CPU always
         computes in float64.
+    reorder : bool, optional
+        Iterate on a copy of the graph renumbered by decreasing degree (built on the first call and
+        kept with the graph; the result comes back in the graph's own numbering). Default: on the
+        GPU with the pull method, for graphs of at least 2**20 vertices, when the GPU has room for
+        the copy and its transpose (about twice the graph's memory). Ignored for partitioned graphs.
     client : distributed.Client, optional
         Required when ``G`` is a ``graphs.PartitionedGraph``: part ``r`` is placed on the ``r``-th
         worker (by address) for the call. With GPU workers each worker runs the iteration on its
@@ -131,6 +138,12 @@ def pagerank(
         return x
     if client is not None:
         raise ValueError("client= applies to a graphs.PartitionedGraph; this graph is a CSRGraph")
+    perm = None
+    if use_degree_order(G, reorder, method):
+        G, perm = degree_ordered(G)
+        p, dw, x0 = into(p, perm), into(dw, perm), into(x0, perm)
+    if info is not None:
+        info["degree_order"] = perm is not None
     inv_out = inverse_out_weight(G, weighted)
     args = dict(
         alpha=alpha,
@@ -150,7 +163,7 @@ def pagerank(
         x, iters, err = _pagerank_cpu(G, method=method, **args)
     if not err < n * tol:
         raise ConvergenceError("pagerank", iters, err, n * tol)
-    return x
+    return x if perm is None else back(x, perm)
 
 
 def inverse_out_weight(G: CSRGraph, weighted: bool):

@@ -155,6 +155,27 @@ def test_reordering_does_not_change_ranks_by_label():
     np.testing.assert_allclose(as_vector(g, by_label), pagerank(g), atol=1e-14)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("method", ["pull", "push"])
+def test_degree_order_inside_pagerank_returns_the_graph_numbering(device, method):
+    """``reorder=True`` iterates on the degree-ordered copy and maps back: the same vector, with
+    label-keyed personalization, dangling and start vectors; the default leaves small graphs as
+    they are; the copy is built once and kept with the graph."""
+    g = graphs.rmat(11, seed=4, weighted=True, device=device)
+    label = [int(v) for v in (np.arange(g.n) if g.ids is None else to_host(g.ids))[[7, 100, 3, 9]]]
+    opts = dict(tol=1e-12, method=method, dtype=np.float64, personalization={label[0]: 2.0, label[1]: 1.0},
+                dangling={label[2]: 1.0}, nstart={label[3]: 1.0})  # fmt: skip
+    info = {}
+    plain = to_host(pagerank(g, reorder=False, **opts))
+    ordered = to_host(pagerank(g, reorder=True, info=info, **opts))
+    assert info["degree_order"] and g.has_derived("pagerank_degree_order")
+    np.testing.assert_allclose(ordered, plain, atol=1e-13)
+    assert abs(plain - to_host(pagerank(g.to("cpu"), **opts | {"method": "pull"}))).sum() < 1e-9
+    default = {}
+    pagerank(g, tol=1e-10, info=default)
+    assert default["degree_order"] is False  # below 2**20 vertices (and never on the CPU by default)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 25), st.integers(0, 80), st.integers(0, 2**31), st.floats(0.05, 0.95), st.booleans())
 def test_pull_push_and_reference_agree(n, m, seed, alpha, weighted):
