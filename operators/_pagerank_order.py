@@ -1,9 +1,11 @@
-"""Degree order for PageRank: the graph renumbered by decreasing degree, built once and kept with the
-graph, and the vectors carried into and out of that numbering.
+"""Degree order for PageRank (``reorder=True``): the graph renumbered by decreasing degree, built once
+and kept with the graph, and the vectors carried into and out of that numbering.
 
 The pull sweep gathers ``x / d_out`` along in-edges; with the hubs first those gathers share cache
 lines (R-MAT 24 on an H100: 4.2 -> 2.0 ms per iteration). cuGraph renumbers its graphs in the same
-spirit when it builds them. The copy and its transpose cost about twice the graph's memory.
+spirit when it builds them. The copy and its transpose cost about twice the graph's memory, and
+building them (0.3 s at R-MAT 24) outweighs one run's saving (about 40 ms there): worth it for
+repeated runs on one graph, hence not the default.
 """
 
 from __future__ import annotations
@@ -11,20 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from graphs import CSRGraph, reorder
-from graphs._device import array_module, free_memory, to_host
+from graphs._device import array_module, to_host
 
-AUTO_MIN_VERTICES = 2**20  # below this the vectors fit in cache either way (R-MAT 20: 0.18 -> 0.14 ms)
 KEY = "pagerank_degree_order"
-
-
-def use_degree_order(G: CSRGraph, reorder_opt: bool | None, method: str) -> bool:
-    """``reorder_opt`` when given; else on the GPU, for the pull method, from 2**20 vertices, when the
-    copy is already built or the GPU has room for it."""
-    if reorder_opt is not None:
-        return bool(reorder_opt)
-    if G.device != "gpu" or method != "pull" or G.n < AUTO_MIN_VERTICES:
-        return False
-    return G.has_derived(KEY) or free_memory("gpu") > 3 * G.nbytes
 
 
 def degree_ordered(G: CSRGraph) -> tuple[CSRGraph, np.ndarray]:

@@ -159,8 +159,7 @@ def test_reordering_does_not_change_ranks_by_label():
 @pytest.mark.parametrize("method", ["pull", "push"])
 def test_degree_order_inside_pagerank_returns_the_graph_numbering(device, method):
     """``reorder=True`` iterates on the degree-ordered copy and maps back: the same vector, with
-    label-keyed personalization, dangling and start vectors; the default leaves small graphs as
-    they are; the copy is built once and kept with the graph."""
+    label-keyed personalization, dangling and start vectors; the copy is kept with the graph."""
     g = graphs.rmat(11, seed=4, weighted=True, device=device)
     label = [int(v) for v in (np.arange(g.n) if g.ids is None else to_host(g.ids))[[7, 100, 3, 9]]]
     opts = dict(tol=1e-12, method=method, dtype=np.float64, personalization={label[0]: 2.0, label[1]: 1.0},
@@ -173,7 +172,7 @@ def test_degree_order_inside_pagerank_returns_the_graph_numbering(device, method
     assert abs(plain - to_host(pagerank(g.to("cpu"), **opts | {"method": "pull"}))).sum() < 1e-9
     default = {}
     pagerank(g, tol=1e-10, info=default)
-    assert default["degree_order"] is False  # below 2**20 vertices (and never on the CPU by default)
+    assert default["degree_order"] is False
 
 
 @settings(max_examples=60, deadline=None)
