@@ -9,6 +9,7 @@ import graphs
 from benchmarks import cugraph_peer
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
 from operators import pagerank
+from operators._pagerank_order import KEY as ORDER_KEY
 from operators._pagerank_order import degree_ordered
 from operators.pagerank import inverse_out_weight
 
@@ -151,14 +152,20 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
         )
     # end to end through operators.pagerank, as it is, and with reorder=True: iterating on a
     # degree-ordered copy built on the first call and kept (its build timed once, beside cuGraph's)
-    t_order, _ = wall(lambda: degree_ordered(g)[0].transpose(), repeats=1, warmup=0, sync=sync)
     t_full, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000), repeats=3, sync=sync)
-    t_ord, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000, reorder=True), repeats=3, sync=sync)
+    if layout != "original":  # already in degree order
+        t_order = t_ord = float("nan")
+    else:
+        t_order, _ = wall(lambda: degree_ordered(g)[0].transpose(), repeats=1, warmup=0, sync=sync)
+        t_ord, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000, reorder=True), repeats=3, sync=sync)
+        g.forget_derived(ORDER_KEY)  # the copy's memory back before the next layout
     iters = _iterations_to_converge(g, tol, weighted)
     extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
                                           "speedup_vs_peer": peer_full / t_full}  # fmt: skip
     rep.emit(bench="pagerank", graph=name, layout=layout, impl="graphjobs end-to-end, L1 change < 1e-6",
              n=n, m=m, median=t_full * 1e3, unit="ms", iterations=iters, tol=tol, **extra)  # fmt: skip
+    if layout != "original":
+        return
     extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
                                           "speedup_vs_peer": peer_full / t_ord}  # fmt: skip
     rep.emit(bench="pagerank", graph=name, layout=layout, impl="graphjobs end-to-end, reorder=True",

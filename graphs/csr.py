@@ -182,6 +182,10 @@ class CSRGraph:
         """Whether ``derived(key, ...)`` was computed already."""
         return self._cache.get(key) is not None
 
+    def forget_derived(self, key: str) -> None:
+        """Drop a derived value (e.g. a large copy of the graph) so that its memory can be freed."""
+        self._cache.pop(key, None)
+
     def derived(self, key: str, factory):
         """``factory(self)``, computed once and kept with the graph (e.g. an operator's plan)."""
         value = self._cache.get(key)

@@ -20,25 +20,24 @@ KEY = "pagerank_degree_order"
 
 def degree_ordered(G: CSRGraph) -> tuple[CSRGraph, np.ndarray]:
     """``(R, perm)``: ``G`` renumbered by decreasing total degree; new vertex i is old vertex
-    ``perm[i]`` (host int64). Kept with ``G``."""
+    ``perm[i]`` (int64, on ``G``'s device). Kept with ``G``."""
 
     def build(g):
         xp = array_module(g.indptr)
         deg = g.out_degree() + g.in_degree()
         perm = xp.argsort(-deg, kind="stable") if xp is np else xp.argsort(-deg)
-        return reorder(g, by=perm), to_host(perm).astype(np.int64)
+        return reorder(g, by=perm), perm.astype(np.int64, copy=False)
 
     return G.derived(KEY, build)
 
 
-def into(vec, perm: np.ndarray):
+def into(vec, perm):
     """A host vector over ``G``'s ids as a vector over the reordered ids (None stays None)."""
-    return None if vec is None else vec[perm]
+    return None if vec is None else vec[to_host(perm)]
 
 
-def back(x, perm: np.ndarray):
-    """A result over the reordered ids as a vector over ``G``'s ids, on the result's device."""
-    xp = array_module(x)
-    out = xp.empty_like(x)
-    out[xp.asarray(perm)] = x
+def back(x, perm):
+    """A result over the reordered ids as a vector over ``G``'s ids (``x`` and ``perm`` on one device)."""
+    out = array_module(x).empty_like(x)
+    out[perm] = x
     return out
