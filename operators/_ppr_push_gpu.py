@@ -183,14 +183,16 @@ __device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp
     double br = 0.0, bq = 0.0;
     for (int i = threadIdx.x; rdw != nullptr && i < nb; i += WB) {  // written by other SMs: read from L2
         u32 wr = 0, wq = 0;
-        for (int j = 0; j < B; ++j) {
+#pragma unroll
+        for (int j = 0; j < B; ++j) {  // loads only: no store in between keeps them in flight together
             wr = max(wr, __ldcg(&rdw[nb + i * B + j]));
             wq = max(wq, swrp[i * B + j] + __ldcg(&sqw[nb + i * B + j]));
-            rdw[nb + i * B + j] = 0;
-            sqw[nb + i * B + j] = 0;
         }
         br = fmax(br, (double)(__ldcg(&rdw[i]) + wr));
         bq = fmax(bq, (double)(sblk[i] + __ldcg(&sqw[i]) + wq));
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; rdw != nullptr && i < nb * (1 + B); i += WB) {  // reset for the next iteration
         rdw[i] = 0;
         sqw[i] = 0;
     }
