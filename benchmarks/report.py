@@ -3,7 +3,8 @@
 Writes ``DIR/report.md`` (every measurement beside its same-run baseline) and PNG plots where the data
 has them (the last row of each measurement when files repeat one): ``speedup.png`` (speed-up over the
 baseline per graph and implementation), ``latency_vs_k.png`` (top-k PPR query latency against k) and
-``scaling.png`` (multi-GPU runs against one GPU, with the ideal).
+``scaling.png`` (multi-GPU runs against one GPU, with the ideal) and ``peer.png`` (speed-up over
+cuGraph measured in the same run, where the rows carry it).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ SIZE, DPI = (8.0, 5.0), 100  # every plot: 800 x 500 pixels
 
 
 def latest(rows: list[dict]) -> list[dict]:
-    """One row per (bench, graph, implementation, device, gpus, exchange): the last one read."""
+    """One row per (bench, graph, layout, implementation, device, gpus, exchange): the last one read."""
+    keys = ("bench", "graph", "layout", "impl", "device", "gpus", "exchange")
     keep = {}
     for r in rows:
-        keep[tuple(str(r.get(k)) for k in ("bench", "graph", "impl", "device", "gpus", "exchange"))] = r
+        keep[tuple(str(r.get(k)) for k in keys)] = r
     return list(keep.values())
 
 
@@ -47,7 +49,8 @@ def markdown(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         base = r.get("baseline") or {}
-        cells = [r.get("bench"), r.get("graph", ""), r.get("impl", ""), _num(r.get("median")),
+        graph = r.get("graph", "") + (f" ({r['layout']})" if r.get("layout") else "")
+        cells = [r.get("bench"), graph, r.get("impl", ""), _num(r.get("median")),
                  r.get("unit", ""), base.get("impl", ""), _num(base.get("median")), _num(r.get("speedup"), 3),
                  r.get("device_name", r.get("device", ""))]  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
@@ -77,6 +80,37 @@ def plot_speedup(rows, path) -> bool:
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("speed-up over the same-run baseline (log)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return True
+
+
+def peer_speedups(rows) -> list[tuple[str, float]]:
+    """(label, speed-up over cuGraph) of the rows measured beside it: ``speedup_vs_peer``, or a
+    baseline that is cuGraph."""
+    out = []
+    for r in rows:
+        base = (r.get("baseline") or {}).get("impl", "")
+        s = r.get("speedup_vs_peer", r.get("speedup") if "cugraph" in base else None)
+        if isinstance(s, float | int) and s > 0:
+            layout = f" ({r['layout']})" if r.get("layout") else ""
+            out.append((f"{r.get('graph', '')}{layout} {r.get('impl', '')}"[:60], float(s)))
+    return out
+
+
+def plot_peer(rows, path) -> bool:
+    data = peer_speedups(rows)[-40:]
+    if not data:
+        return False
+    plt, (fig, ax) = _figure()
+    ax.barh(
+        range(len(data)), [s for _, s in data], color=["tab:green" if s >= 1 else "tab:red" for _, s in data]
+    )
+    ax.set_yticks(range(len(data)), [label for label, _ in data], fontsize=5)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("speed-up over cuGraph in the same run (log)")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -162,6 +196,7 @@ def main(argv=None) -> int:
         ("speedup.png", plot_speedup),
         ("latency_vs_k.png", plot_latency_vs_k),
         ("scaling.png", plot_scaling),
+        ("peer.png", plot_peer),
     )
     made = [name for name, fn in plots if fn(latest(rows), out / name)]
     sources = ", ".join(f"`{Path(f).name}`" for f in args.files)
