@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs, in one call (see ../shared/gpu/README.md):
-#   bash benchmarks/gpu.sh [stash] [cugraph] [tests] [gputest FILES] [bench] [-- extra args for benchmarks.run]
+#   bash benchmarks/gpu.sh [stash] [cugraph] [rapids] [tests] [gputest FILES] [bench] [-- args for benchmarks.run]
 # Needs ./.whl (bash ../shared/gpu/fetch-wheels.sh) and, for the SNAP tests, ./.data with the
 # datasets; both git-ignored and named in the device tool's `carry`. Logs and JSON lines go to $OUT.
 # The copy there has no current git HEAD: prefix the call with GRAPHJOBS_COMMIT=<hash> to record it.
 # cuGraph (pylibcugraph) is too large for one call: benchmarks/fetch-cugraph.sh splits its wheels into
 # ./.cg/pNN parts; each call carrying some of them runs `stash` (kept in /tmp while the machine stays
 # warm), and `cugraph` installs them once all parts of .cg/SUM are there, so later steps measure it.
+# Likewise ./.cg2 (cuDF, dask_cudf, cuGraph's Python layer): `rapids` runs the RAPIDS interop tests.
 set -uo pipefail
 OUT=${OUT:-/tmp/graphjobs-out}
 mkdir -p "$OUT"
@@ -17,21 +18,25 @@ done
 [ "${1:-}" = "--" ] && shift
 [ ${#what[@]} -eq 0 ] && what=(tests bench)
 stash() {
-  mkdir -p /tmp/cg-parts && cp .cg/p[0-9][0-9] /tmp/cg-parts/ 2>/dev/null
-  echo "cuGraph parts here: $(ls /tmp/cg-parts | wc -l) of $(awk '/^parts/ {print $2}' .cg/SUM 2>/dev/null)"
+  mkdir -p /tmp/cg-parts /tmp/cg2-parts
+  cp .cg/p[0-9][0-9] /tmp/cg-parts/ 2>/dev/null; cp .cg2/p[0-9][0-9] /tmp/cg2-parts/ 2>/dev/null
+  echo "cuGraph parts here: $(ls /tmp/cg-parts | wc -l) of $(awk '/^parts/ {print $2}' .cg/SUM 2>/dev/null)," \
+       "RAPIDS parts: $(ls /tmp/cg2-parts | wc -l) of $(awk '/^parts/ {print $2}' .cg2/SUM 2>/dev/null)"
+}
+unpack() {  # unpack PARTS_DIR SUM_FILE SITE: the wheels of the parts, installed into SITE once
+  local want sum
+  want=$(awk '/^parts/ {print $2}' "$2"); sum=$(awk '/^md5/ {print $2}' "$2")
+  [ -d "$3" ] && return 0
+  [ "$(ls "$1" | wc -l)" = "$want" ] || { echo "parts missing in $1"; return 1; }
+  cat "$1"/p* > /tmp/parts.tar && [ "$(md5sum < /tmp/parts.tar | cut -d' ' -f1)" = "$sum" ] \
+    || { echo "checksum of $1 differs"; return 1; }
+  rm -rf /tmp/whl-unpack && mkdir -p /tmp/whl-unpack && tar xf /tmp/parts.tar -C /tmp/whl-unpack && rm /tmp/parts.tar
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$3" /tmp/whl-unpack/*.whl
 }
 cugraph() {
   stash
-  local want sum site=/tmp/cg-site
-  want=$(awk '/^parts/ {print $2}' .cg/SUM); sum=$(awk '/^md5/ {print $2}' .cg/SUM)
-  if [ ! -d $site/pylibcugraph ]; then
-    [ "$(ls /tmp/cg-parts | wc -l)" = "$want" ] || { echo "cuGraph: parts missing"; return 1; }
-    cat /tmp/cg-parts/p* > /tmp/cg.tar && [ "$(md5sum < /tmp/cg.tar | cut -d' ' -f1)" = "$sum" ] \
-      || { echo "cuGraph: checksum differs"; return 1; }
-    mkdir -p /tmp/cg-whl && tar xf /tmp/cg.tar -C /tmp/cg-whl && rm /tmp/cg.tar
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $site /tmp/cg-whl/*.whl \
-      || return 1
-  fi
+  local site=/tmp/cg-site
+  unpack /tmp/cg-parts .cg/SUM $site || return 1
   export PYTHONPATH=$PYTHONPATH:$site
   local libs=$site/nvidia/cu13/lib
   for d in libcugraph libcuvs libraft librmm libkvikio rapids_logger; do libs=$libs:$site/$d/lib64; done
@@ -44,6 +49,19 @@ cugraph() {
   export LD_PRELOAD=$site/nvidia/cu13/lib/libnvJitLink.so.13${LD_PRELOAD:+:$LD_PRELOAD}
   python3 -c "import pylibcugraph; print('pylibcugraph', pylibcugraph.__version__)"
 }
+# cuDF, dask_cudf and cuGraph's Python layer: they pin numba < 0.65 and so numpy < 2.5, older than the
+# image's, so they get their own site, first on the path, for the RAPIDS tests only (after `cugraph`)
+rapids() {
+  stash > /dev/null
+  local site=/tmp/rapids-site
+  unpack /tmp/cg2-parts .cg2/SUM $site || return 1
+  (
+    export PYTHONPATH=$site:$PYTHONPATH LD_LIBRARY_PATH=$site/libcudf/lib64:$site/nvidia/libnvcomp/lib64:$LD_LIBRARY_PATH
+    python3 -c "import numpy, numba, cudf, dask_cudf, cugraph; print('numpy', numpy.__version__, 'numba', numba.__version__, 'cudf', cudf.__version__, 'cugraph', cugraph.__version__)" || exit 1
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/graphs/test_rapids.py tests/graphs/test_interop.py \
+      tests/graphs/test_load.py 2>&1 | tee "$OUT/rapids-tests.log"; exit "${PIPESTATUS[0]}"
+  )
+}
 if [ "${what[*]}" = stash ]; then stash; exit 0; fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 GRAPHJOBS_DATASETS=$PWD/.data NUMBA_CACHE_DIR=/tmp/numba-cache
@@ -54,6 +72,7 @@ for w in "${what[@]}"; do
   case $w in
     stash) stash ;;
     cugraph) cugraph || status=1 ;;
+    rapids) rapids || status=1 ;;
     gputest) python3 -m pytest -q -m gpu -p no:cacheprovider "${files[@]}" 2>&1 | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     tests) python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     alltests) python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/all-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;

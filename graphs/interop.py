@@ -111,8 +111,14 @@ def from_cudf(df, *, source: str = "src", destination: str = "dst", weight: str 
     missing = [c for c in (source, destination, weight) if c is not None and c not in df.columns]
     if missing:
         raise KeyError(f"columns {missing} not in the DataFrame (it has {list(df.columns)})")
-    w = None if weight is None else df[weight].values
-    return from_edges(df[source].values, df[destination].values, w, directed=directed, renumber=renumber)
+    w = None if weight is None else df[weight].astype("float64").values
+    src, dst = df[source], df[destination]
+    if src.dtype.kind in "iu" and dst.dtype.kind in "iu":  # integer ids stay on the GPU
+        return from_edges(src.values, dst.values, w, directed=directed, renumber=renumber)
+    # string (or mixed) labels are renumbered on the host, as read_edgelist does; the graph goes back
+    labels = (c.to_numpy().astype(object) for c in (src, dst))
+    g = from_edges(*labels, None if w is None else to_host(w), directed=directed, renumber=renumber)
+    return g.to("gpu")
 
 
 def _need(module: str, what: str):
