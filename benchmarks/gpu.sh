@@ -56,7 +56,8 @@ rapids() {
   local site=/tmp/rapids-site
   unpack /tmp/cg2-parts .cg2/SUM $site || return 1
   (
-    export PYTHONPATH=$site:$PYTHONPATH LD_LIBRARY_PATH=$site/libcudf/lib64:$site/nvidia/libnvcomp/lib64:$LD_LIBRARY_PATH
+    export PYTHONPATH=$site:$PYTHONPATH
+    export LD_LIBRARY_PATH=$site/libcudf/lib64:$site/nvidia/libnvcomp/lib64:$site/libucx/lib:$site/libucxx/lib64:$LD_LIBRARY_PATH
     python3 -c "import numpy, numba, cudf, dask_cudf, cugraph; print('numpy', numpy.__version__, 'numba', numba.__version__, 'cudf', cudf.__version__, 'cugraph', cugraph.__version__)" || exit 1
     python3 -m pytest -q -m gpu -p no:cacheprovider tests/graphs/test_rapids.py tests/graphs/test_interop.py \
       tests/graphs/test_load.py 2>&1 | tee "$OUT/rapids-tests.log"; exit "${PIPESTATUS[0]}"

@@ -19,8 +19,7 @@ def read_text_cudf(path, lay, s, d, wc, comment, locate):
     try:
         df = cudf.read_csv(
             path,
-            sep=lay.delimiter or " ",
-            delim_whitespace=lay.delimiter is None,
+            sep=lay.delimiter or r"\s+",  # cuDF 26 has no delim_whitespace (pandas 3 dropped it too)
             comment=comment if comment and len(comment) == 1 else None,
             header=None,
             skiprows=lay.skip + (1 if lay.header is not None else 0),
@@ -31,6 +30,7 @@ def read_text_cudf(path, lay, s, d, wc, comment, locate):
     except Exception as exc:  # cuDF raises RuntimeError/ValueError subclasses for parse errors
         locate()
         raise GraphFormatError(path, None, f"cuDF could not parse the file: {exc}") from exc
+    df = df.rename(columns={str(c): c for c in usecols})  # cuDF 26 names the columns "0", "1", ...
     if any(int(df[c].null_count) for c in usecols):
         locate()
         raise GraphFormatError(path, None, "expected a value in every column, found an empty field")

@@ -58,7 +58,7 @@ def test_read_edgelist_cudf_engine_equals_pyarrow(tmp_path, gz):
     text = "# a SNAP-style file\n# FromNodeId\tToNodeId\n" + "".join(f"{u}\t{v}\n" for u, v in edges)
     path = tmp_path / ("e.txt.gz" if gz else "e.txt")
     path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
-    got = graphs.read_edgelist(path, engine="cudf")
+    got = graphs.read_edgelist(path, engine="cudf", device="gpu")
     assert got.device == "gpu"
     _same(got, graphs.read_edgelist(path, engine="pyarrow"))
     words = tmp_path / "w.csv"
