@@ -69,9 +69,13 @@ def _figure():
 def plot_speedup(rows, path) -> bool:
     data = [(f"{r.get('graph', '')} {r.get('impl', '')}"[:60], r["speedup"]) for r in rows
             if isinstance(r.get("speedup"), float | int) and r["speedup"] > 0]  # fmt: skip
+    return _bars(data[-40:], path, "speed-up over the same-run baseline (log)")  # the newest forty
+
+
+def _bars(data, path, xlabel: str) -> bool:
+    """Horizontal log-scale bars of (label, speed-up), green from 1 up; False when there is nothing."""
     if not data:
         return False
-    data = data[-40:]  # the newest forty, to stay legible
     plt, (fig, ax) = _figure()
     ax.barh(
         range(len(data)), [s for _, s in data], color=["tab:green" if s >= 1 else "tab:red" for _, s in data]
@@ -79,7 +83,7 @@ def plot_speedup(rows, path) -> bool:
     ax.set_yticks(range(len(data)), [label for label, _ in data], fontsize=5)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("speed-up over the same-run baseline (log)")
+    ax.set_xlabel(xlabel)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -100,21 +104,7 @@ def peer_speedups(rows) -> list[tuple[str, float]]:
 
 
 def plot_peer(rows, path) -> bool:
-    data = peer_speedups(rows)[-40:]
-    if not data:
-        return False
-    plt, (fig, ax) = _figure()
-    ax.barh(
-        range(len(data)), [s for _, s in data], color=["tab:green" if s >= 1 else "tab:red" for _, s in data]
-    )
-    ax.set_yticks(range(len(data)), [label for label, _ in data], fontsize=5)
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("speed-up over cuGraph in the same run (log)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return True
+    return _bars(peer_speedups(rows)[-40:], path, "speed-up over cuGraph in the same run (log)")
 
 
 def _k(r):
