@@ -4,9 +4,9 @@ Same iteration as the CPU solver (see ``_ppr_push_cpu``). One cooperative launch
 solve on a resident grid of ``blocks`` blocks of ``warps`` warps; slot q (frontier position or vertex
 id) goes to warp q % warps of block (q / warps) % blocks, as the cost model assumes. A warp handles a
 vertex of fewer than ``lanes * warps`` edges; larger ones are handled by the whole block. Statistics
-for the next decision are counted as vertices join the next frontier or receive mass; between
-iterations block 0 reduces them and picks the next model, so the host reads the counters and the
-per-iteration trace once, at the end (it read four numbers after every iteration before).
+for the next decision (the hybrid only) are counted as vertices join the next frontier or receive
+mass; the last block to finish an iteration reduces them and picks the next model, so the host reads
+the counters and the per-iteration trace once, at the end.
 """
 
 from __future__ import annotations
