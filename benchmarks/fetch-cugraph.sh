@@ -29,7 +29,7 @@ mkdir -p "$tmp/cg" "$tmp/cg2"
 get "$tmp/cg" "pylibcugraph-cu13==26.10.*" "libcugraph-cu13==26.10.*" "libcuvs-cu13==26.10.*" "libraft-cu13==26.10.*" \
   "librmm-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*" "rmm-cu13==26.10.*" \
   "pylibraft-cu13==26.10.*" "nvidia-nvjitlink>=13.3"
-get "$tmp/cg2" "cudf-cu13==26.10.*" "pylibcudf-cu13==26.10.*" "libcudf-cu13==26.10.*" "nvidia-libnvcomp-cu13" \
+get "$tmp/cg2" "cudf-cu13==26.10.*" "pylibcudf-cu13==26.10.*" "libcudf-cu13==26.10.*" "nvidia-libnvcomp-cu13==5.3.0.16" \
   "dask-cudf-cu13==26.10.*" "rapids-dask-dependency==26.10.*" "cugraph-cu13==26.10.*" "raft-dask-cu13==26.10.*" \
   "ucxx-cu13==0.52.*" "libucxx-cu13==0.52.*" "libucx-cu13" "distributed-ucxx-cu13==0.52.*" "numba<0.65" \
   "llvmlite<0.47" "numpy<2.5" "numba-cuda<0.31" numba-cuda-mlir cuda-bindings cuda-pathfinder cuda-core nvtx \
