@@ -1,0 +1,165 @@
+"""Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, with the
+cost model's statistics, as CUDA C++ included by ``_ppr_push_gpu`` (which launches them).
+
+Slot q (frontier position or vertex id) belongs to warp q % B of logical block (q / B) % nb, as the
+cost model assumes; a warp takes a vertex of fewer than W * B edges, the whole block a larger one.
+Null statistics arrays (push or pull alone) skip the statistics' atomics.
+"""
+
+PPR_STEP_DEVICE = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#define W 32
+#define B 8
+#define WB (W * B)
+#define RED_B 9u  // 1 + log2(W * B): a block reduction
+#define RED_W 6u  // 1 + log2(W): a warp reduction
+#define PUSH 0
+#define PULL 1
+#define HYBRID 2
+typedef unsigned int u32;
+// Statistics: rdw[blk] and rdw[blocks + warp], sqw likewise; counters: f_cur, f_next, touched count.
+__device__ __forceinline__ void gj_add_slot(u32* st, int nb, long long q, u32 cb, u32 cw) {
+    if (st == nullptr) return;  // push or pull alone: no decision to make, no statistics
+    long long blk = (q / B) % nb;
+    atomicAdd(&st[blk], cb);
+    atomicAdd(&st[nb + blk * B + q % B], cw);
+}
+// one warp-aggregated append: lanes with `want` get consecutive slots of list (count in *n)
+__device__ __forceinline__ long long gj_append(bool want, int* n) {
+    unsigned mask = __ballot_sync(0xffffffffu, want);
+    int lane = threadIdx.x & 31, base = 0;
+    if (lane == __ffs(mask) - 1 && mask) base = atomicAdd(n, __popc(mask));
+    base = __shfl_sync(0xffffffffu, base, __ffs(mask ? mask : 1u) - 1);
+    return want ? base + __popc(mask & ((1u << lane) - 1)) : -1;
+}
+// joining the next frontier: the push-side statistics, the message or the dangling mass
+template <typename T>
+__device__ __forceinline__ void gj_activate(int u, T ru, long long q, const int* deg, int* front2, T* msg,
+        double* dm_next, u32* rdw, int nb, double alpha) {
+    int d = deg[u];
+    front2[q] = u;
+    gj_add_slot(rdw, nb, q, (u32)((d + WB - 1) / WB), (u32)((d + W - 1) / W));
+    if (d > 0) msg[u] = (T)(alpha * (double)ru / d); else atomicAdd(dm_next, (double)ru);
+}
+template <typename T>
+__device__ __forceinline__ void gj_send(int u, T m, T* r_in, int* touched, int* cnt, bool want) {
+    bool first = false;
+    if (want) first = atomicAdd(&r_in[u], m) == (T)0;
+    long long q = gj_append(first, &cnt[2]);
+    if (first) touched[q] = u;
+}
+// claim v: keep (1 - alpha) r(v), return its message alpha r(v) / d_out(v) (0 when dangling)
+template <typename T>
+__device__ __forceinline__ T gj_claim(int v, T* r, T* p, T* msg, double alpha) {
+    T rv = r[v];
+    p[v] += (T)((1.0 - alpha) * (double)rv);
+    r[v] = (T)0;
+    T m = msg[v];
+    msg[v] = (T)0;
+    return m;
+}
+template <typename T>
+__device__ void gj_push(const long long* indptr, const int* indices, const int* front, int* cnt, T* r,
+        T* r_in, T* p, T* msg, int* touched, const double* dm, int s, double alpha) {
+    __shared__ int s_v[B];
+    __shared__ T s_m[B];
+    const int warp = threadIdx.x / W, lane = threadIdx.x % W, f = cnt[0];
+    if (blockIdx.x == 0 && warp == 0) gj_send<T>(s, (T)(alpha * dm[0]), r_in, touched, cnt,
+                                                lane == 0 && dm[0] > 0.0);
+    for (long long base = (long long)blockIdx.x * B; base < f; base += (long long)gridDim.x * B) {
+        long long q = base + warp;
+        int v = q < f ? front[q] : -1;
+        long long lo = v >= 0 ? indptr[v] : 0, hi = v >= 0 ? indptr[v + 1] : 0;
+        T m = (T)0;
+        if (v >= 0 && lane == 0) m = gj_claim<T>(v, r, p, msg, alpha);
+        m = __shfl_sync(0xffffffffu, m, 0);
+        bool big = hi - lo >= WB;
+        if (lane == 0) { s_v[warp] = big ? v : -1; s_m[warp] = m; }
+        if (!big)
+            for (long long e0 = lo; e0 < hi; e0 += W)
+                gj_send<T>(indices[e0 + lane < hi ? e0 + lane : lo], m, r_in, touched, cnt, e0 + lane < hi);
+        __syncthreads();
+        for (int j = 0; j < B; ++j) {
+            int u = s_v[j];
+            if (u < 0) continue;
+            long long a = indptr[u], z = indptr[u + 1];
+            for (long long e0 = a; e0 < z; e0 += WB) {
+                long long e = e0 + threadIdx.x;
+                gj_send<T>(indices[e < z ? e : a], s_m[j], r_in, touched, cnt, e < z);
+            }
+        }
+        __syncthreads();
+    }
+}
+// received mass: sqw statistics, residues merged, the next frontier
+template <typename T>
+__device__ void gj_merge(const int* deg, int* cnt, T* r, T* r_in, T* msg, const int* touched, int* front2,
+        double* dm_next, u32* rdw, u32* sqw, int nb, double alpha, double tol) {
+    const int t = cnt[2];
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); i0 < t; i0 += stride) {
+        long long i = i0 + (threadIdx.x & 31);
+        bool on = false;
+        int u = 0;
+        T ru = (T)0;
+        if (i < t) {
+            u = touched[i];
+            gj_add_slot(sqw, nb, u, RED_B, RED_W);
+            ru = r[u] + r_in[u];
+            r_in[u] = (T)0;
+            r[u] = ru;
+            int d = deg[u];
+            on = (double)ru > tol * (d > 1 ? d : 1);
+        }
+        long long q = gj_append(on, &cnt[1]);
+        if (on) gj_activate<T>(u, ru, q, deg, front2, msg, dm_next, rdw, nb, alpha);
+    }
+}
+// every vertex sums its in-neighbours' messages: no atomics on residues
+template <typename T>
+__device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, int n, int* cnt, T* r,
+        T* p, const T* msg, T* msg2, int* front2, const double* dm, double* dm_next, u32* rdw, u32* sqw,
+        int nb, int s, int force, double alpha, double tol) {
+    __shared__ double s_acc[B];
+    const int warp = threadIdx.x / W, lane = threadIdx.x % W;
+    for (long long base = (long long)blockIdx.x * B; base < n; base += (long long)gridDim.x * B) {
+        long long u = base + warp;
+        long long lo = u < n ? tptr[u] : 0, hi = u < n ? tptr[u + 1] : 0;
+        bool big = hi - lo >= WB;
+        double acc = 0.0;
+        if (!big) {
+            for (long long e = lo + lane; e < hi; e += W) acc += (double)msg[tind[e]];
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        }
+        if (lane == 0) s_acc[warp] = big ? 0.0 : acc;
+        __syncthreads();
+        for (int j = 0; j < B; ++j) {  // in-degree >= WB: the whole block sums
+            long long v = base + j;
+            if (v >= n || tptr[v + 1] - tptr[v] < WB) continue;
+            double part = 0.0;
+            for (long long e = tptr[v] + threadIdx.x; e < tptr[v + 1]; e += WB) part += (double)msg[tind[e]];
+            for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+            if (lane == 0) atomicAdd(&s_acc[j], part);
+        }
+        __syncthreads();
+        bool on = false;
+        T nr = (T)0;
+        if (u < n && lane == 0) {
+            acc = s_acc[warp] + (u == s ? alpha * dm[0] : 0.0);
+            int d = deg[u];
+            double thr = tol * (d > 1 ? d : 1);
+            T ru = r[u];
+            if ((double)ru > thr || u == force) { p[u] += (T)((1.0 - alpha) * (double)ru); ru = (T)0; }
+            nr = (T)((double)ru + acc);
+            r[u] = nr;
+            msg2[u] = (T)0;
+            if (acc > 0.0) gj_add_slot(sqw, nb, u, RED_B, RED_W);
+            on = (double)nr > thr;
+        }
+        long long q = gj_append(on, &cnt[1]);
+        if (on) gj_activate<T>((int)u, nr, q, deg, front2, msg2, dm_next, rdw, nb, alpha);
+        __syncthreads();
+    }
+}
+"""
