@@ -124,9 +124,9 @@ def run_graph(rep: Reporter, name: str, g, *, ks=(10, 100, 1000), exact_sources=
 
 
 def run(rep: Reporter, device: str, dataset_dir, scales, batch: int) -> None:
-    # compile kernels before anything is timed: CuPy compiles its reductions per size class on first
-    # use (NVRTC, 6.2 s for the first SNAP-sized index after a 1,024-vertex warm-up), so warm up on
-    # a graph the size of the SNAP ones
+    # compile kernels before anything is timed: after a 1,024-vertex warm-up, CuPy still compiled three
+    # reduction kernels (its `sum`, NVRTC: 6.2 s in a profile) at the first SNAP-sized index, so warm
+    # up on a graph the size of the SNAP ones
     warm = graphs.rmat(17, seed=1, device=device)
     topk_ppr(build_ppr_index(warm), _sources(warm, 4, 0), k=50)
     ppr(warm, _sources(warm, 2, 0), method="power", tol=1e-9)
