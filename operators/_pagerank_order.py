@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphs import CSRGraph, reorder
-from graphs._device import array_module, to_host
+from graphs._device import array_module
 
 KEY = "pagerank_degree_order"
 
@@ -32,8 +32,8 @@ def degree_ordered(G: CSRGraph) -> tuple[CSRGraph, np.ndarray]:
 
 
 def into(vec, perm):
-    """A host vector over ``G``'s ids as a vector over the reordered ids (None stays None)."""
-    return None if vec is None else vec[to_host(perm)]
+    """A vector over ``G``'s ids as one over the reordered ids, on ``perm``'s device (None stays None)."""
+    return None if vec is None else array_module(perm).asarray(vec)[perm]
 
 
 def back(x, perm):

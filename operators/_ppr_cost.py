@@ -122,6 +122,9 @@ def _cache_file(name: str) -> Path:
     return Path(root) / f"ppr-cost-{safe}.json"
 
 
+_LOADED: dict = {}  # (cache file, blocks) -> CostModel, read once per process
+
+
 def cost_model(device: str, *, refresh: bool = False) -> CostModel:
     """The cost model of ``device``: on a GPU, weights measured once per GPU model and cached on disk.
 
@@ -151,9 +154,6 @@ def cost_model(device: str, *, refresh: bool = False) -> CostModel:
         model = CostModel(l1, l2, l3, blocks=blocks)
     _LOADED[path, blocks] = model
     return model
-
-
-_LOADED: dict = {}
 
 
 @functools.cache

@@ -147,7 +147,8 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost):
     if resident is not None and resident < nb:
         raise RuntimeError(f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
                            f"GPU (at most {resident}): give the cost model fewer blocks")  # fmt: skip
-    r, r_in, msg, msg2 = (cp.zeros(n, dtype=T) for _ in range(4))
+    r, msg, msg2 = (cp.empty(n, dtype=T) for _ in range(3))  # zeroed by each run
+    r_in = cp.zeros(n, dtype=T)  # zero between iterations: the merge clears what the push added
     front, front2, touched = (cp.empty(n, dtype=np.int32) for _ in range(3))
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
     if mode != HYBRID:  # no decision to make: null statistics arrays, the kernel skips their atomics
