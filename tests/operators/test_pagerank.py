@@ -173,6 +173,8 @@ def test_degree_order_inside_pagerank_returns_the_graph_numbering(device, method
     default = {}
     pagerank(g, tol=1e-10, info=default)
     assert default["degree_order"] is False
+    g.forget_derived("pagerank_degree_order")  # its memory can go
+    assert not g.has_derived("pagerank_degree_order")
 
 
 @settings(max_examples=60, deadline=None)
