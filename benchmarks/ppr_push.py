@@ -12,6 +12,11 @@ always qualifies (after a change of d the error is at most d alpha / (1 - alpha)
 error is recorded too. Peer (GPU, where pylibcugraph is installed): cuGraph's personalized PageRank
 per source to an L1 change of 1e-6, and, on the hybrid's rows, to an L1 change of l1 (1 - alpha) /
 alpha, which bounds its error by the hybrid's.
+
+Batches (GPU, ``bench='ppr-batch'``): sources per second over a fixed set of random sources when
+``operators.ppr`` solves ``block`` of them at once in one residue matrix, beside the same run's one
+source at a time (``block=1``) and power iteration's batched SpMM; with the worst L1 error of the
+batch's first rows against the exact solution.
 """
 
 from __future__ import annotations
@@ -114,7 +119,59 @@ def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3)
             )  # fmt: skip
 
 
-def run(rep: Reporter, device: str, dataset_dir, scales) -> None:
+BLOCKS = (1, 4, 16, 64, 128)
+POWER = "power batched SpMM gpu"
+
+
+def _batch_rate(g, srcs, **opts) -> float:
+    """Sources per second of one call over all of ``srcs`` (best of two)."""
+    best = np.inf
+    for _ in range(2):
+        _sync(g.device)
+        t0 = time.perf_counter()
+        ppr(g, srcs, **opts)
+        _sync(g.device)
+        best = min(best, time.perf_counter() - t0)
+    return len(srcs) / best
+
+
+def run_batches(rep: Reporter, name: str, g, *, sources: int, tol: float = 1e-6, exact_sources=3):
+    """Throughput of batches of sources against one at a time, per method and block size."""
+    import cupy as cp
+
+    from operators._ppr_push_gpu import ITEM_BYTES, batch_size, row_stride
+
+    cp.get_default_memory_pool().free_all_blocks()
+    srcs = _sources(g, sources, seed=2)
+    exact = to_host(ppr(g, srcs[:exact_sources], method="power", tol=1e-10))
+    power = _batch_rate(g, srcs, method="power", tol=tol)
+    model = cost_model("gpu")
+    default = batch_size(g.n, np.float64, model)
+    common = dict(graph=name, n=g.n, m=g.m, tol=tol, sources=len(srcs), default_block=default)
+    for method in METHODS:
+        single = None
+        for block in sorted({b for b in BLOCKS if b <= len(srcs)} | {min(default, len(srcs))}):
+            free = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
+            if block * row_stride(g.n, model) * ITEM_BYTES[np.float64] > free // 3:
+                continue
+            ppr(g, srcs[:block], method=method, tol=tol, block=block)  # compile and warm the pool
+            rate = _batch_rate(g, srcs, method=method, tol=tol, block=block)
+            single = single or rate
+            info: dict = {}
+            x = to_host(ppr(g, srcs[: max(block, exact_sources)], method=method, tol=tol, block=block,
+                            info=info)[:exact_sources])  # fmt: skip
+            l1 = np.abs(x - exact[: len(x)]).sum(axis=1)
+            rep.emit(bench="ppr-batch", impl=f"{method} block={block} gpu", median=rate, unit="sources/s",
+                     **common, block=block, iterations=info["iterations"][0], models=info["models"][0],
+                     l1_max=float(l1.max()), baseline={"impl": f"{method} block=1 gpu", "median": single},
+                     speedup=rate / single, power={"impl": POWER, "median": power})  # fmt: skip
+    ppr(g, srcs[:default], tol=tol, topk=100)  # warm-up: the top-k kernels compile per shape
+    rate = _batch_rate(g, srcs, tol=tol, topk=100)
+    rep.emit(bench="ppr-batch", impl=f"hybrid block={default} topk=100 gpu", median=rate, unit="sources/s",
+             **common, block=default, baseline={"impl": POWER, "median": power})  # fmt: skip
+
+
+def run(rep: Reporter, device: str, dataset_dir, scales, *, batches_only: bool = False) -> None:
     t0 = time.perf_counter()
     model = cost_model(device)
     rep.emit(bench="ppr-cost", impl=f"cost model {device}", median=time.perf_counter() - t0, unit="s",
@@ -125,6 +182,14 @@ def run(rep: Reporter, device: str, dataset_dir, scales) -> None:
     for name in ("wiki-Vote", "soc-Epinions1", "soc-Slashdot0902"):
         path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
         if path is not None and path.is_file():
-            run_graph(rep, name, graphs.read_edgelist(path).to(device), (1e-6, 1e-8))
+            g = graphs.read_edgelist(path).to(device)
+            if not batches_only:
+                run_graph(rep, name, g, (1e-6, 1e-8))
+            if device == "gpu":
+                run_batches(rep, name, g, sources=256)
     for s in scales:
-        run_graph(rep, f"rmat-{s}", graphs.rmat(s, seed=0, device=device), (1e-6, 1e-7, 1e-8), sources=10)
+        g = graphs.rmat(s, seed=0, device=device)
+        if not batches_only:
+            run_graph(rep, f"rmat-{s}", g, (1e-6, 1e-7, 1e-8), sources=10)
+        if device == "gpu":
+            run_batches(rep, f"rmat-{s}", g, sources=64 if s < 24 else 32)

@@ -15,17 +15,41 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
-from ._ppr_cost import PULL, PUSH, cost_model, pull_static
+from ._ppr_cost import PULL, block_max, cost_model, pull_static, slot_of
 from ._ppr_push_steps import PPR_STEP_DEVICE
 
 HYBRID = 2
+
+TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
+ITEM_BYTES = {np.float64: 5 * 8 + 3 * 4, np.float32: 5 * 4 + 3 * 4}  # r, r_in, p, msg, msg2, 3 lists
+MAX_ITEMS = 2**31 - 2**20  # items are int32 (with room for a block's overshoot)
+
+
+def row_stride(n: int, cost) -> int:
+    """Entries per row of the residue matrix: n rounded up so that every row maps vertex v to the
+    same block and warp (hence pull's statistics of ns rows are ns times those of one)."""
+    unit = cost.warps * cost.blocks
+    return -(-max(n, 1) // unit) * unit
+
+
+def batch_size(n: int, dtype, cost, *, limit_bytes: int | None = None) -> int:
+    """Sources per batch by default: at most 128 (on an H100 the SNAP graphs' throughput stops rising
+    from 64), within a quarter of the free GPU memory (CuPy's pool included) or ``limit_bytes``."""
+    stride = row_stride(n, cost)
+    if limit_bytes is None:
+        cp = import_cupy()
+        limit_bytes = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
+    by_memory = (limit_bytes // 4) // (ITEM_BYTES[np.dtype(dtype).type] * stride)
+    return int(max(1, min(128, by_memory, MAX_ITEMS // stride)))
+
 
 PPR_PUSH_KERNEL = (
     PPR_STEP_DEVICE
     + r"""
 // The last block to finish an iteration: Phi_rdw and Phi_sqw of the next one, its model (the hybrid:
 // push when Psi < 0), the trace row (model, Phi_rdw, Phi_sqw, frontier size), counters reset for it.
-__device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb, int* cnt,
+// Pull's fixed statistics of one row (sblk, swrp) count ns times: every row has the same layout.
+__device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb, int ns, int* cnt,
         double* dm, double* trace, int ntrace, int mode, double rdr, double l1, double l2, double l3) {
     __shared__ double s_r[WB], s_q[WB];
     double br = 0.0, bq = 0.0;
@@ -34,10 +58,10 @@ __device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp
 #pragma unroll
         for (int j = 0; j < B; ++j) {  // loads only: no store in between keeps them in flight together
             wr = max(wr, __ldcg(&rdw[nb + i * B + j]));
-            wq = max(wq, swrp[i * B + j] + __ldcg(&sqw[nb + i * B + j]));
+            wq = max(wq, ns * swrp[i * B + j] + __ldcg(&sqw[nb + i * B + j]));
         }
         br = fmax(br, (double)(__ldcg(&rdw[i]) + wr));
-        bq = fmax(bq, (double)(sblk[i] + __ldcg(&sqw[i]) + wq));
+        bq = fmax(bq, (double)(ns * sblk[i] + __ldcg(&sqw[i]) + wq));
     }
     __syncthreads();
     for (int i = threadIdx.x; rdw != nullptr && i < nb * (1 + B); i += WB) {  // reset for the next iteration
@@ -63,8 +87,11 @@ __device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp
             trace[4 * it + 3] = c[1];
         }
         c[0] = c[1]; c[1] = 0; c[2] = 0; c[3] = model; c[4] = it; c[5] = 0;
+    }
+    for (int k = threadIdx.x; k < ns; k += WB) {  // each source's dangling mass: next becomes current
         volatile double* d = dm;
-        d[0] = d[1]; d[1] = 0.0;
+        d[k] = d[ns + k];
+        d[ns + k] = 0.0;
     }
 }
 // True in the last block of the grid to get here (its writes and everyone's before them visible).
@@ -79,17 +106,18 @@ __device__ __forceinline__ bool gj_last_block(int* ticket) {
     __syncthreads();
     return last;
 }
-// The whole solve in one cooperative launch: per iteration the chosen model, then the last block to
-// finish decides the next; grid-wide barriers between the steps. cnt: frontier, next frontier,
-// touched, model, iteration, blocks finished.
+// The whole solve of a batch in one cooperative launch: per iteration the chosen model, then the last
+// block to finish decides the next; grid-wide barriers between the steps. cnt: frontier, next
+// frontier, touched, model, iteration, blocks finished. dm: dangling mass per source, current then next.
 // 8 resident blocks per SM cap registers at 32: ptxas spills about 40 bytes of loop state (L1-resident).
-template <typename T>
+template <typename T, bool MANY>
 __device__ void gj_ppr_solve(const long long* indptr, const int* indices, const long long* tptr,
         const int* tind, const int* deg, int n, int* cnt, T* r, T* r_in, T* p, T* msg, T* msg2, int* front,
         int* front2, int* touched, double* dm, u32* rdw, u32* sqw, const u32* sblk, const u32* swrp,
-        int nb, int s, double alpha, double tol, int limit, int mode, double rdr, double l1, double l2,
-        double l3, double* trace, int ntrace) {
+        int nb, const Rows R, double alpha, double tol, int limit, int mode, double rdr, double l1,
+        double l2, double l3, double* trace, int ntrace) {
     cg::grid_group grid = cg::this_grid();
+    const int ns = R.ns;
     for (int pulls = 0;;) {  // the frontier arrays swap every iteration, the message arrays after a pull
         const int f = *((volatile int*)&cnt[0]), it = *((volatile int*)&cnt[4]);
         if (f == 0 || it >= limit) break;
@@ -97,40 +125,70 @@ __device__ void gj_ppr_solve(const long long* indptr, const int* indices, const 
         int* fb = it & 1 ? front : front2;
         T* ma = pulls & 1 ? msg2 : msg;
         if (*((volatile int*)&cnt[3]) == PUSH) {
-            gj_push<T>(indptr, indices, fa, cnt, r, r_in, p, ma, touched, dm, s, alpha);
+            gj_push<T, MANY>(indptr, indices, fa, cnt, r, r_in, p, ma, touched, dm, R, alpha);
             grid.sync();
-            gj_merge<T>(deg, cnt, r, r_in, ma, touched, fb, dm + 1, rdw, sqw, nb, alpha, tol);
+            gj_merge<T, MANY>(deg, cnt, r, r_in, ma, touched, fb, dm + ns, rdw, sqw, nb, R, alpha, tol);
         } else {
-            gj_pull<T>(tptr, tind, deg, n, cnt, r, p, ma, pulls & 1 ? msg : msg2, fb, dm, dm + 1, rdw, sqw,
-                       nb, s, it == 0 ? s : -1, alpha, tol);
+            gj_pull<T, MANY>(tptr, tind, deg, n, cnt, r, p, ma, pulls & 1 ? msg : msg2, fb, dm, dm + ns, rdw,
+                             sqw, nb, R, it == 0, alpha, tol);
             ++pulls;
         }
         if (gj_last_block(&cnt[5]))
-            gj_ppr_next(rdw, sqw, sblk, swrp, nb, cnt, dm, trace, ntrace, mode, rdr, l1, l2, l3);
+            gj_ppr_next(rdw, sqw, sblk, swrp, nb, ns, cnt, dm, trace, ntrace, mode, rdr, l1, l2, l3);
         grid.sync();
     }
 }
-#define GJ_PPR_ENTRY(T, S)                                                                                \
+#define GJ_PPR_ENTRY(T, MANY, S)                                                                          \
 extern "C" __global__ void __launch_bounds__(WB, 2048 / WB) gj_ppr_solve_##S(const long long* indptr,    \
         const int* indices, const long long* tptr, const int* tind, const int* deg, int n, int* cnt, T* r, \
         T* r_in, T* p, T* msg, T* msg2, int* front, int* front2, int* touched, double* dm, u32* rdw,      \
-        u32* sqw, const u32* sblk, const u32* swrp, int nb, int s, double alpha, double tol, int limit,   \
-        int mode, double rdr, double l1, double l2, double l3, double* trace, int ntrace) {               \
-    gj_ppr_solve<T>(indptr, indices, tptr, tind, deg, n, cnt, r, r_in, p, msg, msg2, front, front2,       \
-                    touched, dm, rdw, sqw, sblk, swrp, nb, s, alpha, tol, limit, mode, rdr, l1, l2, l3,   \
-                    trace, ntrace);                                                                       \
+        u32* sqw, const u32* sblk, const u32* swrp, int nb, const int* src, int ns, int stride, u64 magic,\
+        double alpha, double tol, int limit, int mode, double rdr, double l1, double l2, double l3,       \
+        double* trace, int ntrace) {                                                                      \
+    const Rows R = {src, magic, ns, stride};                                                              \
+    gj_ppr_solve<T, MANY>(indptr, indices, tptr, tind, deg, n, cnt, r, r_in, p, msg, msg2, front, front2, \
+                          touched, dm, rdw, sqw, sblk, swrp, nb, R, alpha, tol, limit, mode, rdr, l1, l2, \
+                          l3, trace, ntrace);                                                             \
 }
-GJ_PPR_ENTRY(double, f64)
-GJ_PPR_ENTRY(float, f32)
+GJ_PPR_ENTRY(double, false, f64)
+GJ_PPR_ENTRY(float, false, f32)
+GJ_PPR_ENTRY(double, true, batch_f64)
+GJ_PPR_ENTRY(float, true, batch_f32)
 """
 )
 
+# The first frontier of a batch: row k holds source src[k] with residue 1 (r and msg zeroed before).
+PPR_INIT_KERNEL = r"""
+template <typename T>
+__device__ void gj_ppr_init(const int* deg, const int* src, int ns, int stride, T* r, T* msg, int* front,
+        double* dm, int* cnt, double* trace, int first, double rdw0, double rdr, double alpha) {
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < ns; k += gridDim.x * blockDim.x) {
+        int s = src[k], d = deg[s], item = k * stride + s;
+        r[item] = (T)1;
+        front[k] = item;
+        msg[item] = d > 0 ? (T)(alpha / d) : (T)0;
+        dm[k] = d > 0 ? 0.0 : 1.0;  // a dangling source's mass returns to it
+        dm[ns + k] = 0.0;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {  // counters: frontier, next, touched, model, iteration, ticket
+        cnt[0] = ns; cnt[1] = 0; cnt[2] = 0; cnt[3] = first; cnt[4] = 0; cnt[5] = 0;
+        trace[0] = first; trace[1] = rdw0; trace[2] = rdr; trace[3] = ns;
+    }
+}
+#define GJ_INIT_ENTRY(T, S)                                                                               \
+extern "C" __global__ void gj_ppr_init_##S(const int* deg, const int* src, int ns, int stride, T* r,     \
+        T* msg, int* front, double* dm, int* cnt, double* trace, int first, double rdw0, double rdr,     \
+        double alpha) {                                                                                   \
+    gj_ppr_init<T>(deg, src, ns, stride, r, msg, front, dm, cnt, trace, first, rdw0, rdr, alpha);        \
+}
+GJ_INIT_ENTRY(double, f64)
+GJ_INIT_ENTRY(float, f32)
+"""
 
-TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
 
-
-def solver(G, mode: int, alpha: float, tol: float, dtype, cost):
-    """A function ``run(s, limit) -> (reserves, iterations or None, models, residual mass)``."""
+def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
+    """A function ``run(sources, limit) -> (reserves, iterations or None, models, residual masses)``
+    solving up to ``batch`` sources at once: reserves (len(sources), n), one residual per source."""
     cp = import_cupy()
     if G.indices.dtype != np.int32:
         raise ValueError("the GPU push/pull PPR solver needs int32 vertex ids (n < 2**31)")
@@ -138,55 +196,93 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost):
     if (cost.lanes, cost.warps) != (32, 8):
         raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes; the cost model must say so")
     plan = G.derived(f"ppr_push_plan_{cost}", lambda g: _plan(g, cost))
-    tptr, tind, deg, sblk, swrp, rdr = plan
+    tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max = plan
     T = np.float64 if dtype == np.float64 else np.float32
-    name = f"gj_ppr_solve_{'f64' if T is np.float64 else 'f32'}"
+    name = f"gj_ppr_solve_{'batch_' if batch > 1 else ''}{'f64' if T is np.float64 else 'f32'}"
     kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
-    n, nb = G.n, cost.blocks
+    init = get_kernel(PPR_INIT_KERNEL, f"gj_ppr_init_{name[-3:]}")
+    n, nb, stride = G.n, cost.blocks, row_stride(G.n, cost)
+    if batch * stride > MAX_ITEMS:
+        most = MAX_ITEMS // stride
+        raise ValueError(f"a batch of {batch} sources needs {batch * stride} residues, over the int32 "
+                         f"item limit {MAX_ITEMS}: use at most {most} sources per batch")  # fmt: skip
+    if batch * static_max >= 2**31:  # the device sums pull's statistics of all rows in 32 bits
+        raise ValueError(f"a batch of {batch} sources overflows the cost model's counters on this graph: "
+                         f"use at most {(2**31 - 1) // static_max} sources per batch")  # fmt: skip
     resident = resident_blocks(kernel, cost.lanes * cost.warps)
     if resident is not None and resident < nb:
         raise RuntimeError(f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
                            f"GPU (at most {resident}): give the cost model fewer blocks")  # fmt: skip
-    r, msg, msg2 = (cp.empty(n, dtype=T) for _ in range(3))  # zeroed by each run
-    r_in = cp.zeros(n, dtype=T)  # zero between iterations: the merge clears what the push added
-    front, front2, touched = (cp.empty(n, dtype=np.int32) for _ in range(3))
+    size = batch * stride
+    r, msg, msg2 = (cp.empty(size, dtype=T) for _ in range(3))  # zeroed by each run
+    r_in = cp.zeros(size, dtype=T)  # zero between iterations: the merge clears what the push added
+    front, front2, touched = (cp.empty(size, dtype=np.int32) for _ in range(3))
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
     if mode != HYBRID:  # no decision to make: null statistics arrays, the kernel skips their atomics
         rdw = sqw = np.uint64(0)
-    cnt, dm, trace = cp.zeros(6, np.int32), cp.zeros(2, np.float64), cp.zeros((TRACE, 4), np.float64)
+    cnt, dm, trace = cp.zeros(6, np.int32), cp.zeros(2 * batch, np.float64), cp.zeros((TRACE, 4), np.float64)
+    src_dev = cp.zeros(batch, np.int32)
     wb = cost.lanes * cost.warps
-    model = (np.int32(mode), np.float64(rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3))
+    magic = np.uint64(-(-(2**64) // stride))  # ceil(2**64 / stride): the kernel's row of an item
+    ones, start, stop = cp.ones(stride, dtype=T), cp.cuda.Event(), cp.cuda.Event()
 
-    def run(s: int, limit: int):
-        p = cp.zeros(n, dtype=T)
+    def run(sources, limit: int):
+        src = np.asarray(sources, dtype=np.int64).reshape(-1)
+        ns = len(src)
+        if not 1 <= ns <= batch:
+            raise ValueError(f"this solver takes 1 to {batch} sources per run, got {ns}")
+        used = ns * stride
+        src_dev[:ns].set(src.astype(np.int32))
+        rdw0, first = 0.0, mode
+        if mode == HYBRID:  # the first decision: the sources alone, nothing received (pull reads every row)
+            rdw0 = _first_rdw(deg_host[src].astype(np.int64), cost)
+            first = cost.choose(rdw0, ns * rdr, ns * rdr)
+        p = cp.zeros(used, dtype=T)
         for a in (r, msg, msg2):
-            a.fill(0)
-        d = int(deg[s])
-        r[s] = 1
-        front[0] = s
-        if d:
-            msg[s] = alpha / d
-        rdw0 = -(-d // wb) + -(-d // cost.lanes)  # the first decision: the source alone, nothing received
-        first = mode if mode in (PUSH, PULL) else cost.choose(rdw0, rdr, rdr)
-        cnt.set(np.array([1, 0, 0, first, 0, 0], np.int32))
-        dm.set(np.array([0.0 if d else 1.0, 0.0]))
-        trace[0] = cp.asarray([first, rdw0, rdr, 1.0])
+            a[:used].fill(0)
+        init((-(-ns // 256),), (256,), (deg, src_dev, np.int32(ns), np.int32(stride), r, msg, front, dm, cnt,
+                                        trace, np.int32(first), np.float64(rdw0), np.float64(ns * rdr),
+                                        np.float64(alpha)))  # fmt: skip
         args = (G.indptr, G.indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, p, msg, msg2, front, front2,
-                touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), np.int32(s), np.float64(alpha),
-                np.float64(tol), np.int32(min(limit, 2**31 - 1)), *model, trace, np.int32(TRACE))  # fmt: skip
+                touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, np.int32(ns), np.int32(stride),
+                magic, np.float64(alpha), np.float64(tol), np.int32(min(limit, 2**31 - 1)), np.int32(mode),
+                np.float64(ns * rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3), trace,
+                np.int32(TRACE))  # fmt: skip
+        start.record()
         kernel((nb,), (wb,), args)
+        stop.record()
         f, _, _, _, it, _ = (int(v) for v in cnt.get())
+        run.last_kernel_ms = cp.cuda.get_elapsed_time(start, stop)
         run.last_trace = trace[: min(it, TRACE)].get()  # (model, Phi_rdw, Phi_sqw, frontier) per iteration
         models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
-        return p, (None if f else it), models, float(r.sum())
+        residual = (r[:used].reshape(ns, stride) @ ones).get()  # a GEMV: CuPy sums a row in one block
+        return p.reshape(ns, stride)[:, :n], (None if f else it), models, residual
 
+    run.batch = batch
     return run
 
 
+def _first_rdw(out_deg, cost) -> float:
+    """Phi_rdw of a frontier holding the sources at positions 0, 1, ..."""
+    wb = cost.lanes * cost.warps
+    if len(out_deg) <= cost.warps * cost.blocks:  # a warp each: block i holds positions 8i .. 8i + 7
+        pad = np.zeros(-(-len(out_deg) // cost.warps) * cost.warps, np.int64)
+        pad[: len(out_deg)] = out_deg
+        per = pad.reshape(-1, cost.warps)
+        return float(((-(-per // wb)).sum(axis=1) + (-(-per // cost.lanes)).max(axis=1)).max())
+    block, warp = slot_of(np.arange(len(out_deg)), cost)
+    blk = np.bincount(block, weights=-(-out_deg // wb), minlength=cost.blocks)
+    wrp = np.bincount(warp, weights=-(-out_deg // cost.lanes), minlength=cost.blocks * cost.warps)
+    return block_max(blk, wrp, cost.warps)
+
+
 def _plan(G, cost):
-    """Transposed CSR, out-degrees and the pull sweep's fixed statistics, on the GPU."""
+    """Transposed CSR, out-degrees (also on the host, for the hybrid's first decision) and the pull
+    sweep's fixed statistics (on the GPU, and the largest block plus warp term of one row)."""
     cp = import_cupy()
     t = G.transpose()
     deg = cp.diff(G.indptr).astype(np.int32)
     blk, wrp, rdr = pull_static(cp.diff(t.indptr).get(), cost)
-    return t.indptr, t.indices, deg, cp.asarray(blk, np.uint32), cp.asarray(wrp, np.uint32), rdr
+    static_max = max(int(blk.max() + wrp.max()), 1)
+    blk_dev, wrp_dev = cp.asarray(blk, np.uint32), cp.asarray(wrp, np.uint32)
+    return t.indptr, t.indices, deg, deg.get(), blk_dev, wrp_dev, rdr, static_max

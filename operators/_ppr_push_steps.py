@@ -1,7 +1,11 @@
 """Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, with the
 cost model's statistics, as CUDA C++ included by ``_ppr_push_gpu`` (which launches them).
 
-Slot q (frontier position or vertex id) belongs to warp q % B of logical block (q / B) % nb, as the
+A batch of ``ns`` sources shares one iteration: the residue matrix is ``ns`` rows of ``stride``
+entries (``stride`` >= n, a multiple of B * nb so that every row assigns its vertices to the
+same blocks and warps), and an *item* ``k * stride + v`` is vertex v of source k. Frontiers, touched
+lists and residues hold items; one source is the batch of one.
+Slot q (frontier position or item) belongs to warp q % B of logical block (q / B) % nb, as the
 cost model assumes; a warp takes a vertex of fewer than W * B edges, the whole block a larger one.
 Null statistics arrays (push or pull alone) skip the statistics' atomics.
 """
@@ -25,6 +29,19 @@ __device__ __forceinline__ void gj_add_slot(u32* st, int nb, long long q, u32 cb
     atomicAdd(&st[blk], cb);
     atomicAdd(&st[nb + blk * B + q % B], cw);
 }
+typedef unsigned long long u64;
+// The batch: its sources, rows of `stride` entries, magic = ceil(2**64 / stride) (exact division of
+// any int32 item by a multiply-high, since stride < 2**33). MANY = false compiles the batch of one:
+// item = vertex, with no row arithmetic (fewer registers in the single-source solve).
+struct Rows { const int* src; u64 magic; int ns, stride; };
+template <bool MANY>
+__device__ __forceinline__ int gj_row(const Rows& R, int x) {
+    return MANY ? (int)__umul64hi((u64)x, R.magic) : 0;
+}
+template <bool MANY>
+__device__ __forceinline__ int gj_vertex(const Rows& R, int x) {
+    return MANY ? x - gj_row<MANY>(R, x) * R.stride : x;
+}
 // one warp-aggregated append: lanes with `want` get consecutive slots of list (count in *n)
 __device__ __forceinline__ long long gj_append(bool want, int* n) {
     unsigned mask = __ballot_sync(0xffffffffu, want);
@@ -34,10 +51,10 @@ __device__ __forceinline__ long long gj_append(bool want, int* n) {
     return want ? base + __popc(mask & ((1u << lane) - 1)) : -1;
 }
 // joining the next frontier: the push-side statistics, the message or the dangling mass
+// item u of out-degree d; dm_next: the dangling mass of u's source
 template <typename T>
-__device__ __forceinline__ void gj_activate(int u, T ru, long long q, const int* deg, int* front2, T* msg,
+__device__ __forceinline__ void gj_activate(int u, int d, T ru, long long q, int* front2, T* msg,
         double* dm_next, u32* rdw, int nb, double alpha) {
-    int d = deg[u];
     front2[q] = u;
     gj_add_slot(rdw, nb, q, (u32)((d + WB - 1) / WB), (u32)((d + W - 1) / W));
     if (d > 0) msg[u] = (T)(alpha * (double)ru / d); else atomicAdd(dm_next, (double)ru);
@@ -59,98 +76,114 @@ __device__ __forceinline__ T gj_claim(int v, T* r, T* p, T* msg, double alpha) {
     msg[v] = (T)0;
     return m;
 }
-template <typename T>
+// every frontier item sends alpha r / d_out to its out-neighbours (same row); dangling mass to sources
+template <typename T, bool MANY>
 __device__ void gj_push(const long long* indptr, const int* indices, const int* front, int* cnt, T* r,
-        T* r_in, T* p, T* msg, int* touched, const double* dm, int s, double alpha) {
+        T* r_in, T* p, T* msg, int* touched, const double* dm, const Rows R, double alpha) {
     __shared__ int s_v[B];
     __shared__ T s_m[B];
     const int warp = threadIdx.x / W, lane = threadIdx.x % W, f = cnt[0];
-    if (blockIdx.x == 0 && warp == 0) gj_send<T>(s, (T)(alpha * dm[0]), r_in, touched, cnt,
-                                                lane == 0 && dm[0] > 0.0);
+    for (int k0 = 0; blockIdx.x == 0 && warp == 0 && k0 < R.ns; k0 += W) {
+        int k = k0 + lane;
+        double d = k < R.ns ? dm[k] : 0.0;
+        gj_send<T>(k < R.ns ? k * R.stride + R.src[k] : 0, (T)(alpha * d), r_in, touched, cnt, d > 0.0);
+    }
     for (long long base = (long long)blockIdx.x * B; base < f; base += (long long)gridDim.x * B) {
         long long q = base + warp;
-        int v = q < f ? front[q] : -1;
-        long long lo = v >= 0 ? indptr[v] : 0, hi = v >= 0 ? indptr[v + 1] : 0;
+        int x = q < f ? front[q] : -1, v = x >= 0 ? gj_vertex<MANY>(R, x) : 0, row = x - v;
+        long long lo = x >= 0 ? indptr[v] : 0, hi = x >= 0 ? indptr[v + 1] : 0;
         T m = (T)0;
-        if (v >= 0 && lane == 0) m = gj_claim<T>(v, r, p, msg, alpha);
+        if (x >= 0 && lane == 0) m = gj_claim<T>(x, r, p, msg, alpha);
         m = __shfl_sync(0xffffffffu, m, 0);
         bool big = hi - lo >= WB;
-        if (lane == 0) { s_v[warp] = big ? v : -1; s_m[warp] = m; }
+        if (lane == 0) { s_v[warp] = big ? x : -1; s_m[warp] = m; }
         if (!big)
             for (long long e0 = lo; e0 < hi; e0 += W)
-                gj_send<T>(indices[e0 + lane < hi ? e0 + lane : lo], m, r_in, touched, cnt, e0 + lane < hi);
+                gj_send<T>(row + indices[e0 + lane < hi ? e0 + lane : lo], m, r_in, touched, cnt,
+                           e0 + lane < hi);
         __syncthreads();
         for (int j = 0; j < B; ++j) {
-            int u = s_v[j];
-            if (u < 0) continue;
+            int y = s_v[j];
+            if (y < 0) continue;
+            int u = gj_vertex<MANY>(R, y), ru = y - u;
             long long a = indptr[u], z = indptr[u + 1];
             for (long long e0 = a; e0 < z; e0 += WB) {
                 long long e = e0 + threadIdx.x;
-                gj_send<T>(indices[e < z ? e : a], s_m[j], r_in, touched, cnt, e < z);
+                gj_send<T>(ru + indices[e < z ? e : a], s_m[j], r_in, touched, cnt, e < z);
             }
         }
         __syncthreads();
     }
 }
 // received mass: sqw statistics, residues merged, the next frontier
-template <typename T>
+template <typename T, bool MANY>
 __device__ void gj_merge(const int* deg, int* cnt, T* r, T* r_in, T* msg, const int* touched, int* front2,
-        double* dm_next, u32* rdw, u32* sqw, int nb, double alpha, double tol) {
+        double* dm_next, u32* rdw, u32* sqw, int nb, const Rows R, double alpha, double tol) {
     const int t = cnt[2];
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); i0 < t; i0 += stride) {
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); i0 < t; i0 += step) {
         long long i = i0 + (threadIdx.x & 31);
         bool on = false;
         int u = 0;
         T ru = (T)0;
+        int d = 0;
         if (i < t) {
             u = touched[i];
             gj_add_slot(sqw, nb, u, RED_B, RED_W);
             ru = r[u] + r_in[u];
             r_in[u] = (T)0;
             r[u] = ru;
-            int d = deg[u];
+            d = deg[gj_vertex<MANY>(R, u)];
             on = (double)ru > tol * (d > 1 ? d : 1);
         }
         long long q = gj_append(on, &cnt[1]);
-        if (on) gj_activate<T>(u, ru, q, deg, front2, msg, dm_next, rdw, nb, alpha);
+        if (on) gj_activate<T>(u, d, ru, q, front2, msg, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
     }
 }
-// every vertex sums its in-neighbours' messages: no atomics on residues
-template <typename T>
+// every item sums the messages of its vertex's in-neighbours in its row: no atomics on residues.
+// first: the first iteration, where each source pays out whatever its residue.
+template <typename T, bool MANY>
 __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, int n, int* cnt, T* r,
         T* p, const T* msg, T* msg2, int* front2, const double* dm, double* dm_next, u32* rdw, u32* sqw,
-        int nb, int s, int force, double alpha, double tol) {
+        int nb, const Rows R, bool first, double alpha, double tol) {
     __shared__ double s_acc[B];
     const int warp = threadIdx.x / W, lane = threadIdx.x % W;
-    for (long long base = (long long)blockIdx.x * B; base < n; base += (long long)gridDim.x * B) {
-        long long u = base + warp;
-        long long lo = u < n ? tptr[u] : 0, hi = u < n ? tptr[u + 1] : 0;
+    const long long total = (long long)R.ns * R.stride;
+    for (long long base = (long long)blockIdx.x * B; base < total; base += (long long)gridDim.x * B) {
+        const int u = (int)(base + warp), v = u < total ? gj_vertex<MANY>(R, u) : n, row = u - v;
+        const bool real = v < n;  // rows are padded to `stride`: the padding does nothing
+        long long lo = real ? tptr[v] : 0, hi = real ? tptr[v + 1] : 0;
         bool big = hi - lo >= WB;
         double acc = 0.0;
         if (!big) {
-            for (long long e = lo + lane; e < hi; e += W) acc += (double)msg[tind[e]];
+            for (long long e = lo + lane; e < hi; e += W) acc += (double)msg[row + tind[e]];
             for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
         }
         if (lane == 0) s_acc[warp] = big ? 0.0 : acc;
         __syncthreads();
         for (int j = 0; j < B; ++j) {  // in-degree >= WB: the whole block sums
-            long long v = base + j;
-            if (v >= n || tptr[v + 1] - tptr[v] < WB) continue;
+            long long y = base + j;
+            if (y >= total) break;
+            int vj = gj_vertex<MANY>(R, (int)y), rj = (int)y - vj;
+            if (vj >= n || tptr[vj + 1] - tptr[vj] < WB) continue;
             double part = 0.0;
-            for (long long e = tptr[v] + threadIdx.x; e < tptr[v + 1]; e += WB) part += (double)msg[tind[e]];
+            for (long long e = tptr[vj] + threadIdx.x; e < tptr[vj + 1]; e += WB)
+                part += (double)msg[rj + tind[e]];
             for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
             if (lane == 0) atomicAdd(&s_acc[j], part);
         }
         __syncthreads();
         bool on = false;
         T nr = (T)0;
-        if (u < n && lane == 0) {
-            acc = s_acc[warp] + (u == s ? alpha * dm[0] : 0.0);
-            int d = deg[u];
+        int d = 0;
+        if (real && lane == 0) {
+            const int k = gj_row<MANY>(R, u);
+            const bool source = v == R.src[k];
+            acc = s_acc[warp] + (source ? alpha * dm[k] : 0.0);
+            d = deg[v];
             double thr = tol * (d > 1 ? d : 1);
             T ru = r[u];
-            if ((double)ru > thr || u == force) { p[u] += (T)((1.0 - alpha) * (double)ru); ru = (T)0; }
+            if ((double)ru > thr || (first && source)) { p[u] += (T)((1.0 - alpha) * (double)ru); ru = (T)0; }
             nr = (T)((double)ru + acc);
             r[u] = nr;
             msg2[u] = (T)0;
@@ -158,7 +191,7 @@ __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, 
             on = (double)nr > thr;
         }
         long long q = gj_append(on, &cnt[1]);
-        if (on) gj_activate<T>((int)u, nr, q, deg, front2, msg2, dm_next, rdw, nb, alpha);
+        if (on) gj_activate<T>(u, d, nr, q, front2, msg2, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
         __syncthreads();
     }
 }

@@ -21,6 +21,7 @@ from . import _ppr_power
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability
 from ._irw import walk_ends
 from ._ppr_cost import PULL, CostModel, cost_model, pull_static
+from ._top_rows import top_entries
 from .errors import ConvergenceError
 
 METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
@@ -74,13 +75,18 @@ def ppr(
     seed : int
         Seed of the Monte Carlo walks.
     block : int, optional
-        Sources per SpMM block of ``power``.
+        Sources solved together: the SpMM block of ``power``; on the GPU also the rows of the residue
+        matrix that ``push``, ``pull`` and the hybrid iterate at once (by default up to 128
+        sources, within a quarter of the free GPU memory). Each iteration of
+        such a batch runs one model for all its sources, and it ends when every source's residues
+        are below ``tol``. The CPU solves push, pull and hybrid one source at a time.
     cost : CostModel, optional
         Weights and block layout of the hybrid's cost model; by default measured once per GPU
         model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU).
     info : dict, optional
         Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
-        ``L`` pull), ``residual`` mass and ``seconds``.
+        ``L`` pull), ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
+        are those of the source's batch, seconds divided by its size).
 
     Returns
     -------
@@ -107,7 +113,7 @@ def ppr(
         walks = math.ceil(1.0 / tol)
         step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
     else:
-        step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost)
+        step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost, block, len(src))
     return _collect(G, src, step, dtype, topk, info)
 
 
@@ -142,17 +148,11 @@ def _label_dtype(G):
 
 def _top_entries(G, block, k):
     """Labels and values of the k largest entries of each row; ties go to the smaller vertex id."""
-    xp = array_module(block)
-    verts = np.empty((block.shape[0], k), dtype=np.int64)
-    vals = np.empty((block.shape[0], k), dtype=block.dtype)
-    for i, row in enumerate(block):
-        kth = -xp.partition(-row, k - 1)[k - 1]
-        above = xp.flatnonzero(row > kth)
-        cand = to_host(xp.concatenate([above, xp.flatnonzero(row == kth)[: k - above.size]]))
-        v = to_host(row[cand])
-        order = np.lexsort((cand, -v))
-        verts[i], vals[i] = cand[order], v[order]
-    return (to_host(G.ids)[verts] if G.ids is not None else verts), vals
+    verts, vals = top_entries(block, k)
+    if G.ids is None:
+        return verts, vals
+    xp = array_module(G.ids)
+    return to_host(G.ids[xp.asarray(verts)]), vals
 
 
 def _power_steps(G, alpha, tol, block, max_iter):
@@ -183,20 +183,26 @@ def _montecarlo(G, ids, alpha, walks, seed):
     return (counts / max(hit.size, 1))[None, :], 1, {}
 
 
-def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost):
+def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
     limit = max_iter if max_iter is not None else np.iinfo(np.int64).max
     if G.device == "gpu":
-        from ._ppr_push_gpu import solver
+        from ._ppr_push_gpu import batch_size, solver
 
-        solve = solver(G, mode, alpha, tol, dtype, cost)
+        cost = cost or cost_model("gpu")
+        if block is not None:
+            block = check_count("block", block)
+        block = max(1, min(block or (batch_size(G.n, dtype, cost) if count > 1 else 1), count))
+        solve = solver(G, mode, alpha, tol, dtype, cost, batch=block)
     else:
-        solve = _cpu_solver(G, mode, alpha, tol, cost)
+        solve, block = _cpu_solver(G, mode, alpha, tol, cost), 1
 
     def step(ids):
-        x, it, models, residual = solve(int(ids[0]), limit)
+        ids = ids[:block]
+        x, it, models, residual = solve(ids, limit)
         if it is None:
-            raise ConvergenceError("ppr", limit, residual, tol)
-        return x[None, :], 1, {"iterations": [it], "models": [models], "residual": [residual]}
+            raise ConvergenceError("ppr", limit, float(np.max(residual)), tol)
+        k, res = len(ids), [float(v) for v in residual]
+        return x, k, {"iterations": [it] * k, "models": [models] * k, "residual": res}
 
     return step
 
@@ -211,14 +217,15 @@ def _cpu_solver(G, mode, alpha, tol, cost):
     weights = np.array([cost.l1, cost.l2, cost.l3])
     layout = (cost.blocks, cost.warps, cost.lanes)
 
-    def run(s, limit):
+    def run(sources, limit):  # one source at a time
+        s = int(sources[0])
         p = np.zeros(G.n)
         r = np.zeros(G.n)
         trace = np.zeros((4096, 4))
         it, out = solve(G.indptr, G.indices, tptr, tind, deg, s, alpha, tol, mode, limit, weights, layout,
                         static, p, r, trace)  # fmt: skip
         models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
-        return p, (None if out else it), models, float(r.sum())
+        return p[None, :], (None if out else it), models, [float(r.sum())]
 
     return run
 

@@ -2,7 +2,9 @@
 
 One stated exception: the fused PPR solver runs 8 resident blocks of 256 threads per SM (its cost
 model's layout, and a cooperative grid must be resident), which caps it at 32 registers; it may spill
-a few words of loop state (measured: 40 bytes, f32), no more than ``SPILL_BUDGET`` bytes.
+loop state to L1, no more than ``SPILL_BUDGET`` bytes per entry function (measured with nvcc 12.x:
+40 / 52 bytes for one source in f32 / f64, 72 / 100 for a batch of sources, whose row arithmetic
+adds registers).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from operators import (
 )
 
 NVCC = shutil.which("nvcc")
-SPILL_BUDGET = {"ppr-push-pull": 48}
+SPILL_BUDGET = {"gj_ppr_solve_f32": 56, "gj_ppr_solve_f64": 56, "gj_ppr_solve_batch_f32": 104,
+                "gj_ppr_solve_batch_f64": 104}  # fmt: skip
 SOURCES = [
     ("fingerprint", _mix.FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64")),
     ("rmat", generators.RMAT_KERNEL, ("gj_rmat",)),
@@ -55,8 +58,9 @@ SOURCES = [
     (
         "ppr-push-pull",
         _ppr_push_gpu.PPR_PUSH_KERNEL,
-        ("gj_ppr_solve_f32", "gj_ppr_solve_f64"),
+        ("gj_ppr_solve_f32", "gj_ppr_solve_f64", "gj_ppr_solve_batch_f32", "gj_ppr_solve_batch_f64"),
     ),
+    ("ppr-init", _ppr_push_gpu.PPR_INIT_KERNEL, ("gj_ppr_init_f32", "gj_ppr_init_f64")),
     ("ppr-calibrate", _ppr_calibrate.CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep")),
     (
         "influence",
@@ -97,5 +101,8 @@ def test_kernel_compiles_without_spills(tmp_path, label, source, names):
     report = out.stderr
     for name in names:
         assert f"Compiling entry function '{name}'" in report
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]
-    assert spills and max(spills) <= SPILL_BUDGET.get(label, 0), report
+    props = r"Function properties for (\w+)\n\s*\d+ bytes stack frame, (\d+) bytes spill stores"
+    found = re.findall(props, report)
+    assert {name for name, _ in found} >= set(names), report
+    for name, spill in found:
+        assert int(spill) <= SPILL_BUDGET.get(name, 0), f"{name}: {spill} bytes of spills\n{report}"

@@ -144,15 +144,15 @@ def test_gpu_hybrid_decides_on_the_device_as_psi_says():
     model = CostModel(20.0, 1.0, 1.0, blocks=16)  # as the CPU test: pull wins on large frontiers
     rdr = pull_static(np.diff(to_host(g.transpose().indptr)), model)[2]
     run = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)
-    p, it, models, residual = run(0, 10**6)
+    p, it, models, residual = run([0], 10**6)
     trace = run.last_trace
-    assert it == len(models) == len(trace) and residual <= 1e-9 * (g.m + g.n)
+    assert it == len(models) == len(trace) and residual[0] <= 1e-9 * (g.m + g.n)
     for k in range(it):
         assert trace[k, 0] == model.choose(trace[k, 1], rdr, trace[k, 2])
     assert set(models) == {"P", "L"} and (trace[:, 3] > 0).all()
     push = to_host(ppr(g, [0], method="push", tol=1e-9))[0]
-    np.testing.assert_allclose(to_host(p), push, atol=1e-13)
-    limited = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)(0, 3)
+    np.testing.assert_allclose(to_host(p)[0], push, atol=1e-13)
+    limited = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)([0], 3)
     assert limited[1] is None and len(limited[2]) == 3  # stopped by the iteration limit
 
 
@@ -203,3 +203,98 @@ def test_errors():
         ppr(g, [42], method="push")
     with pytest.raises(ConvergenceError):
         ppr(g, [0], method="pull", tol=1e-12, max_iter=2)
+
+
+def _batch_sources(g):
+    """Labels of three sources with out-edges, a dangling one and a repeat (a partial last batch)."""
+    deg = np.diff(to_host(g.indptr))
+    busy, dangling = np.flatnonzero(deg > 0), np.flatnonzero(deg == 0)
+    ids = [busy[0], dangling[0], busy[len(busy) // 2], busy[0], busy[-1]]
+    return to_host(g.ids)[ids] if g.ids is not None else np.array(ids)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ITERATIVE)
+def test_gpu_batches_equal_one_source_at_a_time(method):
+    """Rows of a residue matrix do not interact: each source gets the reserves and residue it gets
+    alone, and a batch runs as many iterations as its slowest source."""
+    g = graphs.rmat(10, seed=4, device="gpu")
+    labels = _batch_sources(g)
+    one: dict = {}
+    alone = to_host(ppr(g, labels, method=method, tol=1e-8, block=1, info=one))
+    exact = to_host(ppr(g, labels, method="power", tol=1e-13))
+    for block in (2, 5):
+        info: dict = {}
+        x = to_host(ppr(g, labels, method=method, tol=1e-8, block=block, info=info))
+        np.testing.assert_allclose(x, alone, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(info["residual"], one["residual"], rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(x.sum(axis=1) + info["residual"], 1.0, atol=1e-12)
+        assert (np.abs(x - exact).sum(axis=1) <= np.asarray(info["residual"]) + 1e-10).all()
+        for lo in range(0, len(labels), block):
+            slowest = max(one["iterations"][lo : lo + block])
+            if method != "hybrid":  # the hybrid may pick other models for a batch than for its sources
+                assert info["iterations"][lo : lo + block] == [slowest] * len(labels[lo : lo + block])
+    assert one["iterations"][1] != one["iterations"][0]  # the batch really waits for its slowest source
+
+
+@pytest.mark.gpu
+def test_gpu_batch_hybrid_decides_on_all_rows():
+    """In a batch the statistics count items of every row: pull's fixed terms are ns times one row's,
+    each recorded choice is Psi's on the recorded statistics, and the rows equal push's."""
+    from operators._ppr_push_gpu import solver
+
+    g = graphs.barabasi_albert(3000, 6, seed=1, device="gpu")
+    model = CostModel(20.0, 1.0, 1.0, blocks=16)
+    rdr = pull_static(np.diff(to_host(g.transpose().indptr)), model)[2]
+    run = solver(g, HYBRID, 0.8, 1e-9, np.float64, model, batch=3)
+    p, it, models, residual = run([0, 7, 2999], 10**6)
+    trace = run.last_trace
+    assert p.shape == (3, g.n) and it == len(models) == len(trace) and trace[0, 3] == 3
+    for k in range(it):
+        assert trace[k, 0] == model.choose(trace[k, 1], 3 * rdr, trace[k, 2])
+    assert set(models) == {"P", "L"} and (residual <= 1e-9 * (g.m + g.n)).all()
+    push = to_host(ppr(g, [0, 7, 2999], method="push", tol=1e-9, block=1))
+    np.testing.assert_allclose(to_host(p), push, atol=1e-13)
+    with pytest.raises(ValueError, match="1 to 3 sources"):
+        run([0, 1, 2, 3], 10)
+
+
+@pytest.mark.gpu
+def test_gpu_batch_limits():
+    g = _with_dangling().to("gpu")
+    with pytest.raises(ConvergenceError):
+        ppr(g, [0, 4, 6], method="pull", tol=1e-12, max_iter=2, block=3)
+    from operators._ppr_cost import cost_model
+    from operators._ppr_push_gpu import MAX_ITEMS, row_stride
+
+    too_many = MAX_ITEMS // row_stride(g.n, cost_model("gpu")) + 1
+    with pytest.raises(ValueError, match="int32 item limit"):
+        ppr(g, np.zeros(too_many, dtype=np.int64), method="push", block=too_many)
+
+
+def test_batch_size_rule():
+    from operators._ppr_push_gpu import ITEM_BYTES, batch_size, row_stride
+
+    model = CostModel()
+    assert row_stride(1, model) == row_stride(8448, model) == 8448 and row_stride(8449, model) == 16896
+    stride = row_stride(10**6, model)
+    assert stride % (model.warps * model.blocks) == 0 and stride >= 10**6
+    fits3 = 4 * 3 * ITEM_BYTES[np.float64] * stride  # a quarter of it holds 3 rows
+    assert batch_size(10**6, np.float64, model, limit_bytes=fits3) == 3
+    assert batch_size(10**6, np.float32, model, limit_bytes=fits3) == 4  # 32 instead of 52 bytes
+    assert batch_size(10**6, np.float64, model, limit_bytes=1) == 1
+    assert batch_size(1000, np.float64, model, limit_bytes=2**40) == 128
+    assert batch_size(2**24, np.float64, model, limit_bytes=2**40) == 127  # 128 rows pass 2**31 items
+    assert batch_size(2**28, np.float32, model, limit_bytes=2**50) == 7  # int32 items: 7 rows of 2**28
+
+
+def test_first_rdw_of_a_batch_follows_the_reference():
+    """The hybrid's first decision: Phi_rdw of the sources at frontier positions 0, 1, ..."""
+    from operators._ppr_push_gpu import _first_rdw
+
+    rng = np.random.default_rng(0)
+    for model in (CostModel(), CostModel(blocks=3, warps=2, lanes=4)):
+        for ns in (1, 5, 9, 40):  # 40 sources wrap around the second model's 3 x 2 warps
+            out_deg = rng.integers(0, 5000, ns)
+            rdw, _, _ = phi_reference(range(ns), out_deg, np.zeros(ns), set(), model)
+            assert _first_rdw(out_deg, model) == rdw

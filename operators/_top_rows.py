@@ -1,0 +1,71 @@
+"""The k largest entries of each row of a dense non-negative block, ties to the smaller column.
+
+CPU: a partition per row. GPU: the whole block at once, without sorting its rows. The k-th largest
+of any k or more distinct entries of a row is at most the row's k-th largest, so the maxima of
+``16 k`` strided chunks of the row (columns congruent mod ``16 k``) give a lower bound of the k-th
+largest; only the positive entries at or above it are copied to the host and sorted there. A row
+with fewer than k positive entries gets its zeros of the smallest columns after them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs._device import array_module, to_host
+
+CHUNKS_PER_K = 16
+
+
+def top_entries(block, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns (int64) and values of the k largest entries of each row, on the host, largest first."""
+    if array_module(block) is np:
+        return _top_cpu(block, k)
+    return _top_gpu(block, k)
+
+
+def _top_cpu(block: np.ndarray, k: int):
+    verts = np.empty((block.shape[0], k), dtype=np.int64)
+    vals = np.empty((block.shape[0], k), dtype=block.dtype)
+    for i, row in enumerate(block):
+        kth = np.partition(row, row.size - k)[row.size - k]
+        above = np.flatnonzero(row > kth)
+        cand = np.concatenate([above, np.flatnonzero(row == kth)[: k - above.size]])
+        order = np.lexsort((cand, -row[cand]))
+        verts[i], vals[i] = cand[order], row[cand][order]
+    return verts, vals
+
+
+def _lower_bound(block, k: int):
+    """Per row, a value at most its k-th largest entry (0 when the row is short)."""
+    import cupy as cp
+
+    rows, n = block.shape
+    chunks = CHUNKS_PER_K * k
+    if n < 2 * chunks:  # short rows: every positive entry is a candidate
+        return cp.zeros(rows, dtype=block.dtype)
+    q = n // chunks
+    maxima = block[:, : q * chunks].reshape(rows, q, chunks).max(axis=1)  # chunk j: columns = j mod chunks
+    return cp.sort(maxima, axis=1)[:, chunks - k]
+
+
+def _top_gpu(block, k: int):
+    import cupy as cp
+
+    rows, n = block.shape
+    bound = _lower_bound(block, k)
+    r, c = cp.nonzero((block >= bound[:, None]) & (block > 0))
+    v = to_host(block[r, c])
+    r, c = to_host(r), to_host(c)
+    order = np.lexsort((c, -v, r))
+    r, c, v = r[order], c[order].astype(np.int64), v[order]
+    starts = np.searchsorted(r, np.arange(rows + 1))
+    verts = np.empty((rows, k), dtype=np.int64)
+    vals = np.zeros((rows, k), dtype=block.dtype)
+    for i in range(rows):
+        lo, hi = starts[i], starts[i + 1]
+        take = min(k, hi - lo)
+        verts[i, :take], vals[i, :take] = c[lo : lo + take], v[lo : lo + take]
+        if take < k:  # every positive entry is in: zeros of the smallest columns follow
+            free = np.setdiff1d(np.arange(min(n, k + take)), c[lo:hi], assume_unique=True)
+            verts[i, take:] = free[: k - take]
+    return verts, vals
