@@ -54,19 +54,23 @@ __device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp
     __shared__ double s_r[WB], s_q[WB];
     double br = 0.0, bq = 0.0;
     for (int i = threadIdx.x; rdw != nullptr && i < nb; i += WB) {  // written by other SMs: read from L2
-        u32 wr = 0, wq = 0;
-#pragma unroll
-        for (int j = 0; j < B; ++j) {  // loads only: no store in between keeps them in flight together
-            wr = max(wr, __ldcg(&rdw[nb + i * B + j]));
-            wq = max(wq, ns * swrp[i * B + j] + __ldcg(&sqw[nb + i * B + j]));
-        }
-        br = fmax(br, (double)(__ldcg(&rdw[i]) + wr));
-        bq = fmax(bq, (double)(ns * sblk[i] + __ldcg(&sqw[i]) + wq));
+        // a block's 8 warp counters are 2 x 16 bytes (nb % 4 == 0): 6 vector loads, all in flight at once
+        const uint4* rw = reinterpret_cast<const uint4*>(rdw + nb + i * B);
+        const uint4* qw = reinterpret_cast<const uint4*>(sqw + nb + i * B);
+        const uint4* sw = reinterpret_cast<const uint4*>(swrp + i * B);
+        const uint4 r0 = __ldcg(rw), r1 = __ldcg(rw + 1), q0 = __ldcg(qw), q1 = __ldcg(qw + 1);
+        const uint4 s0 = sw[0], s1 = sw[1];
+        const u32 rb = __ldcg(&rdw[i]), qb = __ldcg(&sqw[i]);
+        u32 wr = max(max(max(r0.x, r0.y), max(r0.z, r0.w)), max(max(r1.x, r1.y), max(r1.z, r1.w)));
+        u32 wq = max(max(ns * s0.x + q0.x, ns * s0.y + q0.y), max(ns * s0.z + q0.z, ns * s0.w + q0.w));
+        wq = max(wq, max(max(ns * s1.x + q1.x, ns * s1.y + q1.y), max(ns * s1.z + q1.z, ns * s1.w + q1.w)));
+        br = fmax(br, (double)(rb + wr));
+        bq = fmax(bq, (double)(ns * sblk[i] + qb + wq));
     }
     __syncthreads();
-    for (int i = threadIdx.x; rdw != nullptr && i < nb * (1 + B); i += WB) {  // reset for the next iteration
-        rdw[i] = 0;
-        sqw[i] = 0;
+    for (int i = threadIdx.x; rdw != nullptr && i < nb * (1 + B) / 4; i += WB) {  // reset for the next one
+        reinterpret_cast<uint4*>(rdw)[i] = make_uint4(0u, 0u, 0u, 0u);
+        reinterpret_cast<uint4*>(sqw)[i] = make_uint4(0u, 0u, 0u, 0u);
     }
     s_r[threadIdx.x] = br;
     s_q[threadIdx.x] = bq;
@@ -193,8 +197,9 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     if G.indices.dtype != np.int32:
         raise ValueError("the GPU push/pull PPR solver needs int32 vertex ids (n < 2**31)")
     cost = cost or cost_model("gpu")
-    if (cost.lanes, cost.warps) != (32, 8):
-        raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes; the cost model must say so")
+    if (cost.lanes, cost.warps) != (32, 8) or cost.blocks % 4:
+        raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes, a multiple of 4 blocks (vector "
+                         "loads of the statistics); the cost model must say so")  # fmt: skip
     plan = G.derived(f"ppr_push_plan_{cost}", lambda g: _plan(g, cost))
     tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max = plan
     T = np.float64 if dtype == np.float64 else np.float32
