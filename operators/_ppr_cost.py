@@ -122,7 +122,7 @@ def _cache_file(name: str) -> Path:
     return Path(root) / f"ppr-cost-{safe}.json"
 
 
-_LOADED: dict = {}  # (cache file, blocks) -> CostModel, read once per process
+_LOADED: dict = {}  # (device id, cache settings) -> CostModel, read once per process
 
 
 def cost_model(device: str, *, refresh: bool = False) -> CostModel:
@@ -135,11 +135,13 @@ def cost_model(device: str, *, refresh: bool = False) -> CostModel:
         return CostModel()
     import cupy as cp
 
-    name, sms = _gpu_identity(cp.cuda.Device().id)
+    device_id = cp.cuda.Device().id
+    cache_root = os.environ.get("GRAPHJOBS_CACHE"), os.environ.get("XDG_CACHE_HOME")
+    if (device_id, cache_root) in _LOADED and not refresh:  # a query per source: no GPU, disk or path work
+        return _LOADED[device_id, cache_root]
+    name, sms = _gpu_identity(device_id)
     blocks = sms * (2048 // (LANES * WARPS))
     path = _cache_file(name)
-    if (path, blocks) in _LOADED and not refresh:  # a query per source must not re-read the GPU and disk
-        return _LOADED[path, blocks]
     if path.is_file() and not refresh:
         saved = json.loads(path.read_text())
         model = CostModel(saved["l1"], saved["l2"], saved["l3"], blocks=blocks)
@@ -152,7 +154,7 @@ def cost_model(device: str, *, refresh: bool = False) -> CostModel:
         tmp.write_text(json.dumps({"gpu": name, "l1": l1, "l2": l2, "l3": l3}))
         os.replace(tmp, path)
         model = CostModel(l1, l2, l3, blocks=blocks)
-    _LOADED[path, blocks] = model
+    _LOADED[device_id, cache_root] = model
     return model
 
 

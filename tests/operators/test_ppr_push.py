@@ -298,3 +298,22 @@ def test_first_rdw_of_a_batch_follows_the_reference():
             out_deg = rng.integers(0, 5000, ns)
             rdw, _, _ = phi_reference(range(ns), out_deg, np.zeros(ns), set(), model)
             assert _first_rdw(out_deg, model) == rdw
+
+
+@pytest.mark.gpu
+def test_gpu_cost_model_comes_from_its_cache_file_once(tmp_path, monkeypatch):
+    import json
+
+    import cupy as cp
+
+    from operators._ppr_cost import _cache_file, _gpu_identity, cost_model
+
+    monkeypatch.setenv("GRAPHJOBS_CACHE", str(tmp_path))
+    name, sms = _gpu_identity(cp.cuda.Device().id)
+    path = _cache_file(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"gpu": name, "l1": 3.0, "l2": 2.0, "l3": 1.5}))
+    model = cost_model("gpu")
+    assert (model.l1, model.l2, model.l3, model.blocks) == (3.0, 2.0, 1.5, 8 * sms)
+    path.unlink()
+    assert cost_model("gpu") is model  # read once per process and cache settings
