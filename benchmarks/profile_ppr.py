@@ -47,22 +47,23 @@ def profile(name: str, tol: float, method: str, sources: int, blocks=None, quiet
     api = (time.perf_counter() - t0) / len(srcs) * 1e3
     run = solver(g, MODES[method], 0.8, tol, np.float64, cost)
     ids = [int(v) for v in g.internal_ids(srcs)]
-    run(ids[0], 10**6)
+    run([ids[0]], 10**6)
     sync()
-    t0, iterations = time.perf_counter(), []
+    t0, iterations, kernel = time.perf_counter(), [], []
     for v in ids:
-        iterations.append(run(v, 10**6)[1])
+        iterations.append(run([v], 10**6)[1])
+        kernel.append(run.last_kernel_ms)
     sync()
     solve = (time.perf_counter() - t0) / len(ids) * 1e3
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     start.record()
-    _, _, models, _ = run(ids[1], 10**6)
+    _, _, models, _ = run([ids[1]], 10**6)
     stop.record()
     stop.synchronize()
     ev = cp.cuda.get_elapsed_time(start, stop)
     print(f"{name} tol={tol:g} {method} {cost.blocks} blocks: ppr() {api:.3f} ms per source, solver run "
-          f"{solve:.3f} ms (events {ev:.3f} ms), {np.mean(iterations):.1f} iterations, "
-          f"models {models}")  # fmt: skip
+          f"{solve:.3f} ms (events {ev:.3f} ms, solve kernel {np.median(kernel):.3f} ms), "
+          f"{np.mean(iterations):.1f} iterations, models {models}")  # fmt: skip
     if quiet:
         return
     prof = cProfile.Profile()

@@ -37,7 +37,8 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
     method, alpha, tol
         As in ``operators.ppr``.
     chunk : int
-        Sources per task.
+        Sources per task (one ``operators.ppr`` call: on the GPU they are solved together in batches
+        of its default ``block``).
     seed : int
         Seed of random sources and of Monte Carlo walks.
     workdir, directed, read_options, reorder
