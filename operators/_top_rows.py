@@ -1,6 +1,7 @@
 """The k largest entries of each row of a dense non-negative block, ties to the smaller column.
 
-CPU: a partition per row. GPU: the whole block at once, without sorting its rows. The k-th largest
+CPU: a partition per row. GPU: the whole block at once; short rows (under 32 k entries) are sorted
+there, longer ones are not. The k-th largest
 of any k or more distinct entries of a row is at most the row's k-th largest, so the maxima of
 ``16 k`` strided chunks of the row (columns congruent mod ``16 k``) give a lower bound of the k-th
 largest; only the positive entries at or above it are copied to the host and sorted there. A row
@@ -36,22 +37,34 @@ def _top_cpu(block: np.ndarray, k: int):
 
 
 def _lower_bound(block, k: int):
-    """Per row, a value at most its k-th largest entry (0 when the row is short)."""
+    """Per row, a value at most its k-th largest entry (rows of at least 2 * 16 k entries)."""
     import cupy as cp
 
     rows, n = block.shape
     chunks = CHUNKS_PER_K * k
-    if n < 2 * chunks:  # short rows: every positive entry is a candidate
-        return cp.zeros(rows, dtype=block.dtype)
     q = n // chunks
     maxima = block[:, : q * chunks].reshape(rows, q, chunks).max(axis=1)  # chunk j: columns = j mod chunks
     return cp.sort(maxima, axis=1)[:, chunks - k]
+
+
+def _sort_rows_gpu(block, k: int):
+    """Short rows: every row sorted on the GPU (by row, value descending, column)."""
+    import cupy as cp
+
+    rows, n = block.shape
+    vals = block.astype(np.float64).ravel()
+    cols = cp.tile(cp.arange(n, dtype=np.float64), rows)
+    order = cp.lexsort(cp.stack([cols, -vals, cp.repeat(cp.arange(rows, dtype=np.float64), n)]))
+    top = order.reshape(rows, n)[:, :k]
+    return to_host(top % n).astype(np.int64), to_host(vals[top]).astype(block.dtype)
 
 
 def _top_gpu(block, k: int):
     import cupy as cp
 
     rows, n = block.shape
+    if n < 2 * CHUNKS_PER_K * k:
+        return _sort_rows_gpu(block, k)
     bound = _lower_bound(block, k)
     r, c = cp.nonzero((block >= bound[:, None]) & (block > 0))
     v = to_host(block[r, c])
