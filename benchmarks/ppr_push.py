@@ -171,6 +171,32 @@ def run_batches(rep: Reporter, name: str, g, *, sources: int, tol: float = 1e-6,
              **common, block=default, baseline={"impl": POWER, "median": power})  # fmt: skip
 
 
+def run_job(rep: Reporter, name: str, source, *, sources: int = 10_000, workdir: str = "/tmp/gj-ppr-job"):
+    """The PPR job (k=100, chunks of 500 sources) on one GPU worker: default batches against one
+    source at a time (``block=1``), same cluster, graph loaded once per worker before timing."""
+    from distributed import Client
+
+    import pipelines
+    from cluster import make_cluster
+
+    rates = {}
+    with make_cluster(1, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
+        for block in (None, 1):
+            tag = "default" if block is None else block
+            warm = pipelines.ppr_job(source, 500, chunk=500, seed=100, block=block, workdir=workdir,
+                                     out=f"{workdir}/warm-{name}-{tag}", overwrite=True)  # fmt: skip
+            pipelines.run(warm, client, progress=False)
+            job = pipelines.ppr_job(source, sources, chunk=500, seed=7, block=block, workdir=workdir,
+                                    out=f"{workdir}/batch-{name}-{tag}", overwrite=True)  # fmt: skip
+            t0 = time.perf_counter()
+            summary = pipelines.run(job, client, progress=False)
+            rates[tag] = summary["queries"] / (time.perf_counter() - t0)
+    rep.emit(bench="ppr-job", graph=name, impl="ppr job, 1 GPU worker, batches", median=rates["default"],
+             unit="queries/s", queries=sources, topk=100, tol=1e-6,
+             baseline={"impl": "same job, block=1", "median": rates[1]},
+             speedup=rates["default"] / rates[1])  # fmt: skip
+
+
 def run(rep: Reporter, device: str, dataset_dir, scales, *, batches_only: bool = False) -> None:
     t0 = time.perf_counter()
     model = cost_model(device)

@@ -24,8 +24,8 @@ def main(argv=None) -> None:
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--only", default="pagerank,load",
-                    help="pagerank,load,topk,ppr,ppr-batch,influence,simrank,pagerank-mg,topk-mg,"
-                         "imm-mg")  # fmt: skip
+                    help="pagerank,load,topk,ppr,ppr-batch,ppr-job,influence,simrank,pagerank-mg,"
+                         "topk-mg,imm-mg")  # fmt: skip
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
@@ -60,6 +60,11 @@ def main(argv=None) -> None:
     if "ppr" in only or "ppr-batch" in only:  # ppr-batch: only the batch throughput rows
         pscales = [int(s) for s in args.ppr_scales.split(",") if s] if args.device == "gpu" else []
         ppr_push.run(rep, args.device, dataset_dir(), pscales, batches_only="ppr" not in only)
+    if "ppr-job" in only and args.device == "gpu":
+        path = dataset_dir() / "soc-Epinions1.txt.gz" if dataset_dir() is not None else None
+        if path is not None and path.is_file():
+            ppr_push.run_job(rep, "soc-Epinions1", str(path))
+        ppr_push.run_job(rep, "rmat-22", "rmat:scale=22,seed=0")
     if "influence" in only:
         degrees = [int(s) for s in args.ba_degrees.split(",") if s] if args.device == "gpu" else []
         influence.run(rep, args.device, dataset_dir(), degrees)

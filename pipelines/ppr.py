@@ -14,13 +14,14 @@ import numpy as np
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
+from operators._checks import check_count
 
 from .job import Job
 from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
 
 
 def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, tol=1e-6, chunk=100,
-            seed=0, workdir=None, directed=True, read_options=None, reorder=None,
+            block=None, seed=0, workdir=None, directed=True, read_options=None, reorder=None,
             overwrite=False) -> Job:  # fmt: skip
     """Personalized PageRank of a batch of sources as a Dask graph (nothing runs until ``run``).
 
@@ -38,7 +39,9 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
         As in ``operators.ppr``.
     chunk : int
         Sources per task (one ``operators.ppr`` call: on the GPU they are solved together in batches
-        of its default ``block``).
+        of ``block``).
+    block : int, optional
+        ``operators.ppr``'s sources per batch (default: its own).
     seed : int
         Seed of random sources and of Monte Carlo walks.
     workdir, directed, read_options, reorder
@@ -57,6 +60,8 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
     )
     opts = dict(topk=int(topk), method=method, alpha=alpha, tol=tol, seed=seed)
+    if block is not None:
+        opts["block"] = check_count("block", block)
     return batch_job("ppr", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
                      run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
 
