@@ -119,27 +119,41 @@ def ppr(
 
 def _collect(G, src, step, dtype, topk, info):
     """Run ``step`` over blocks of sources; keep dense rows, or only the top entries of each."""
-    xp = array_module(G.indptr)
-    rows = []
+    dense = None if topk else _dense_result(G, len(src), dtype)  # before any work: it may not fit
+    tops = []
     stats = {"iterations": [], "models": [], "residual": [], "seconds": []}
     lo = 0
     while lo < len(src):
         t0 = time.perf_counter()
         block, hi, extra = step(src[lo:])
         took = (time.perf_counter() - t0) / (hi)
-        block = block.astype(dtype, copy=False)
-        rows.append(_top_entries(G, block, topk) if topk else block)
+        if topk:
+            tops.append(_top_entries(G, block.astype(dtype, copy=False), topk))
+        else:
+            dense[lo : lo + hi] = block
         for key in ("iterations", "models", "residual"):
             stats[key] += extra.get(key, [None] * hi)
         stats["seconds"] += [took] * hi
         lo += hi
     if info is not None:
         info.update(stats)
-    if topk:
-        if not rows:
-            return np.empty((0, topk), dtype=_label_dtype(G)), np.empty((0, topk), dtype=dtype)
-        return np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows])
-    return xp.concatenate(rows) if rows else xp.zeros((0, G.n), dtype=dtype)
+    if not topk:
+        return dense
+    if not tops:
+        return np.empty((0, topk), dtype=_label_dtype(G)), np.empty((0, topk), dtype=dtype)
+    return np.concatenate([r[0] for r in tops]), np.concatenate([r[1] for r in tops])
+
+
+def _dense_result(G, rows: int, dtype):
+    """The (rows, n) result array, or a MemoryError that says what to do instead."""
+    xp = array_module(G.indptr)
+    try:
+        return xp.empty((rows, G.n), dtype=dtype)
+    except MemoryError as err:  # CuPy's OutOfMemoryError is one too
+        need = rows * G.n * np.dtype(dtype).itemsize / 2**30
+        raise MemoryError(f"ppr: the dense result of {rows} sources x {G.n:,} vertices ({need:,.1f} GiB of "
+                          f"{np.dtype(dtype).name}) does not fit on the {G.device}: pass topk= (top entries "
+                          f"only) or fewer sources per call") from err  # fmt: skip
 
 
 def _label_dtype(G):

@@ -3,6 +3,7 @@ invariants, the cost model on hand-made frontiers, and the hybrid's decisions.""
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import networkx as nx
@@ -317,3 +318,18 @@ def test_gpu_cost_model_comes_from_its_cache_file_once(tmp_path, monkeypatch):
     assert (model.l1, model.l2, model.l3, model.blocks) == (3.0, 2.0, 1.5, 8 * sms)
     path.unlink()
     assert cost_model("gpu") is model  # read once per process and cache settings
+
+
+def test_a_dense_result_that_cannot_fit_fails_before_any_work(monkeypatch):
+    module = importlib.import_module("operators.ppr")  # the package exports the function under this name
+
+    class NoRoom:
+        @staticmethod
+        def empty(shape, dtype):
+            raise MemoryError("out of memory")
+
+    monkeypatch.setattr(module, "array_module", lambda a: NoRoom)
+    info: dict = {}
+    with pytest.raises(MemoryError, match=r"2 sources x 8 vertices .* pass topk="):
+        ppr(_with_dangling(), [0, 1], method="push", info=info)
+    assert info == {}  # nothing ran
