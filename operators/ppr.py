@@ -77,7 +77,8 @@ def ppr(
     block : int, optional
         Sources solved together: the SpMM block of ``power``; on the GPU also the rows of the residue
         matrix that ``push``, ``pull`` and the hybrid iterate at once (by default up to 128
-        sources, within a quarter of the free GPU memory). Each iteration of
+        sources, within a quarter of the free GPU memory; ``pull`` alone batches only on small
+        graphs, where it pays). Each iteration of
         such a batch runs one model for all its sources, and it ends when every source's residues
         are below ``tol``. The CPU solves push, pull and hybrid one source at a time.
     cost : CostModel, optional
@@ -205,7 +206,7 @@ def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
         cost = cost or cost_model("gpu")
         if block is not None:
             block = check_count("block", block)
-        block = max(1, min(block or (batch_size(G.n, dtype, cost) if count > 1 else 1), count))
+        block = max(1, min(block or (batch_size(G.n, dtype, cost, mode=mode) if count > 1 else 1), count))
         solve = solver(G, mode, alpha, tol, dtype, cost, batch=block)
     else:
         solve, block = _cpu_solver(G, mode, alpha, tol, cost), 1
