@@ -15,7 +15,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
-from ._ppr_cost import PULL, block_max, cost_model, pull_static, slot_of
+from ._ppr_cost import PULL, cost_model, pull_static
 from ._ppr_push_steps import PPR_STEP_DEVICE
 
 HYBRID = 2
@@ -267,22 +267,13 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         residual = (r[:used].reshape(ns, stride) @ ones).get()  # a GEMV: CuPy sums a row in one block
         return p.reshape(ns, stride)[:, :n], (None if f else it), models, residual
 
-    run.batch = batch
     return run
 
 
 def _first_rdw(out_deg, cost) -> float:
-    """Phi_rdw of a frontier holding the sources at positions 0, 1, ..."""
-    wb = cost.lanes * cost.warps
-    if len(out_deg) <= cost.warps * cost.blocks:  # a warp each: block i holds positions 8i .. 8i + 7
-        pad = np.zeros(-(-len(out_deg) // cost.warps) * cost.warps, np.int64)
-        pad[: len(out_deg)] = out_deg
-        per = pad.reshape(-1, cost.warps)
-        return float(((-(-per // wb)).sum(axis=1) + (-(-per // cost.lanes)).max(axis=1)).max())
-    block, warp = slot_of(np.arange(len(out_deg)), cost)
-    blk = np.bincount(block, weights=-(-out_deg // wb), minlength=cost.blocks)
-    wrp = np.bincount(warp, weights=-(-out_deg // cost.lanes), minlength=cost.blocks * cost.warps)
-    return block_max(blk, wrp, cost.warps)
+    """Phi_rdw of a frontier holding the sources at positions 0, 1, ...: the sum pull_static takes
+    over vertex slots, with out-degrees for in-degrees (frontier position q is slot q)."""
+    return pull_static(out_deg, cost)[2]
 
 
 def _plan(G, cost):

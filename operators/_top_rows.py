@@ -31,8 +31,9 @@ def _top_cpu(block: np.ndarray, k: int):
         kth = np.partition(row, row.size - k)[row.size - k]
         above = np.flatnonzero(row > kth)
         cand = np.concatenate([above, np.flatnonzero(row == kth)[: k - above.size]])
-        order = np.lexsort((cand, -row[cand]))
-        verts[i], vals[i] = cand[order], row[cand][order]
+        v = row[cand]
+        order = np.lexsort((cand, -v))
+        verts[i], vals[i] = cand[order], v[order]
     return verts, vals
 
 
