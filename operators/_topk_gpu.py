@@ -2,10 +2,10 @@
 
 A round is a chain of kernels on the query's stream with the counts kept on the device: the push
 (``_topk_gpu_push``), the candidates pi0(s, v) >= tau appended to a list that starts with H, the
-bound reduction over H (Alg. 4) and the estimates of the whole list (Alg. 6). The host then reads
-one small record (candidates, returned mass) and the list's estimates, and picks the top k itself
-while the list is short (``HOST_TOP``). The candidates are not sorted by reserve as the paper's
-line says: every estimate is computed at once, so their order changes nothing.
+bound reduction over H (Alg. 4), the estimates of the whole list (Alg. 6) and the list's top k
+(``_topk_gpu_select``), which the host reads with the round's record (candidates, returned mass) in
+one copy. The candidates are not sorted by reserve as the paper's line says: every estimate is
+computed at once, so their order changes nothing.
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._topk_cpu import select_top
 from ._topk_gpu_estimate import bound_reduction_gpu, compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
 from ._topk_gpu_push import PUSH_DEVICE, persistent_blocks, push_persistent
+from ._topk_gpu_select import round_top
 
 THREADS = 256
-HOST_TOP = 1 << 13  # lists up to this long go to the host for the top k; longer ones are sorted here
 
 QUERY_CUDA = r"""
 extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, double* r, double* pi0,
@@ -45,14 +44,6 @@ extern "C" __global__ void gj_select_candidates(const int* touched, const int* n
         int t = touched[i];
         if (pi0[t] >= tau && !(exclude_h && h_index[t] >= 0)) gj_append(cand, ncand, t);
     }
-}
-
-// the round's record for the host: candidates, touched, returned mass, pushes, frontiers, edges pushed
-// (persistent push); the counts of candidates and of long H lists are cleared for the next round
-extern "C" __global__ void gj_round_info(int* counts, const double* est_h, int nh,
-        const unsigned long long* stats, double* info) {
-    info[0] = counts[6]; info[1] = counts[3]; info[2] = est_h[nh]; info[3] = stats[0]; info[4] = stats[1];
-    info[5] = stats[2]; counts[6] = counts[7] = 0;
 }
 """
 QUERY_KERNELS = PUSH_DEVICE + QUERY_CUDA
@@ -100,7 +91,7 @@ class GPUQuery:
         self.est_h = cp.zeros(self.nh + 1, dtype=cp.float64)
         self.counts = cp.zeros(8, dtype=cp.int32)
         self.stats = cp.zeros(3, dtype=cp.uint64)
-        self.info = cp.zeros(6, dtype=cp.float64)
+        self.round_top = None  # the buffers of ``round_top`` for the last k
         self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.blocks = persistent_blocks()  # fewer when several queries run at once
         self.bsum = cp.empty(self.blocks, dtype=cp.int64)
@@ -129,7 +120,6 @@ class GPUQuery:
     def estimate(self, tau: float, k: int, *, high_irw: bool, tiling: bool):
         """The round's top k (host arrays: internal ids, unnormalised estimates), the number of
         candidates and the returned mass sum r(v) b_v."""
-        cp = import_cupy()
         a, nh = self.index.arrays, self.nh
         _kernel("gj_select_candidates")(
             (self.sm_blocks * 4,), (THREADS,),
@@ -140,17 +130,8 @@ class GPUQuery:
         offset = nh if high_irw else 0  # with H: the list is H, then the candidates outside H
         ids = self.ids[nh - offset :]
         compute_ppr_gpu(self, ids, offset, TSIZE if tiling else 1)
-        _kernel("gj_round_info")((1,), (1,), (self.counts, self.est_h, np.int32(nh), self.stats, self.info))
-        self.record = self.info.get()
-        ncand = int(self.record[0])
-        size = offset + ncand
-        if size <= HOST_TOP:
-            est, verts = self.est[:size].get(), ids[:size].get()
-        else:  # sorted here; the ties at the k-th place resolved on the host with the rest
-            best = cp.argsort(-self.est[:size])[: 2 * k + 1024]
-            est, verts = self.est[best].get(), ids[best].get()
-        best = select_top(verts, est, k)
-        return verts[best], est[best], ncand, float(self.record[2])
+        verts, est = round_top(self, ids, offset, k)
+        return verts, est, int(self.record[0]), float(self.record[2])
 
     def pushes(self) -> int:
         return int(self.record[3])

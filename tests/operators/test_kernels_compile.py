@@ -28,6 +28,7 @@ from operators import (
     _topk_gpu_estimate,
     _topk_gpu_frontier,
     _topk_gpu_push,
+    _topk_gpu_select,
 )
 
 NVCC = shutil.which("nvcc")
@@ -47,8 +48,9 @@ SOURCES = [
     (
         "topk-query",
         _topk_gpu.QUERY_KERNELS,
-        ("gj_query_clear", "gj_query_start", "gj_select_candidates", "gj_round_info"),
+        ("gj_query_clear", "gj_query_start", "gj_select_candidates"),
     ),
+    ("topk-round-top", _topk_gpu_select.ROUND_TOP_KERNEL, ("gj_round_top",)),
     (
         "topk-estimate",
         _topk_gpu_estimate.ESTIMATE_KERNELS,

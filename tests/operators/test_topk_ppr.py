@@ -304,3 +304,41 @@ def test_gpu_bound_reduction():
         bound_reduction_gpu(q, long_list)
         np.testing.assert_allclose(q.est_h.get(), expect, rtol=1e-9, atol=1e-15)
         q.counts[7] = 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("size", "offset", "k", "distinct"),
+    [(0, 0, 10, 50), (6, 2, 10, 50), (100, 30, 100, 7), (20_000, 75, 1000, 300), (5_000, 0, 10, 1),
+     (70_000, 4_000, 100, 10**9)],
+    ids=["empty", "fewer-than-k", "exactly-k", "many-ties", "ties-beyond-the-buffer", "large"],
+)  # fmt: skip
+def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
+    """The round's top k on the GPU (radix select + one packed read) equals ``select_top`` over the
+    whole list read back, ties at the k-th value included, and carries the round's record."""
+    from types import SimpleNamespace
+
+    import cupy as cp
+
+    from operators._topk_cpu import select_top
+    from operators._topk_gpu_select import round_top
+
+    rng = np.random.default_rng(size + k)
+    est = rng.integers(0, distinct, size) / distinct * rng.pareto(1.5)
+    ids = rng.permutation(10 * size + 10)[:size].astype(np.int32)
+    counts = np.zeros(8, dtype=np.int32)
+    counts[3], counts[6], counts[7] = 11, size - offset, 3
+    nh = 4
+    q = SimpleNamespace(
+        est=cp.asarray(np.concatenate((est, [-1.0] * 5))),  # entries past the list are not read
+        counts=cp.asarray(counts), est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
+        stats=cp.asarray([5, 6, 7], dtype=cp.uint64), record=None, round_top=None,
+    )  # fmt: skip
+    for _ in range(2):  # the buffers are reused: counters must be left at zero
+        q.counts[6] = size - offset
+        verts, got = round_top(q, cp.asarray(ids), offset, k)
+        best = select_top(ids.astype(np.int64), est, k)
+        np.testing.assert_array_equal(verts, ids[best])
+        np.testing.assert_array_equal(got, est[best])
+        np.testing.assert_array_equal(q.record, [size - offset, 11, 0.125, 5, 6, 7])
+        assert int(q.counts[6]) == 0 and int(q.counts[7]) == 0
