@@ -55,16 +55,23 @@ extern "C" __global__ void __launch_bounds__(256) gj_round_top(const double* est
         for (int b = threadIdx.x; b < 256; b += blockDim.x)
             if (s_hist[b]) atomicAdd(&h[b], s_hist[b]);
         grid.sync();
-        if (threadIdx.x == 0) {  // the byte of the want-th largest among the matching entries
-            unsigned int above = 0;
-            int b = 255;
-            for (; b > 0; --b) {
-                const unsigned int c = *((volatile unsigned int*)&h[b]);
-                if (above + c >= want) break;
-                above += c;
+        if (threadIdx.x < 32) {  // the byte of the want-th largest: lane l reads bins 255 - 8 l - j
+            const int lane = threadIdx.x;
+            unsigned int c[8], sum = 0;
+            for (int j = 0; j < 8; ++j) { c[j] = __ldcg(&h[255 - 8 * lane - j]); sum += c[j]; }
+            unsigned int incl = sum;  // entries in the bins above and at this lane's, by a warp scan
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned int y = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += y;
             }
-            s_bin = (unsigned int)b;
-            s_want = want - above;
+            unsigned int above = incl - sum;
+            if (above < want && want <= incl) {
+                int j = 0;
+                while (above + c[j] < want) above += c[j++];
+                s_bin = (unsigned int)(255 - 8 * lane - j);
+                s_want = want - above;
+            }
+            if (want == 0 && lane == 0) { s_bin = 255u; s_want = 0; }  // an empty list
         }
         __syncthreads();
         prefix |= s_bin << shift;
