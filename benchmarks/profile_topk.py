@@ -3,8 +3,9 @@
 python -m benchmarks.profile_topk [GRAPH.txt.gz | rmat:SCALE] ... [--k K] [--queries Q]
 
 Prints, per graph, k and variant, the median and mean latency of plain queries, then the mean
-milliseconds per query of each step with a device sync around it (select, bound and compute are
-kernels inside ``estimate``, whose remainder is the host's share: reads and the top k), and per
+milliseconds per query of each step with a device sync around it ("bound": the candidates and Alg. 4,
+and "compute": Alg. 6, are kernels inside ``estimate``, whose remainder is the round's top k and the
+host's share), and per
 query the rounds, frontiers, pushes, edges pushed, touched vertices and candidates of the last round.
 """
 
@@ -41,13 +42,11 @@ def _timed(totals, name, fn):
 def _instrument(totals) -> dict:
     """Patch the timers in; returns the originals to restore."""
     saved = {name: getattr(tg.GPUQuery, name) for name in METHODS}
-    saved |= {name: getattr(tg, name) for name in ("bound_reduction_gpu", "compute_ppr_gpu", "_kernel")}
+    saved |= {name: getattr(tg, name) for name in ("select_and_bound_gpu", "compute_ppr_gpu")}
     for name in METHODS:
         setattr(tg.GPUQuery, name, _timed(totals, name, saved[name]))
-    tg.bound_reduction_gpu = _timed(totals, "bound", saved["bound_reduction_gpu"])
+    tg.select_and_bound_gpu = _timed(totals, "bound", saved["select_and_bound_gpu"])
     tg.compute_ppr_gpu = _timed(totals, "compute", saved["compute_ppr_gpu"])
-    kernel = saved["_kernel"]
-    tg._kernel = lambda name: _timed(totals, "select", kernel(name)) if "select" in name else kernel(name)
     estimate = tg.GPUQuery.estimate
 
     def counting(self, *a, **kw):
@@ -102,7 +101,7 @@ def main() -> None:
                 _count_last(idx, totals)
                 _restore(saved)
                 q = len(srcs)
-                steps = (*METHODS, "select", "bound", "compute")
+                steps = (*METHODS, "bound", "compute")
                 times = {name: round(1e3 * totals[name] / q, 3) for name in steps}
                 print(
                     f"{src} n={g.n:,} m={g.m:,} k={k} {label}: latency median "

@@ -1,11 +1,11 @@
 """GPU (CuPy RawKernel) workspace and round of the top-k PPR query (Sec. 4 of the kPAR paper).
 
 A round is a chain of kernels on the query's stream with the counts kept on the device: the push
-(``_topk_gpu_push``), the candidates pi0(s, v) >= tau appended to a list that starts with H, the
-bound reduction over H (Alg. 4), the estimates of the whole list (Alg. 6) and the list's top k
-(``_topk_gpu_select``), which the host reads with the round's record (candidates, returned mass) in
-one copy. The candidates are not sorted by reserve as the paper's line says: every estimate is
-computed at once, so their order changes nothing.
+(``_topk_gpu_push``), the candidates pi0(s, v) >= tau appended to a list that starts with H and the
+bound reduction over H (Alg. 4), both from one pass over the touched vertices (``_topk_gpu_bound``),
+the estimates of the whole list (Alg. 6) and the list's top k (``_topk_gpu_select``), which the host
+reads with the round's record (candidates, returned mass) in one copy. The candidates are not sorted
+by reserve as the paper's line says: every estimate is computed at once, so their order changes nothing.
 """
 
 from __future__ import annotations
@@ -14,18 +14,25 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._topk_gpu_estimate import bound_reduction_gpu, compute_ppr_gpu, fallback_gpu
+from ._topk_gpu_bound import BY_VERTEX_H, bound_smem_plan, segment_count, select_and_bound_gpu
+from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
-from ._topk_gpu_push import PUSH_DEVICE, persistent_blocks, push_persistent
+from ._topk_gpu_push import persistent_blocks, push_persistent
 from ._topk_gpu_select import round_top
 
 THREADS = 256
 
+DENSE_CLEAR = 16
 QUERY_CUDA = r"""
-extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, double* r, double* pi0,
-        int* mark) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < *ntouched; i += gridDim.x * blockDim.x) {
-        int u = touched[i];
+// the previous query's state: its touched vertices, or every vertex in order once they are more than
+// n / DENSE_CLEAR (scattered writes of 20 bytes cost a few times sequential ones)
+extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, long long n, double* r,
+        double* pi0, int* mark) {
+    const long long t = *ntouched, step = (long long)gridDim.x * blockDim.x;
+    const long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool dense = t * DENSE_CLEAR > n;
+    for (long long i = i0; i < (dense ? n : t); i += step) {
+        const int u = dense ? (int)i : touched[i];
         r[u] = 0.0; pi0[u] = 0.0; mark[u] = 0;
     }
 }
@@ -38,15 +45,8 @@ extern "C" __global__ void gj_query_start(int s, double* r, int* mark, int* touc
     stats[0] = stats[1] = stats[2] = 0;
 }
 
-extern "C" __global__ void gj_select_candidates(const int* touched, const int* ntouched, const double* pi0,
-        double tau, const int* h_index, int exclude_h, int* cand, int* ncand) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < *ntouched; i += gridDim.x * blockDim.x) {
-        int t = touched[i];
-        if (pi0[t] >= tau && !(exclude_h && h_index[t] >= 0)) gj_append(cand, ncand, t);
-    }
-}
 """
-QUERY_KERNELS = PUSH_DEVICE + QUERY_CUDA
+QUERY_KERNELS = f"#define DENSE_CLEAR {DENSE_CLEAR}\n" + QUERY_CUDA
 
 
 def _kernel(name):
@@ -57,7 +57,7 @@ class GPUQuery:
     """The workspace and round of Algorithm 3 on the GPU (one per thread, or stream, and index).
 
     ``counts``: [0:3] frontier sizes (a ring in ``push_frontiers``; [0:2] in the persistent push),
-    [3] touched, [4:6] big-vertex lists, [6] candidates, [7] long H lists (listed in ``big``).
+    [3] touched, [4:6] big-vertex lists, [6] candidates, [7] unused (cleared with [6]).
     ``stats``: the query's pushes, frontiers and edges pushed.
     ``ids``: the high-IRW set H, then the round's candidates; ``est``: their estimates.
     """
@@ -81,7 +81,7 @@ class GPUQuery:
         self.front = cp.empty((2, n), dtype=cp.int32)
         self.big = cp.empty(n, dtype=cp.int32)
         self.bigval = cp.empty(n, dtype=cp.float64)  # also the persistent push's per-frontier values
-        self.off = cp.empty(n, dtype=cp.int64)
+        self.off = cp.empty(n + 1, dtype=cp.int64)
         self.shift = cp.empty(n, dtype=cp.int64)
         self.dangling = cp.zeros(1, dtype=cp.float64)
         self.nh = int(a["high"].size)
@@ -95,6 +95,9 @@ class GPUQuery:
         self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.blocks = persistent_blocks()  # fewer when several queries run at once
         self.bsum = cp.empty(self.blocks, dtype=cp.int64)
+        self.seg_entries = cp.empty(segment_count(self.sm_blocks), dtype=cp.int64)  # Alg. 4's segments
+        self.seg_back = cp.empty(self.seg_entries.size, dtype=cp.float64)
+        self.bound_by_vertex, self.bound_smem = self.nh <= BY_VERTEX_H, bound_smem_plan(self.nh)
         self.launches = 0
         self.record = np.zeros(6)
 
@@ -104,7 +107,9 @@ class GPUQuery:
     def start(self, s: int) -> None:
         self.s, self.launches = s, 0
         _kernel("gj_query_clear")(
-            (self.sm_blocks * 4,), (THREADS,), (self.touched, self.counts[3:], self.r, self.pi0, self.mark)
+            (self.sm_blocks * 4,),
+            (THREADS,),
+            (self.touched, self.counts[3:], np.int64(self.r.size), self.r, self.pi0, self.mark),
         )
         _kernel("gj_query_start")(
             (1,), (1,), (np.int32(s), self.r, self.mark, self.touched, self.counts, self.stats)
@@ -120,13 +125,8 @@ class GPUQuery:
     def estimate(self, tau: float, k: int, *, high_irw: bool, tiling: bool):
         """The round's top k (host arrays: internal ids, unnormalised estimates), the number of
         candidates and the returned mass sum r(v) b_v."""
-        a, nh = self.index.arrays, self.nh
-        _kernel("gj_select_candidates")(
-            (self.sm_blocks * 4,), (THREADS,),
-            (self.touched, self.counts[3:], self.pi0, np.float64(tau), a["h_index"], np.int32(high_irw),
-             self.ids[nh:], self.counts[6:]),
-        )  # fmt: skip
-        bound_reduction_gpu(self)
+        nh = self.nh
+        select_and_bound_gpu(self, tau, high_irw)
         offset = nh if high_irw else 0  # with H: the list is H, then the candidates outside H
         ids = self.ids[nh - offset :]
         compute_ppr_gpu(self, ids, offset, TSIZE if tiling else 1)

@@ -69,7 +69,7 @@ __device__ __forceinline__ void gj_regenerate(long long i, const int* touched, c
 }
 """
 
-PERSISTENT_CUDA = r"""
+SCAN_CUDA = r"""
 __device__ __forceinline__ long long gj_warp_incl(long long x) {
     const int lane = threadIdx.x & 31;
     for (int o = 1; o < 32; o <<= 1) {
@@ -78,24 +78,26 @@ __device__ __forceinline__ long long gj_warp_incl(long long x) {
     }
     return x;
 }
-// exclusive block-wide prefix sum of x; *total gets the block's sum
+// exclusive block-wide prefix sum of x (blockDim.x a multiple of 32); *total gets the block's sum
 __device__ __forceinline__ long long gj_block_scan(long long x, long long* total) {
-    __shared__ long long s_warp[GJ_T / 32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    __shared__ long long s_warp[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
     long long incl = gj_warp_incl(x);
     if (lane == 31) s_warp[wid] = incl;
     __syncthreads();
     if (wid == 0) {
-        long long w = gj_warp_incl(lane < GJ_T / 32 ? s_warp[lane] : 0);
-        if (lane < GJ_T / 32) s_warp[lane] = w;
+        long long w = gj_warp_incl(lane < nw ? s_warp[lane] : 0);
+        s_warp[lane] = w;
     }
     __syncthreads();
     long long excl = incl - x + (wid ? s_warp[wid - 1] : 0);
-    *total = s_warp[GJ_T / 32 - 1];
+    *total = s_warp[nw - 1];
     __syncthreads();
     return excl;
 }
+"""
 
+PERSISTENT_CUDA = r"""
 // Every frontier of one round in one cooperative launch (grid-wide barriers between the steps).
 // fcount[0..1]: the two frontiers' sizes; stats[0..2] += pushes, frontiers, edges.
 extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(const long long* indptr,
@@ -173,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
 }
 """
 CHUNK = 256  # consecutive frontier edges per warp and step of the persistent push
-PERSISTENT_KERNEL = f"#define CHUNK {CHUNK}\n" + PUSH_DEVICE + PERSISTENT_CUDA
+PERSISTENT_KERNEL = f"#define CHUNK {CHUNK}\n" + PUSH_DEVICE + SCAN_CUDA + PERSISTENT_CUDA
 
 
 def persistent_kernel():

@@ -25,6 +25,7 @@ from operators import (
     _ppr_push_gpu,
     _simrank_gpu,
     _topk_gpu,
+    _topk_gpu_bound,
     _topk_gpu_estimate,
     _topk_gpu_frontier,
     _topk_gpu_push,
@@ -48,13 +49,14 @@ SOURCES = [
     (
         "topk-query",
         _topk_gpu.QUERY_KERNELS,
-        ("gj_query_clear", "gj_query_start", "gj_select_candidates"),
+        ("gj_query_clear", "gj_query_start"),
     ),
     ("topk-round-top", _topk_gpu_select.ROUND_TOP_KERNEL, ("gj_round_top",)),
+    ("topk-estimate", _topk_gpu_estimate.ESTIMATE_KERNELS, ("gj_compute_ppr",)),
     (
-        "topk-estimate",
-        _topk_gpu_estimate.ESTIMATE_KERNELS,
-        ("gj_compute_ppr", "gj_bound_reduction", "gj_bound_long"),
+        "topk-bound",
+        _topk_gpu_bound.BOUND_SOURCE,
+        ("gj_round_lists", "gj_bound_entries_smem", "gj_bound_entries"),
     ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
     (

@@ -279,18 +279,19 @@ def test_gpu_push_schedules_agree(rmat13):
 
 
 @pytest.mark.gpu
-def test_gpu_bound_reduction():
-    """Alg. 4 equals a direct NumPy sum over the touched vertices' H lists, whether a list is summed
-    by a lane, a warp or (longer than ``long_list``) a block."""
+def test_gpu_candidates_and_bound_reduction():
+    """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
+    NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
+    entries in shared memory or in global memory (when |H| would not fit), from any est_h."""
     from operators._topk_gpu import GPUQuery
-    from operators._topk_gpu_estimate import bound_reduction_gpu
+    from operators._topk_gpu_bound import select_and_bound_gpu
 
     g = graphs.rmat(16, seed=3, device="gpu")  # |H| = 65: lists longer than a warp
     idx = build_ppr_index(g, seed=2)
     q, a = GPUQuery(idx), _host(idx)
     q.start(int(np.argmax(np.diff(a["hptr"]))))  # the source with the longest list
     q.push(idx.params.r_max(1e-6), adaptive=True, tiling=True, persistent=True)
-    r = q.r.get()
+    r, pi0, touched = q.r.get(), q.pi0.get(), q.touched[: q.ntouched()].get()
     v = np.flatnonzero(r > 0)
     lo, hi = a["hptr"][v], a["hptr"][v + 1]
     owner = np.repeat(np.arange(v.size), hi - lo)  # entry j of v's list is hptr[v] + j
@@ -299,11 +300,20 @@ def test_gpu_bound_reduction():
     expect = np.zeros(q.nh + 1)
     np.add.at(expect, a["h_end"][entry], w[owner] * a["h_freq"][entry])
     expect[q.nh] = (w * a["ret"][v]).sum()
-    assert (hi - lo).max() > 32 and (hi - lo > 0).sum() > 100
-    for long_list in (1024, 40, 8, 0):
-        bound_reduction_gpu(q, long_list)
+    assert (hi - lo).max() > 32 and (hi - lo > 0).sum() > 100 and touched.size > 4 * q.seg_entries.size
+    assert q.bound_smem[1] > 0
+    tau = float(np.quantile(pi0[touched], 0.9))
+    assert q.bound_by_vertex
+    ways = [(True, q.bound_smem, True), (False, q.bound_smem, True), (False, q.bound_smem, False)]
+    for by_vertex, plan, exclude_h in [*ways, (False, (0, 0), True)]:
+        q.bound_by_vertex, q.bound_smem = by_vertex, plan
+        q.est_h.fill(1.0)
+        q.counts[6] = 0
+        select_and_bound_gpu(q, tau, exclude_h)
         np.testing.assert_allclose(q.est_h.get(), expect, rtol=1e-9, atol=1e-15)
-        q.counts[7] = 0
+        listed = q.ids[q.nh : q.nh + int(q.counts[6])].get()
+        want = touched[(pi0[touched] >= tau) & ~(exclude_h & (a["h_index"][touched] >= 0))]
+        assert listed.size == np.unique(listed).size and set(listed) == set(want) and want.size > 10
 
 
 @pytest.mark.gpu
