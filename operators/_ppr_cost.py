@@ -30,6 +30,7 @@ LANES = 32
 WARPS = 8
 BLOCKS = 1056  # 8 blocks of 256 threads on each of the H100's 132 SMs; also the CPU's virtual layout
 DEFAULT_WEIGHTS = (2.3, 1.1, 1.0)
+CALIBRATION = 2  # version of the micro-benchmarks (``_ppr_calibrate``): older cached weights are re-measured
 PUSH, PULL = 0, 1
 
 
@@ -119,7 +120,7 @@ def _cache_file(name: str) -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "graphjobs"
     )
     safe = "".join(c if c.isalnum() else "-" for c in name).strip("-")
-    return Path(root) / f"ppr-cost-{safe}.json"
+    return Path(root) / f"ppr-cost-v{CALIBRATION}-{safe}.json"
 
 
 _LOADED: dict = {}  # (device id, cache settings) -> CostModel, read once per process
@@ -129,7 +130,7 @@ def cost_model(device: str, *, refresh: bool = False) -> CostModel:
     """The cost model of ``device``: on a GPU, weights measured once per GPU model and cached on disk.
 
     On the CPU the paper's default weights 2.3 : 1.1 : 1 are used. The cache file is
-    ``$GRAPHJOBS_CACHE`` (or ``~/.cache/graphjobs``) ``/ppr-cost-<GPU name>.json``.
+    ``$GRAPHJOBS_CACHE`` (or ``~/.cache/graphjobs``) ``/ppr-cost-v<CALIBRATION>-<GPU name>.json``.
     """
     if device != "gpu":
         return CostModel()
