@@ -272,8 +272,16 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
 
 def _first_rdw(out_deg, cost) -> float:
     """Phi_rdw of a frontier holding the sources at positions 0, 1, ...: the sum pull_static takes
-    over vertex slots, with out-degrees for in-degrees (frontier position q is slot q)."""
-    return pull_static(out_deg, cost)[2]
+    over vertex slots, with out-degrees for in-degrees (frontier position q is slot q). Up to one
+    source per warp, block i holds positions [i * warps, (i + 1) * warps): a closed form."""
+    d = np.asarray(out_deg, dtype=np.int64)
+    if d.size > cost.warps * cost.blocks:
+        return pull_static(d, cost)[2]
+    w = cost.lanes
+    pad = np.zeros(-(-d.size // cost.warps) * cost.warps, dtype=np.int64)
+    pad[: d.size] = d
+    slots = pad.reshape(-1, cost.warps)
+    return float(((-(-slots // (w * cost.warps))).sum(axis=1) + (-(-slots // w)).max(axis=1)).max(initial=0))
 
 
 def _plan(G, cost):
