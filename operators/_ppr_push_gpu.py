@@ -15,7 +15,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
-from ._ppr_cost import PULL, cost_model, pull_static
+from ._ppr_cost import PULL, cost_model, frontier_rdw, pull_static
 from ._ppr_push_steps import PPR_STEP_DEVICE
 
 HYBRID = 2
@@ -244,7 +244,7 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         src_dev[:ns].set(src.astype(np.int32))
         rdw0, first = 0.0, mode
         if mode == HYBRID:  # the first decision: the sources alone, nothing received (pull reads every row)
-            rdw0 = _first_rdw(deg_host[src].astype(np.int64), cost)
+            rdw0 = frontier_rdw(deg_host[src], cost)
             first = cost.choose(rdw0, ns * rdr, ns * rdr)
         p = cp.zeros(used, dtype=T)
         for a in (r, msg, msg2):
@@ -268,20 +268,6 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         return p.reshape(ns, stride)[:, :n], (None if f else it), models, residual
 
     return run
-
-
-def _first_rdw(out_deg, cost) -> float:
-    """Phi_rdw of a frontier holding the sources at positions 0, 1, ...: the sum pull_static takes
-    over vertex slots, with out-degrees for in-degrees (frontier position q is slot q). Up to one
-    source per warp, block i holds positions [i * warps, (i + 1) * warps): a closed form."""
-    d = np.asarray(out_deg, dtype=np.int64)
-    if d.size > cost.warps * cost.blocks:
-        return pull_static(d, cost)[2]
-    w = cost.lanes
-    pad = np.zeros(-(-d.size // cost.warps) * cost.warps, dtype=np.int64)
-    pad[: d.size] = d
-    slots = pad.reshape(-1, cost.warps)
-    return float(((-(-slots // (w * cost.warps))).sum(axis=1) + (-(-slots // w)).max(axis=1)).max(initial=0))
 
 
 def _plan(G, cost):

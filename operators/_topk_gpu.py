@@ -44,7 +44,6 @@ extern "C" __global__ void gj_query_start(int s, double* r, int* mark, int* touc
     counts[3] = 1;
     stats[0] = stats[1] = stats[2] = 0;
 }
-
 """
 QUERY_KERNELS = f"#define DENSE_CLEAR {DENSE_CLEAR}\n" + QUERY_CUDA
 

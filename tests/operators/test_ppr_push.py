@@ -293,14 +293,14 @@ def test_batch_size_rule():
 
 def test_first_rdw_of_a_batch_follows_the_reference():
     """The hybrid's first decision: Phi_rdw of the sources at frontier positions 0, 1, ..."""
-    from operators._ppr_push_gpu import _first_rdw
+    from operators._ppr_cost import frontier_rdw
 
     rng = np.random.default_rng(0)
     for model in (CostModel(), CostModel(blocks=3, warps=2, lanes=4)):
         for ns in (1, 5, 9, 40):  # 40 sources wrap around the second model's 3 x 2 warps
             out_deg = rng.integers(0, 5000, ns)
             rdw, _, _ = phi_reference(range(ns), out_deg, np.zeros(ns), set(), model)
-            assert _first_rdw(out_deg, model) == rdw
+            assert frontier_rdw(out_deg, model) == rdw
 
 
 @pytest.mark.gpu
