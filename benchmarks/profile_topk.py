@@ -51,15 +51,16 @@ def _instrument(totals) -> dict:
 
     def counting(self, *a, **kw):
         out = estimate(self, *a, **kw)
-        self.seen = (int(self.record[4]) + self.launches, self.record[5], self.record[1])
+        self.profiled = (int(self.record[4]) + self.launches, self.record[5], self.record[1])
         return out
 
     start = tg.GPUQuery.start
 
     def starting(self, s):  # the previous query's counts
-        for key, x in zip(("frontiers", "edges", "touched"), getattr(self, "seen", (0, 0, 0)), strict=True):
+        last = getattr(self, "profiled", (0, 0, 0))
+        for key, x in zip(("frontiers", "edges", "touched"), last, strict=True):
             totals[key] += x
-        self.seen = (0, 0, 0)
+        self.profiled = (0, 0, 0)
         start(self, s)
 
     tg.GPUQuery.estimate, tg.GPUQuery.start = counting, starting
@@ -68,9 +69,9 @@ def _instrument(totals) -> dict:
 
 def _count_last(idx, totals) -> None:
     ws = next(iter(idx._workspaces.values()))  # one thread: one workspace
-    for key, x in zip(("frontiers", "edges", "touched"), ws.seen, strict=True):
+    for key, x in zip(("frontiers", "edges", "touched"), ws.profiled, strict=True):
         totals[key] += x
-    ws.seen = (0, 0, 0)
+    ws.profiled = (0, 0, 0)
 
 
 def _restore(saved: dict) -> None:

@@ -17,7 +17,7 @@ from graphs._device import get_kernel, import_cupy
 from ._topk_gpu_bound import BY_VERTEX_H, bound_smem_plan, segment_count, select_and_bound_gpu
 from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
-from ._topk_gpu_push import persistent_blocks, push_persistent
+from ._topk_gpu_push import list_seen, persistent_blocks, push_persistent
 from ._topk_gpu_select import round_top
 
 THREADS = 256
@@ -27,19 +27,19 @@ QUERY_CUDA = r"""
 // the previous query's state: its touched vertices, or every vertex in order once they are more than
 // n / DENSE_CLEAR (scattered writes of 20 bytes cost a few times sequential ones)
 extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, long long n, double* r,
-        double* pi0, int* mark) {
+        double* pi0, int* mark, unsigned char* seen) {
     const long long t = *ntouched, step = (long long)gridDim.x * blockDim.x;
     const long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool dense = t * DENSE_CLEAR > n;
     for (long long i = i0; i < (dense ? n : t); i += step) {
         const int u = dense ? (int)i : touched[i];
-        r[u] = 0.0; pi0[u] = 0.0; mark[u] = 0;
+        r[u] = 0.0; pi0[u] = 0.0; mark[u] = 0; seen[u] = 0;
     }
 }
 
-extern "C" __global__ void gj_query_start(int s, double* r, int* mark, int* touched, int* counts,
+extern "C" __global__ void gj_query_start(int s, double* r, unsigned char* seen, int* touched, int* counts,
         unsigned long long* stats) {
-    r[s] = 1.0; mark[s] = 2; touched[0] = s;
+    r[s] = 1.0; seen[s] = 1; touched[0] = s;
     for (int i = 0; i < 8; ++i) counts[i] = 0;
     counts[3] = 1;
     stats[0] = stats[1] = stats[2] = 0;
@@ -56,7 +56,8 @@ class GPUQuery:
     """The workspace and round of Algorithm 3 on the GPU (one per thread, or stream, and index).
 
     ``counts``: [0:3] frontier sizes (a ring in ``push_frontiers``; [0:2] in the persistent push),
-    [3] touched, [4:6] big-vertex lists, [6] candidates, [7] unused (cleared with [6]).
+    [3] touched (listed from ``seen`` after each push), [4:6] big-vertex lists, [6] candidates,
+    [7] unused (cleared with [6]).
     ``stats``: the query's pushes, frontiers and edges pushed.
     ``ids``: the high-IRW set H, then the round's candidates; ``est``: their estimates.
     """
@@ -76,6 +77,7 @@ class GPUQuery:
         self.r = cp.zeros(n, dtype=cp.float64)
         self.pi0 = cp.zeros(n, dtype=cp.float64)
         self.mark = cp.zeros(n, dtype=cp.int32)
+        self.seen = cp.zeros(n, dtype=cp.uint8)  # received a push: the touched list is rebuilt from it
         self.touched = cp.empty(n, dtype=cp.int32)
         self.front = cp.empty((2, n), dtype=cp.int32)
         self.big = cp.empty(n, dtype=cp.int32)
@@ -108,10 +110,10 @@ class GPUQuery:
         _kernel("gj_query_clear")(
             (self.sm_blocks * 4,),
             (THREADS,),
-            (self.touched, self.counts[3:], np.int64(self.r.size), self.r, self.pi0, self.mark),
+            (self.touched, self.counts[3:], np.int64(self.r.size), self.r, self.pi0, self.mark, self.seen),
         )
         _kernel("gj_query_start")(
-            (1,), (1,), (np.int32(s), self.r, self.mark, self.touched, self.counts, self.stats)
+            (1,), (1,), (np.int32(s), self.r, self.seen, self.touched, self.counts, self.stats)
         )
 
     def push(self, rmax: float, *, adaptive: bool, tiling: bool, persistent: bool) -> None:
@@ -120,6 +122,7 @@ class GPUQuery:
             push_persistent(self, np.float64(rmax), adaptive)
         else:
             push_frontiers(self, np.float64(rmax), adaptive, tiling)
+        list_seen(self)
 
     def estimate(self, tau: float, k: int, *, high_irw: bool, tiling: bool):
         """The round's top k (host arrays: internal ids, unnormalised estimates), the number of

@@ -18,10 +18,10 @@ LAUNCHES = 8  # frontier launches between two host reads of the frontier size
 
 FRONTIER_CUDA = r"""
 #define GJ_PUSH_ARGS const long long* indptr, const int* indices, const double* thr, double rmax, int s, \
-    double alpha, double* r, double* pi0, int* mark, int* touched, int* ntouched, const int* front, \
+    double alpha, double* r, double* pi0, int* mark, unsigned char* seen, const int* front, \
     const int* fcount, int* next, int* ncount, int* zero_count, int* big, double* bigval, int* nbig, \
     int* zero_big, unsigned long long* pushes
-#define GJ_PUSH_REST r, thr, rmax, mark, touched, ntouched, next, ncount
+#define GJ_PUSH_REST r, thr, rmax, mark, seen, next, ncount
 
 extern "C" __global__ void gj_afp_push_tiles(GJ_PUSH_ARGS) {
     __shared__ long long s_start[GJ_T];
@@ -36,8 +36,7 @@ extern "C" __global__ void gj_afp_push_tiles(GJ_PUSH_ARGS) {
         if (i < count) {
             int u = front[i];
             long long d;
-            double val = gj_claim(u, s, alpha, r, pi0, mark, indptr, thr, rmax, touched, ntouched, next,
-                                  ncount, &d);
+            double val = gj_claim(u, s, alpha, r, pi0, mark, indptr, thr, rmax, seen, next, ncount, &d);
             if (d > BIG_DEGREE) {
                 int j = atomicAdd(nbig, 1);
                 big[j] = u; bigval[j] = val;
@@ -82,8 +81,7 @@ extern "C" __global__ void gj_afp_push_threads(GJ_PUSH_ARGS) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         int u = front[i];
         long long d;
-        double val = gj_claim(u, s, alpha, r, pi0, mark, indptr, thr, rmax, touched, ntouched, next, ncount,
-                              &d);
+        double val = gj_claim(u, s, alpha, r, pi0, mark, indptr, thr, rmax, seen, next, ncount, &d);
         for (long long e = indptr[u]; e < indptr[u] + d; ++e) gj_push_one(indices[e], val, GJ_PUSH_REST);
     }
 }
@@ -124,7 +122,7 @@ def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
         for _ in range(LAUNCHES):
             args = (
                 g.indptr, g.indices, thr, rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.r, q.pi0,
-                q.mark, q.touched, c[3:], q.front[i % 2], c[i % 3 :], q.front[(i + 1) % 2], c[(i + 1) % 3 :],
+                q.mark, q.seen, q.front[i % 2], c[i % 3 :], q.front[(i + 1) % 2], c[(i + 1) % 3 :],
                 c[(i + 2) % 3 :], q.big, q.bigval, c[4 + i % 2 :], c[4 + (i + 1) % 2 :], q.stats,
             )  # fmt: skip
             push(grid, (THREADS,), args)

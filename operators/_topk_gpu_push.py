@@ -3,8 +3,11 @@ share, and the persistent schedule (the paper's, a launch per frontier, is ``_to
 
 Both claim a frontier vertex's residue (atomicExch) and add alpha r(u) / d_out(u) to each
 out-neighbour with atomicAdd; a vertex joins the next frontier once, guarded by bit 1 of ``mark``
-(bit 2 = touched: listed in ``touched``, so every reset and scan costs O(touched), not O(n)).
-List appends are warp-aggregated: one atomicAdd per group of lanes appending together.
+(appends are warp-aggregated: one atomicAdd per group of lanes appending together). A receiver
+whose bit 2 is clear gets it (an atomicOr whose result is not read) and a 1 in ``seen``; after the
+push ``list_seen`` rebuilds the touched list from those flags in vertex order, so every later reset
+and scan costs O(touched), not O(n). (Listing first receivers during the push instead, an atomicOr
+read back and an append per new vertex, took 45% of the push at R-MAT 22-24 on an H100.)
 
 ``push_persistent``: one cooperative launch runs every frontier of the round. Per frontier, each
 thread claims a contiguous slice of it, a grid-wide prefix sum over the out-degrees numbers the
@@ -34,29 +37,24 @@ __device__ __forceinline__ void gj_append(int* list, int* count, int value) {
     list[g.shfl(base, 0) + (int)g.thread_rank()] = value;
 }
 __device__ __forceinline__ void gj_push_one(int w, double inc, double* r, const double* thr, double rmax,
-        int* mark, int* touched, int* ntouched, int* next, int* ncount) {
+        int* mark, unsigned char* seen, int* next, int* ncount) {
     double now = atomicAdd(&r[w], inc) + inc;
     int m = *((volatile int*)&mark[w]);
-    if (!(m & 1) && now > thr[w] * rmax) {
-        int old = atomicOr(&mark[w], 3);
-        if (!(old & 1)) gj_append(next, ncount, w);
-        if (!(old & 2)) gj_append(touched, ntouched, w);
-    } else if (!(m & 2)) {
-        if (!(atomicOr(&mark[w], 2) & 2)) gj_append(touched, ntouched, w);
-    }
+    if (!(m & 2)) { atomicOr(&mark[w], 2); seen[w] = 1; }  // no result read: a fire-and-forget reduction
+    if (!(m & 1) && now > thr[w] * rmax && !(atomicOr(&mark[w], 1) & 1)) gj_append(next, ncount, w);
 }
 // claim frontier vertex u: its reserve grows, returns alpha * r(u) / d_out; a dangling vertex's share
 // goes to s, or to *dangling when given (added to s once every claim of the frontier is done)
 __device__ __forceinline__ double gj_claim(int u, int s, double alpha, double* r, double* pi0, int* mark,
-        const long long* indptr, const double* thr, double rmax, int* touched, int* ntouched,
-        int* next, int* ncount, long long* deg, double* dangling = nullptr) {
+        const long long* indptr, const double* thr, double rmax, unsigned char* seen, int* next, int* ncount,
+        long long* deg, double* dangling = nullptr) {
     atomicAnd(&mark[u], ~1);
     double ru = __longlong_as_double((long long)atomicExch((unsigned long long*)&r[u], 0ULL));
     pi0[u] += (1.0 - alpha) * ru;
     *deg = indptr[u + 1] - indptr[u];
     if (*deg == 0) {
         if (dangling) atomicAdd(dangling, alpha * ru);
-        else gj_push_one(s, alpha * ru, r, thr, rmax, mark, touched, ntouched, next, ncount);
+        else gj_push_one(s, alpha * ru, r, thr, rmax, mark, seen, next, ncount);
         return 0.0;
     }
     return alpha * ru / (double)*deg;
@@ -99,16 +97,16 @@ __device__ __forceinline__ long long gj_block_scan(long long x, long long* total
 
 PERSISTENT_CUDA = r"""
 // Every frontier of one round in one cooperative launch (grid-wide barriers between the steps).
-// fcount[0..1]: the two frontiers' sizes; stats[0..2] += pushes, frontiers, edges.
+// fcount[0..1]: the two frontiers' sizes, [3] the touched list's; stats[0..2] += pushes, frontiers, edges.
 extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(const long long* indptr,
         const int* indices, const double* thr, double rmax, int s, double alpha, double* r, double* pi0,
-        int* mark, int* touched, int* ntouched, int* front, long long n, int* fcount, double* val,
+        int* mark, const int* touched, unsigned char* seen, int* front, long long n, int* fcount, double* val,
         long long* off, long long* shift, long long* bsum, double* dangling, unsigned long long* stats) {
     cg::grid_group grid = cg::this_grid();
     const long long nthreads = (long long)gridDim.x * GJ_T, tid = (long long)blockIdx.x * GJ_T + threadIdx.x;
     if (tid == 0) fcount[0] = fcount[1] = 0;
     grid.sync();
-    const int nt0 = *ntouched;
+    const int nt0 = fcount[3];  // the touched list's length (GPUQuery.counts)
     for (long long i = tid; i < nt0; i += nthreads)
         gj_regenerate(i, touched, r, thr, rmax, mark, front, fcount);
     grid.sync();
@@ -123,8 +121,8 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
         long long mine = 0, btotal;
         for (long long i = lo; i < hi; ++i) {
             long long d;
-            val[i] = gj_claim(fr[i], s, alpha, r, pi0, mark, indptr, thr, rmax, touched, ntouched, nx, ncount,
-                              &d, dangling);
+            val[i] = gj_claim(fr[i], s, alpha, r, pi0, mark, indptr, thr, rmax, seen, nx, ncount, &d,
+                              dangling);
             off[i] = d;
             mine += d;
         }
@@ -135,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
             fcount[cur] = 0;  // read by every thread before the barrier; the next frontier but one
             const double x = *dangling;  // after s's own claim, whatever the threads' order
             *dangling = 0.0;
-            if (x > 0.0) gj_push_one(s, x, r, thr, rmax, mark, touched, ntouched, nx, ncount);
+            if (x > 0.0) gj_push_one(s, x, r, thr, rmax, mark, seen, nx, ncount);
         }
         long long before = 0, total = 0;
         for (int b = threadIdx.x; b < gridDim.x; b += GJ_T) {
@@ -163,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
             while (b - a > 1) { int mid = (a + b) >> 1; if (off[mid] <= e) a = mid; else b = mid; }
             for (long long stop = min(base + chunk, edges); e < stop; e += 32) {
                 while (a + 1 < F && off[a + 1] <= e) ++a;
-                gj_push_one(indices[shift[a] + e], val[a], r, thr, rmax, mark, touched, ntouched, nx, ncount);
+                gj_push_one(indices[shift[a] + e], val[a], r, thr, rmax, mark, seen, nx, ncount);
             }
         }
         pushes += F;
@@ -196,7 +194,66 @@ def push_persistent(q, rmax: float, adaptive: bool) -> None:
     g = q.index.graph
     args = (
         g.indptr, g.indices, q.thr[adaptive], rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.r,
-        q.pi0, q.mark, q.touched, q.counts[3:], q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift,
-        q.bsum, q.dangling, q.stats,
+        q.pi0, q.mark, q.touched, q.seen, q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum,
+        q.dangling, q.stats,
     )  # fmt: skip
     persistent_kernel()((q.blocks,), (THREADS,), args)
+
+
+LIST_SEEN_CUDA = r"""
+// the flags of vertices [16 w, 16 w + 16): their count, and with out, their ids written from out[at]
+__device__ __forceinline__ int gj_seen_word(const unsigned char* seen, long long n, long long w, int* out,
+        long long at) {
+    const long long v0 = w << 4;
+    unsigned b[4] = {0u, 0u, 0u, 0u};
+    if (v0 + 16 <= n) {
+        const uint4 x = *reinterpret_cast<const uint4*>(seen + v0);
+        b[0] = x.x; b[1] = x.y; b[2] = x.z; b[3] = x.w;
+    } else {
+        for (int i = 0; v0 + i < n; ++i) b[i >> 2] |= (unsigned)seen[v0 + i] << (8 * (i & 3));
+    }
+    int c = 0;
+    for (int i = 0; i < 16; ++i)
+        if ((b[i >> 2] >> (8 * (i & 3))) & 0xffu) {
+            if (out) out[at + c] = (int)(v0 + i);
+            ++c;
+        }
+    return c;
+}
+// the touched list rebuilt from the seen flags, in vertex order (one cooperative launch): each block
+// counts the flags of its range of 16-byte words, then lists its vertices after the earlier blocks'
+extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_list_seen(const unsigned char* seen, long long n,
+        int* touched, int* ntouched, long long* bsum) {
+    cg::grid_group grid = cg::this_grid();
+    const long long words = (n + 15) >> 4, per = (words + gridDim.x - 1) / gridDim.x;
+    const long long lo = min(per * blockIdx.x, words), hi = min(lo + per, words);
+    long long mine = 0, base, all;
+    for (long long w = lo + threadIdx.x; w < hi; w += GJ_T) mine += gj_seen_word(seen, n, w, nullptr, 0);
+    gj_block_scan(mine, &all);
+    if (threadIdx.x == 0) bsum[blockIdx.x] = all;
+    grid.sync();
+    long long before = 0, total = 0;
+    for (int b = threadIdx.x; b < gridDim.x; b += GJ_T) {
+        total += bsum[b];
+        if (b < blockIdx.x) before += bsum[b];
+    }
+    gj_block_scan(before, &base);
+    gj_block_scan(total, &all);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *ntouched = (int)all;
+    for (long long w0 = lo; w0 < hi; w0 += GJ_T) {  // block-uniform
+        const long long w = w0 + threadIdx.x;
+        const int c = w < hi ? gj_seen_word(seen, n, w, nullptr, 0) : 0;
+        long long tile;
+        const long long at = base + gj_block_scan(c, &tile);
+        if (c) gj_seen_word(seen, n, w, touched, at);
+        base += tile;
+    }
+}
+"""
+LIST_SEEN_KERNEL = PUSH_DEVICE + SCAN_CUDA + LIST_SEEN_CUDA
+
+
+def list_seen(q) -> None:
+    """Rebuild ``q.touched`` (and its count) from the seen flags after a push, in vertex order."""
+    args = (q.seen, np.int64(q.seen.size), q.touched, q.counts[3:], q.bsum)
+    get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", cooperative=True)((q.blocks,), (THREADS,), args)

@@ -34,7 +34,7 @@ from operators import (
 
 NVCC = shutil.which("nvcc")
 SPILL_BUDGET = {"gj_ppr_solve_f32": 56, "gj_ppr_solve_f64": 56, "gj_ppr_solve_batch_f32": 104,
-                "gj_ppr_solve_batch_f64": 104}  # fmt: skip
+                "gj_ppr_solve_batch_f64": 104, "gj_afp_push_persistent": 12}  # fmt: skip
 SOURCES = [
     ("fingerprint", _mix.FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64")),
     ("rmat", generators.RMAT_KERNEL, ("gj_rmat",)),
@@ -46,6 +46,7 @@ SOURCES = [
         ("gj_afp_push_tiles", "gj_afp_push_threads", "gj_afp_push_big", "gj_afp_frontier"),
     ),
     ("topk-push-persistent", _topk_gpu_push.PERSISTENT_KERNEL, ("gj_afp_push_persistent",)),
+    ("topk-list-seen", _topk_gpu_push.LIST_SEEN_KERNEL, ("gj_list_seen",)),
     (
         "topk-query",
         _topk_gpu.QUERY_KERNELS,

@@ -261,9 +261,34 @@ def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent):
             assert abs(r.sum() + pi0.sum() - 1.0) < 1e-9 and (r >= 0).all() and (pi0 >= 0).all()
             assert (r <= q.thr[True].get() * rmax * (1 + 1e-12)).all()
             touched = q.touched[: q.ntouched()].get()
-            assert np.unique(touched).size == touched.size
+            assert (np.diff(touched) > 0).all()  # once each, in vertex order
             assert set(np.flatnonzero((r > 0) | (pi0 > 0))) <= set(touched.tolist())
+            np.testing.assert_array_equal(np.flatnonzero(q.seen.get()), touched)
         cp.cuda.Device().synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "share"), [(1003, 0.3), (4096, 0.3), (4096, 0.02)])
+def test_gpu_touched_list_from_seen_flags(n, share):
+    """``list_seen`` lists exactly the flagged vertices in vertex order (n % 16 != 0: the last word is
+    read byte by byte), and the next query's start clears them (densely, or by the list when they are
+    fewer than n / 16)."""
+    import cupy as cp
+
+    from operators._topk_gpu import GPUQuery
+    from operators._topk_gpu_push import list_seen
+
+    q = GPUQuery(build_ppr_index(graphs.barabasi_albert(n, 3, seed=0, device="gpu"), seed=0))
+    flags = np.random.default_rng(n).random(n) < share
+    flags[-1] = True
+    q.seen[:] = cp.asarray(flags.astype(np.uint8))
+    q.r[:] = cp.asarray(flags.astype(np.float64))
+    list_seen(q)
+    assert q.ntouched() == flags.sum()
+    np.testing.assert_array_equal(q.touched[: q.ntouched()].get(), np.flatnonzero(flags))
+    q.start(0)
+    assert np.flatnonzero(q.seen.get()).tolist() == [0] and q.ntouched() == 1
+    assert np.flatnonzero(q.r.get()).tolist() == [0]
 
 
 @pytest.mark.gpu
