@@ -31,7 +31,7 @@ from operators import ppr
 from operators._ppr_cost import cost_model
 
 from . import cugraph_peer
-from .common import Reporter
+from .common import Reporter, wall
 from .topk_ppr import _sources, _sync
 
 METHODS = ("push", "pull", "hybrid")
@@ -125,14 +125,8 @@ POWER = "power batched SpMM gpu"
 
 def _batch_rate(g, srcs, **opts) -> float:
     """Sources per second of one call over all of ``srcs`` (best of two)."""
-    best = np.inf
-    for _ in range(2):
-        _sync(g.device)
-        t0 = time.perf_counter()
-        ppr(g, srcs, **opts)
-        _sync(g.device)
-        best = min(best, time.perf_counter() - t0)
-    return len(srcs) / best
+    _, times = wall(lambda: ppr(g, srcs, **opts), repeats=2, warmup=0, sync=lambda: _sync(g.device))
+    return len(srcs) / min(times)
 
 
 def run_batches(rep: Reporter, name: str, g, *, sources: int, tol: float = 1e-6, exact_sources=3):
