@@ -10,12 +10,13 @@ and scan costs O(touched), not O(n). (Listing first receivers during the push in
 read back and an append per new vertex, took 45% of the push at R-MAT 22-24 on an H100.)
 
 ``push_persistent``: one cooperative launch runs every frontier of the round. Per frontier, each
-thread claims a contiguous slice of it, a grid-wide prefix sum over the out-degrees numbers the
-frontier's edges, and each warp takes chunks of consecutive edges, finding the frontier vertex
-whose range holds its first edge by binary search and the others by stepping ahead: a hub's edges
-spread over every SM, and a small frontier costs three grid barriers rather than a launch and a
-host read. The shares of dangling vertices reach the source after every claim of the frontier, so
-the pushes do not depend on the threads' order.
+thread claims a contiguous slice of it and numbers its edges within its block (a block-wide prefix
+sum over the out-degrees); after one grid barrier every block turns the blocks' edge counts into
+their starts in shared memory, and each warp takes chunks of consecutive edges, finding the block
+and then the frontier vertex whose range holds its first edge by binary search and the others by
+stepping ahead: a hub's edges spread over every SM, and a small frontier costs two grid barriers
+rather than a launch and a host read. The shares of dangling vertices reach the source after every
+claim of the frontier, so the pushes do not depend on the threads' order.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
         int* mark, const int* touched, unsigned char* seen, int* front, long long n, int* fcount, double* val,
         long long* off, long long* shift, long long* bsum, double* dangling, unsigned long long* stats) {
     cg::grid_group grid = cg::this_grid();
+    __shared__ long long s_start[MAX_BLOCKS + 1];
     const long long nthreads = (long long)gridDim.x * GJ_T, tid = (long long)blockIdx.x * GJ_T + threadIdx.x;
     if (tid == 0) fcount[0] = fcount[1] = 0;
     grid.sync();
@@ -116,17 +118,25 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
         if (F == 0) break;
         int *fr = front + cur * n, *nx = front + (cur ^ 1) * n, *ncount = fcount + (cur ^ 1);
         // claim a contiguous slice of the frontier; number its edges (grid-wide exclusive scan)
-        const long long per = (F + nthreads - 1) / nthreads, lo = min(tid * per, (long long)F);
-        const long long hi = min(lo + per, (long long)F);
+        const int per = (int)((F + nthreads - 1) / nthreads), lo = (int)min(tid * per, (long long)F);
+        const int hi = min(lo + per, F);
         long long mine = 0, btotal;
-        for (long long i = lo; i < hi; ++i) {
+        for (int i = lo; i < hi; ++i) {
             long long d;
             val[i] = gj_claim(fr[i], s, alpha, r, pi0, mark, indptr, thr, rmax, seen, nx, ncount, &d,
                               dangling);
             off[i] = d;
             mine += d;
         }
-        long long excl = gj_block_scan(mine, &btotal);
+        // offsets within the block, known before the barrier: edge e of entry i is indices[shift[i] + e]
+        // for e counted from the block's first edge
+        long long at = gj_block_scan(mine, &btotal);
+        for (int i = lo; i < hi; ++i) {
+            long long d = off[i];
+            off[i] = at;
+            shift[i] = indptr[fr[i]] - at;
+            at += d;
+        }
         if (threadIdx.x == 0) bsum[blockIdx.x] = btotal;
         grid.sync();
         if (tid == 0) {
@@ -135,33 +145,45 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
             *dangling = 0.0;
             if (x > 0.0) gj_push_one(s, x, r, thr, rmax, mark, seen, nx, ncount);
         }
-        long long before = 0, total = 0;
-        for (int b = threadIdx.x; b < gridDim.x; b += GJ_T) {
-            total += bsum[b];
-            if (b < blockIdx.x) before += bsum[b];
+        {  // every block numbers the blocks' edges: s_start[b] = edges of the blocks before b
+            const int nb = gridDim.x, each = (nb + GJ_T - 1) / GJ_T;
+            const int b0 = min((int)threadIdx.x * each, nb), b1 = min(b0 + each, nb);
+            long long sum = 0, all;
+            for (int b = b0; b < b1; ++b) sum += bsum[b];
+            long long at = gj_block_scan(sum, &all);
+            for (int b = b0; b < b1; ++b) { s_start[b] = at; at += bsum[b]; }
+            if (threadIdx.x == 0) s_start[nb] = all;
+            __syncthreads();
         }
-        long long block_base, edges;
-        gj_block_scan(before, &block_base);  // block sums: the edges of earlier blocks, and of all
-        gj_block_scan(total, &edges);
-        for (long long i = lo, at = block_base + excl; i < hi; ++i) {
-            long long d = off[i];
-            off[i] = at;
-            shift[i] = indptr[fr[i]] - at;  // edge e of entry i is indices[shift[i] + e]
-            at += d;
-        }
-        grid.sync();
+        const long long edges = s_start[gridDim.x];
+        const int bper = per * GJ_T;  // frontier entries per block
         // push the frontier's edges, a chunk of consecutive ones per warp (lane l takes base + l + 32 j;
-        // up to CHUNK, fewer when the frontier has too few edges to keep every warp busy): the owner of
-        // e, the last i with off[i] <= e, by one binary search per chunk, then by steps ahead
+        // up to CHUNK, fewer when the frontier has too few edges to keep every warp busy): the block
+        // holding e by a binary search of s_start, the owner of e in it (the last i with off[i] <= e
+        // less the block's start) by one binary search per chunk, then both by steps ahead
         const long long warps = nthreads >> 5;
         const long long chunk = max(32LL, min((long long)CHUNK, ((edges + warps - 1) / warps + 31) & ~31LL));
         for (long long base = (tid >> 5) * chunk; base < edges; base += warps * chunk) {
             long long e = base + (threadIdx.x & 31);
-            int a = 0, b = F;
-            while (b - a > 1) { int mid = (a + b) >> 1; if (off[mid] <= e) a = mid; else b = mid; }
+            if (e >= edges) break;
+            int bk = 0, bl = gridDim.x;
+            while (bl - bk > 1) { int mid = (bk + bl) >> 1; if (s_start[mid] <= e) bk = mid; else bl = mid; }
+            long long blo = s_start[bk], bhi = s_start[bk + 1];
+            int a = bk * bper, z = min(a + bper, F);
+            for (int b = z; b - a > 1;) {
+                int mid = (a + b) >> 1;
+                if (off[mid] <= e - blo) a = mid; else b = mid;
+            }
             for (long long stop = min(base + chunk, edges); e < stop; e += 32) {
-                while (a + 1 < F && off[a + 1] <= e) ++a;
-                gj_push_one(indices[shift[a] + e], val[a], r, thr, rmax, mark, seen, nx, ncount);
+                while (e >= bhi) {  // into the next block with edges
+                    ++bk;
+                    blo = bhi;
+                    bhi = s_start[bk + 1];
+                    a = bk * bper;
+                    z = min(a + bper, F);
+                }
+                while (a + 1 < z && off[a + 1] <= e - blo) ++a;
+                gj_push_one(indices[shift[a] + e - blo], val[a], r, thr, rmax, mark, seen, nx, ncount);
             }
         }
         pushes += F;
@@ -173,7 +195,10 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
 }
 """
 CHUNK = 256  # consecutive frontier edges per warp and step of the persistent push
-PERSISTENT_KERNEL = f"#define CHUNK {CHUNK}\n" + PUSH_DEVICE + SCAN_CUDA + PERSISTENT_CUDA
+MAX_BLOCKS = 1024  # blocks of the persistent push at most (s_start lives in shared memory)
+PERSISTENT_KERNEL = (
+    f"#define CHUNK {CHUNK}\n#define MAX_BLOCKS {MAX_BLOCKS}\n" + PUSH_DEVICE + SCAN_CUDA + PERSISTENT_CUDA
+)
 
 
 def persistent_kernel():
@@ -186,7 +211,7 @@ def persistent_blocks(streams: int = 1) -> int:
     resident = resident_blocks(persistent_kernel(), THREADS)
     if resident is None:  # no occupancy call in this CuPy: __launch_bounds__ guarantees 4 per SM
         resident = 4 * int(import_cupy().cuda.Device().attributes["MultiProcessorCount"])
-    return max(1, resident // max(1, streams))
+    return max(1, min(resident, MAX_BLOCKS) // max(1, streams))
 
 
 def push_persistent(q, rmax: float, adaptive: bool) -> None:

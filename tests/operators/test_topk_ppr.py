@@ -242,16 +242,22 @@ def test_delta_jumps_skip_rounds_not_accuracy():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "per-frontier"])
-def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent):
+@pytest.mark.parametrize(
+    ("persistent", "blocks"),
+    [(True, None), (True, 3), (False, None)],
+    ids=["persistent", "3-blocks", "per-frontier"],
+)
+def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent, blocks):
     """After a round's push: reserves + residues = 1, no vertex above its threshold, every vertex
-    with mass listed once in ``touched``."""
+    with mass listed once in ``touched``. With 3 persistent blocks a thread claims up to a dozen
+    frontier vertices and a block's edges reach past the chunks of many warps."""
     import cupy as cp
 
     from operators._topk_gpu import GPUQuery
 
     idx = build_ppr_index(rmat13.to("gpu"), seed=2)
     q = GPUQuery(idx)
+    q.blocks = blocks or q.blocks
     for s in _sources(rmat13, 3, seed=1):
         q.start(int(s))
         for delta in (1e-3, 1e-4, 1e-5):  # three rounds: each regenerates its frontier from touched
