@@ -113,7 +113,7 @@ def main() -> None:
                     f"  rounds {res.rounds.mean():.2f}, frontiers {totals['frontiers'] / q:.1f}, pushes "
                     f"{res.pushes.mean():,.0f}, edges {totals['edges'] / q:,.0f}, touched "
                     f"{totals['touched'] / q:,.0f}, candidates {res.candidates.mean():,.0f}, "
-                    f"fallbacks {int(res.fallback.sum())}"
+                    f"fallbacks {int(res.fallback.sum())}, exact {int(res.exact.sum())}"
                 )
 
 

@@ -96,7 +96,8 @@ def run_graph(rep: Reporter, name: str, g, *, ks=(10, 100, 1000), exact_sources=
         rep.emit(
             bench="topk-ppr", impl=f"kpar k={k} {device}", median=float(np.median(ms)), unit="ms", **common,
             mean_ms=float(ms.mean()), precision=float(np.mean(prec)), ndcg=float(np.mean(ndcg)),
-            rounds=float(res.rounds.mean()), fallback=int(res.fallback.sum()), queries=len(srcs),
+            rounds=float(res.rounds.mean()), fallback=int(res.fallback.sum()), exact=int(res.exact.sum()),
+            queries=len(srcs),
             baseline={"impl": f"exact ppr (power) {device}", "median": exact_per_source * 1e3},
             speedup=exact_per_source * 1e3 / float(ms.mean()), **extra,
         )  # fmt: skip

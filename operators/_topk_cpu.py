@@ -162,6 +162,11 @@ class CPUQuery:
     def pushes(self) -> int:
         return self.push_count
 
+    def closed_reach(self, limit: int):
+        """The touched vertices when at most ``limit`` and each was pushed (see ``_topk_exact``)."""
+        t = self.touched[: self.nt]
+        return t.copy() if self.nt <= limit and (self.pi0[t] > 0).all() else None
+
     def estimate(self, tau: float, k: int, *, high_irw: bool, tiling: bool):
         """The round's top k (internal ids, unnormalised estimates), the number of candidates and
         the returned mass: candidates by reserve, Alg. 4 over H, Alg. 6 over the candidates."""

@@ -138,5 +138,14 @@ class GPUQuery:
     def pushes(self) -> int:
         return int(self.record[3])
 
+    def closed_reach(self, limit: int):
+        """The touched vertices when at most ``limit`` and each was pushed (see ``_topk_exact``)."""
+        nt = int(self.record[1])  # the round's touched count
+        if nt > limit:
+            return None
+        t = self.touched[:nt]
+        pushed = self.pi0[t] > 0
+        return t.get() if bool(pushed.all()) else None
+
     def fallback(self, walks_per_mass: float, key: int):
         return fallback_gpu(self, walks_per_mass, key)

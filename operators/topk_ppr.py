@@ -12,6 +12,11 @@ and the bound of every other vertex pi_ub = (tau + rho omega_I^ub) / (1 - sum r 
 succeeds when at least k vertices have estimates, LB(v_k) >= sqrt(delta delta_min) (above it eps' <= eps:
 the guarantee covers the top k),
 pi_ub <= LB(v_k) (no other vertex can enter), and UB(v_i) <= (1 + eps) LB(v_i) for i <= k.
+
+Small reach (our addition): a source that reaches fewer than k vertices never has k estimates, so
+Algorithm 3 would fail all L rounds and end in the fallback. When a failed round's touched vertices
+have all been pushed, they are exactly the reachable set; up to ``EXACT_REACH`` of them, their exact
+PPR is solved directly (``_topk_exact``) and the query ends there.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
 from ._streams import StreamPool, stream_count
+from ._topk_exact import EXACT_REACH, closed_reach_topk
 from .ppr_index import PPRIndex
 
 WORKSPACE_BYTES = 96  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``)
@@ -45,6 +51,7 @@ class TopkPPR:
     pushes: np.ndarray
     candidates: np.ndarray
     fallback: np.ndarray
+    exact: np.ndarray
     delta: np.ndarray
     seconds: np.ndarray
 
@@ -87,7 +94,10 @@ def topk_ppr(
     otherwise delta is halved (by default as many times as the round's estimates show the test
     needs: see ``jump``). After ``max_rounds`` failed rounds it falls back to fresh random
     walks from every vertex with residue (Algorithm 3, lines 27-32), ceil(r(v) psi / d) from v
-    with d = min(sqrt(delta delta_min), max(k-th estimate, 1/n)) of the last round.
+    with d = min(sqrt(delta delta_min), max(k-th estimate, 1/n)) of the last round. A failed round
+    whose touched vertices have all been pushed and number at most 256 has found every vertex
+    reachable from the source: the query then ends with their exact PPR, and the vertices of PPR 0
+    after them by id (``exact``).
 
     Parameters
     ----------
@@ -129,7 +139,8 @@ def topk_ppr(
     -------
     TopkPPR
         ``vertices`` and ``ppr`` of shape (len(sources), k), plus per source the rounds, pushes,
-        candidates of the last round, whether the fallback ran, the last delta, and seconds.
+        candidates of the last round, whether the fallback ran, whether the answer is exact (a
+        closed touched set), the last delta, and seconds.
     """
     if not isinstance(index, PPRIndex):
         raise TypeError(f"expected a PPRIndex (build_ppr_index / load_ppr_index), got {type(index).__name__}")
@@ -152,6 +163,7 @@ def topk_ppr(
         pushes=np.zeros(b, dtype=np.int64),
         candidates=np.zeros(b, dtype=np.int64),
         fallback=np.zeros(b, dtype=bool),
+        exact=np.zeros(b, dtype=bool),
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
@@ -164,7 +176,7 @@ def topk_ppr(
         t0 = time.perf_counter()
         verts, est, stats = _query(ops, index, s, key=stream_key(seed, s), **opts)
         out.vertices[i], out.ppr[i] = verts, est
-        out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.delta[i] = stats
+        out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.exact[i], out.delta[i] = stats
         out.seconds[i] = time.perf_counter() - t0
 
     todo = list(enumerate(src.tolist()))
@@ -214,7 +226,10 @@ def _query(
         verts, est, ncand, returned = ops.estimate(tau, k, high_irw=high_irw, tiling=tiling)
         est = est / (1.0 - returned)
         if not _failed(P, est, k, delta, eps, ub_walks, returned):
-            return verts, est, (rnd, ops.pushes(), ncand, False, delta)
+            return verts, est, (rnd, ops.pushes(), ncand, False, False, delta)
+        reach = ops.closed_reach(EXACT_REACH)
+        if reach is not None and (exact := closed_reach_topk(index.graph, reach, s, P.alpha, k)) is not None:
+            return *exact, (rnd, ops.pushes(), ncand, False, True, delta)
         kth = est[k - 1] if est.size >= k else 0.0
         theta = math.sqrt(delta * P.delta_min)
         halvings = 1
@@ -227,7 +242,7 @@ def _query(
     target = min(theta, max(kth, 1.0 / index.graph.n))
     best, est, _ = ops.fallback(P.psi / target, key)
     best = to_host(best[:k])
-    return best, to_host(est[best]), (rnd, ops.pushes(), ncand, True, delta)
+    return best, to_host(est[best]), (rnd, ops.pushes(), ncand, True, False, delta)
 
 
 def _failed(P, est, k, delta, eps, ub_walks, returned) -> bool:

@@ -173,7 +173,9 @@ def _topk(args) -> int:
 
     job = topk_ppr_job(sources=_sources_arg(args), index=args.index, k=args.k, out=args.out, chunk=args.chunk,
                        seed=args.seed, overwrite=args.overwrite)  # fmt: skip
-    return _run_batch(job, args, lambda s: f"k={s['k']}, {s['fallback']} Monte-Carlo fallbacks")
+    return _run_batch(
+        job, args, lambda s: f"k={s['k']}, {s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact"
+    )
 
 
 def _ppr(args) -> int:

@@ -161,7 +161,8 @@ def topk_ppr_job(
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``queries``, ``parts``, mean query seconds, fallbacks.
+        Its result is a summary dict: ``out``, ``queries``, ``parts``, mean query seconds, fallbacks,
+        exact answers (sources of small closed reach).
     """
     if index is not None:
         manifest = (
@@ -211,6 +212,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
         queries=len(ids),
         seconds=float(res.seconds.sum()),
         fallback=int(res.fallback.sum()),
+        exact=int(res.exact.sum()),
         rounds=float(res.rounds.mean()),
         device=g.device,
         first=(src0, first),
@@ -229,6 +231,7 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
         "parts": len(parts),
         "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
         "fallback": sum(p["fallback"] for p in parts),
+        "exact": sum(p["exact"] for p in parts),
         "device": parts[0]["device"] if parts else worker_device(),
         "first": parts[0]["first"] if parts else None,
     }

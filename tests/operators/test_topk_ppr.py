@@ -225,6 +225,37 @@ def test_gpu_and_cpu_agree(rmat13):
         np.testing.assert_allclose([ea[v] for v in c], [eb[v] for v in c], rtol=0.1)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_small_closed_reach_is_answered_exactly(device):
+    """Sources that reach few vertices (a self-loop only, no out-edge, a 4-vertex component with a
+    double edge, a self-loop and a dangling vertex) get their exact PPR after one round, not ten
+    failed rounds and the fallback; the other vertices follow with PPR 0, smallest ids first."""
+    import networkx as nx
+
+    base = graphs.barabasi_albert(300, 3, seed=4)
+    src = np.repeat(np.arange(300), np.diff(base.indptr))
+    extra = np.array([[300, 300], [1, 301], [0, 302], [302, 303], [302, 303], [303, 304], [303, 303]])
+    extra = np.vstack([extra, [[304, 302], [304, 305]]])
+    s_all, d_all = np.concatenate([src, extra[:, 0]]), np.concatenate([base.indices, extra[:, 1]])
+    g = graphs.from_edges(s_all, d_all, n=306, renumber=False).to(device)
+    idx = build_ppr_index(g, seed=0)
+    sources, k = [300, 301, 302, 5], 10
+    res = topk_ppr(idx, sources, k=k)
+    assert res.exact.tolist() == [True, True, True, False] and not res.fallback.any()
+    assert res.rounds[:3].tolist() == [1, 1, 1]
+    nxg = nx.MultiDiGraph(list(zip(s_all.tolist(), d_all.tolist(), strict=True)))
+    for i, s in enumerate(sources[:3]):
+        exact = nx.pagerank(nxg, alpha=0.8, personalization={s: 1}, tol=1e-14, max_iter=2000)
+        reach = sorted(v for v, x in exact.items() if x > 1e-12)  # the rest decay from uniform
+        assert reach == sorted(res.vertices[i, : len(reach)].tolist())
+        np.testing.assert_allclose(
+            res.ppr[i, : len(reach)], [exact[v] for v in res.vertices[i, : len(reach)]], atol=1e-10
+        )
+        assert (np.diff(res.ppr[i]) <= 0).all() and (res.ppr[i, len(reach) :] == 0).all()
+        rest = [v for v in range(306) if v not in reach][: k - len(reach)]
+        assert res.vertices[i, len(reach) :].tolist() == rest
+
+
 def test_delta_jumps_skip_rounds_not_accuracy():
     """Halving delta as often as a failed round's bounds need takes fewer rounds, same top k."""
     g = snap("wiki-Vote")
