@@ -117,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
         const int F = *((volatile int*)&fcount[cur]);
         if (F == 0) break;
         int *fr = front + cur * n, *nx = front + (cur ^ 1) * n, *ncount = fcount + (cur ^ 1);
-        // claim a contiguous slice of the frontier; number its edges (grid-wide exclusive scan)
+        // claim a contiguous slice of the frontier
         const int per = (int)((F + nthreads - 1) / nthreads), lo = (int)min(tid * per, (long long)F);
         const int hi = min(lo + per, F);
         long long mine = 0, btotal;
