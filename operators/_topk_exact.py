@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import import_cupy, to_host
+from graphs._device import array_module, to_host
 
 from ._topk_cpu import select_top
 
@@ -26,12 +26,13 @@ def closed_reach_topk(G, reach, s: int, alpha: float, k: int):
     vertex, each pushed at least once) is closed under out-edges; None when it is not."""
     t = np.sort(np.asarray(reach, dtype=np.int64))
     nt = t.size
-    rows = import_cupy().asarray(t) if G.device == "gpu" else t
+    xp = array_module(G.indptr)
+    rows = xp.asarray(t)
     lo, hi = to_host(G.indptr[rows]), to_host(G.indptr[rows + 1])
     deg = hi - lo
     first = np.cumsum(deg) - deg  # each row's first position in the gathered edge list
     pos = np.repeat(lo - first, deg) + np.arange(int(deg.sum()))
-    dst = to_host(G.indices[import_cupy().asarray(pos) if G.device == "gpu" else pos]).astype(np.int64)
+    dst = to_host(G.indices[xp.asarray(pos)]).astype(np.int64)
     dst_local = np.minimum(np.searchsorted(t, dst), nt - 1)
     if not np.array_equal(t[dst_local], dst):  # an out-edge leaves T: not closed
         return None
