@@ -17,6 +17,7 @@ the iteration that just ran; the active set itself (``Phi_rdw``) is the one of t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -30,6 +31,7 @@ LANES = 32
 WARPS = 8
 BLOCKS = 1056  # 8 blocks of 256 threads on each of the H100's 132 SMs; also the CPU's virtual layout
 DEFAULT_WEIGHTS = (2.3, 1.1, 1.0)
+SMALL_WORK = 2**22  # edges that an iteration may read, below which the solvers run half the grid (fit_grid)
 CALIBRATION = 2  # version of the micro-benchmarks (``_ppr_calibrate``): older cached weights are re-measured
 PUSH, PULL = 0, 1
 
@@ -87,14 +89,34 @@ def frontier_rdw(out_deg, model: CostModel) -> float:
     hybrid's first decision: the sources). Position q is slot q, so this is ``pull_static``'s sum
     with out-degrees; up to one vertex per warp, block i holds positions [i * warps, (i + 1) * warps)
     and the sum has a closed form (about 50 us of NumPy less per call)."""
+    w, wb = model.lanes, model.lanes * model.warps
+    if len(out_deg) <= model.warps:  # one block (a query's sources): integers, no array work
+        d = [int(x) for x in out_deg]
+        return float(sum(-(-x // wb) for x in d) + max((-(-x // w) for x in d), default=0))
     d = np.asarray(out_deg, dtype=np.int64)
     if d.size > model.warps * model.blocks:
         return pull_static(d, model)[2]
     slots = np.zeros(-(-d.size // model.warps) * model.warps, dtype=np.int64)
     slots[: d.size] = d
     slots = slots.reshape(-1, model.warps)
-    w, wb = model.lanes, model.lanes * model.warps
     return float(((-(-slots // wb)).sum(axis=1) + (-(-slots // w)).max(axis=1)).max(initial=0))
+
+
+def fit_grid(model: CostModel, *, m: int, rows: int, tol: float, mode: int) -> CostModel:
+    """The layout of a solve by default: half the blocks when no iteration can read many edges.
+
+    A row's residues sum to at most 1 and a vertex is active while r(v) > tol * max(d_out, 1), so a
+    push iteration of ``rows`` sources reads fewer than ``rows / tol`` out-edges; a pull sweep reads
+    ``rows * m`` in-edges. Below ``SMALL_WORK`` edges the grid-wide barriers, and the hybrid's
+    statistics (one counter per block and warp), cost more than the idle warps of a half grid (one
+    H100: on the SNAP graphs at tol 1e-6 a push solve took 0.58-0.67 ms against 0.76-0.87 with
+    the whole grid; R-MAT 22 and 24 at tol 1e-9 need it, 107 against 116 ms and 188 against 204).
+    The CPU's virtual layout follows the same rule, so both make the same decisions.
+    """
+    work = rows * (m if mode == PULL else min(m, 1.0 / tol))
+    if work >= SMALL_WORK or model.blocks % 8:
+        return model
+    return dataclasses.replace(model, blocks=model.blocks // 2)
 
 
 def phi_reference(frontier, out_deg, in_deg, received, model: CostModel) -> tuple[float, float, float]:

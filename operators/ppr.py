@@ -20,7 +20,7 @@ from graphs._mix import stream_key
 from . import _ppr_power
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability
 from ._irw import walk_ends
-from ._ppr_cost import PULL, CostModel, cost_model, pull_static
+from ._ppr_cost import PULL, CostModel, cost_model, fit_grid, pull_static
 from ._top_rows import top_entries
 from .errors import ConvergenceError
 
@@ -83,7 +83,9 @@ def ppr(
         are below ``tol``. The CPU solves push, pull and hybrid one source at a time.
     cost : CostModel, optional
         Weights and block layout of the hybrid's cost model; by default measured once per GPU
-        model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU).
+        model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU), with 8 blocks per SM, or
+        4 where no iteration can read 2**22 edges (fewer than ``block / tol`` for push and the
+        hybrid, ``block * m`` for pull). The GPU runs the layout's grid.
     info : dict, optional
         Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
         ``L`` pull), ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
@@ -203,10 +205,12 @@ def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
     if G.device == "gpu":
         from ._ppr_push_gpu import batch_size, solver
 
-        cost = cost or cost_model("gpu")
+        given, cost = cost, cost or cost_model("gpu")
         if block is not None:
             block = check_count("block", block)
         block = max(1, min(block or (batch_size(G.n, dtype, cost, mode=mode) if count > 1 else 1), count))
+        if given is None:
+            cost = fit_grid(cost, m=G.m, rows=block, tol=tol, mode=mode)
         solve = solver(G, mode, alpha, tol, dtype, cost, batch=block)
     else:
         solve, block = _cpu_solver(G, mode, alpha, tol, cost), 1
@@ -225,7 +229,7 @@ def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
 def _cpu_solver(G, mode, alpha, tol, cost):
     from ._ppr_push_cpu import solve
 
-    cost = cost or cost_model("cpu")
+    cost = cost or fit_grid(cost_model("cpu"), m=G.m, rows=1, tol=tol, mode=mode)
     tptr, tind = _transpose(G)
     deg = np.diff(G.indptr)
     static = G.derived(f"ppr_pull_static_{cost}", lambda g: pull_static(np.diff(tptr), cost))

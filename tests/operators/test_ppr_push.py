@@ -268,9 +268,26 @@ def test_gpu_batch_limits():
     from operators._ppr_cost import cost_model
     from operators._ppr_push_gpu import MAX_ITEMS, row_stride
 
-    too_many = MAX_ITEMS // row_stride(g.n, cost_model("gpu")) + 1
+    cost = cost_model("gpu")  # passed: by default a graph this small runs half the grid (fit_grid)
+    too_many = MAX_ITEMS // row_stride(g.n, cost) + 1
     with pytest.raises(ValueError, match="int32 item limit"):
-        ppr(g, np.zeros(too_many, dtype=np.int64), method="push", block=too_many)
+        ppr(g, np.zeros(too_many, dtype=np.int64), method="push", block=too_many, cost=cost)
+
+
+def test_half_grid_only_where_no_iteration_reads_many_edges():
+    """A push iteration reads fewer than rows / tol out-edges (residues sum to at most 1 per row and
+    an active vertex holds more than tol per out-edge); a pull sweep reads rows * m in-edges."""
+    from operators._ppr_cost import SMALL_WORK, fit_grid
+
+    model = CostModel()
+    assert fit_grid(model, m=10**6, rows=1, tol=1e-6, mode=PUSH).blocks == model.blocks // 2
+    assert fit_grid(model, m=10**6, rows=1, tol=1e-6, mode=PULL).blocks == model.blocks // 2
+    assert fit_grid(model, m=10**8, rows=1, tol=1e-6, mode=HYBRID).blocks == model.blocks // 2
+    assert fit_grid(model, m=10**8, rows=1, tol=1e-7, mode=PUSH) is model  # 10**7 edges may be read
+    assert fit_grid(model, m=10**8, rows=1, tol=1e-6, mode=PULL) is model
+    assert fit_grid(model, m=10**6, rows=8, tol=1e-6, mode=PUSH) is model  # a batch of 8 sources
+    assert fit_grid(model, m=SMALL_WORK - 1, rows=1, tol=1e-9, mode=PUSH).blocks == model.blocks // 2
+    assert fit_grid(CostModel(blocks=12), m=10, rows=1, tol=1e-6, mode=PUSH).blocks == 12  # 6: not % 4
 
 
 def test_batch_size_rule():
