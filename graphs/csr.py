@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _build
 from ._device import array_module, device_of, is_gpu_array, resolve_device, to_device, to_host
+from ._labels import find_labels
 from ._mix import fingerprint
 
 
@@ -120,18 +121,7 @@ class CSRGraph:
             out = labels.astype(np.int64).reshape(-1)
             missing = (out < 0) | (out >= self.n)
         else:
-            index = self._cache.get("label_index")
-            if index is None:
-                import pandas as pd
-
-                index = self._cache["label_index"] = pd.Index(self._ids)
-            flat = labels.reshape(-1)
-            if flat.dtype == object and index.dtype.kind in "iu" and _all_ints(flat):
-                try:  # else pandas casts the whole index to object on every call
-                    flat = flat.astype(index.dtype)
-                except OverflowError:  # beyond int64: looked up as objects (and not found)
-                    pass
-            out = np.asarray(index.get_indexer(flat), dtype=np.int64)
+            out = find_labels(self._ids, self.derived, labels.reshape(-1))
             missing = out < 0
         if missing.any():
             bad = labels.reshape(-1)[missing][:5].tolist()
@@ -292,8 +282,3 @@ def _content_token(g: CSRGraph) -> str:
         parts.append(fingerprint(_label_words(g._ids)))
     header["fp"] = [f"{a:016x}{b:016x}" for a, b in parts]
     return hashlib.blake2b(json.dumps(header, sort_keys=True).encode(), digest_size=16).hexdigest()
-
-
-def _all_ints(values: np.ndarray) -> bool:
-    """Every element an integer (not a bool): safe to cast to an integer dtype without changing it."""
-    return all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values)

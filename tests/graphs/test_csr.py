@@ -73,6 +73,23 @@ def test_renumbering_integers_sorted_and_strings_by_first_appearance():
             g.internal_ids(np.array(bad, dtype=object))
 
 
+def test_integer_labels_in_any_order_are_found_by_binary_search():
+    ids = np.array([50, -3, 8, 2**40, 0], dtype=np.int64)  # internal id i has label ids[i]
+    g = CSRGraph(np.zeros(6, dtype=np.int64), np.zeros(0, dtype=np.int32), ids=ids)
+    for query in ([8, 50, 0, 2**40, -3], np.array([0, 8], dtype=np.int32), np.array([8], dtype=np.uint64),
+                  np.array([2**40, 50], dtype=object), 8):  # fmt: skip
+        want = [ids.tolist().index(v) for v in np.atleast_1d(query).tolist()]
+        np.testing.assert_array_equal(g.internal_ids(query), want)
+    for bad in ([7], [51], [-4], [2**41], np.array([2**64 - 1], dtype=np.uint64)):
+        with pytest.raises(KeyError, match="1 label"):
+            g.internal_ids(bad)
+    with pytest.raises(KeyError, match="2 label"):
+        g.internal_ids([50, 1, 8, -1])
+    empty = CSRGraph(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), ids=np.zeros(0, np.int64))
+    with pytest.raises(KeyError, match="not in the graph"):
+        empty.internal_ids([0])
+
+
 def test_constructor_validation():
     ok = np.array([0, 1, 2], dtype=np.int64)
     with pytest.raises(TypeError, match="int64"):
