@@ -11,6 +11,8 @@ the counters and the per-iteration trace once, at the end.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
@@ -34,10 +36,9 @@ def row_stride(n: int, cost) -> int:
 
 def batch_size(n: int, dtype, cost, *, mode: int = HYBRID, limit_bytes: int | None = None) -> int:
     """Sources per batch by default: at most 128 (on an H100 the SNAP graphs' throughput stops rising
-    from 64), within a quarter of the free GPU memory (CuPy's pool included) or ``limit_bytes``.
-    Pull alone sweeps every row's in-edges, so a batch costs what its sources cost one by one except
-    on small graphs: it batches only up to 2**17 residues (measured at 86674e3: wiki-Vote 2.1x faster at 16
-    sources, soc-Epinions1 0.85x at 4)."""
+    from 64), within a quarter of the free GPU memory (CuPy's pool included) or ``limit_bytes``. Pull
+    sweeps every row's in-edges, so it batches only up to 2**17 residues (at 86674e3: wiki-Vote 2.1x
+    faster at 16 sources, soc-Epinions1 0.85x at 4)."""
     stride = row_stride(n, cost)
     if limit_bytes is None:
         cp = import_cupy()
@@ -266,6 +267,24 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
         residual = (r[:used].reshape(ns, stride) @ ones).get()  # a GEMV: CuPy sums a row in one block
         return p.reshape(ns, stride)[:, :n], (None if f else it), models, residual
+
+    return run
+
+
+def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
+    """``solver``'s run with the workspace kept by the graph for the next call of the same settings
+    (0.25 ms of set-up each); one idle per graph: concurrent runs (threads) each get their own."""
+    slot = G.derived("ppr_solver_idle", lambda g: [threading.Lock(), None])
+    key = (mode, float(alpha), float(tol), np.dtype(dtype).str, cost, batch)
+
+    def run(sources, limit: int):
+        with slot[0]:
+            idle, slot[1] = slot[1], None
+        solve = idle[1] if idle and idle[0] == key else solver(G, mode, alpha, tol, dtype, cost, batch)
+        out = solve(sources, limit)
+        with slot[0]:  # after a run that ended: the kernel left r_in and the counters cleared
+            slot[1] = (key, solve)
+        return out
 
     return run
 

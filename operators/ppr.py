@@ -83,9 +83,8 @@ def ppr(
         are below ``tol``. The CPU solves push, pull and hybrid one source at a time.
     cost : CostModel, optional
         Weights and block layout of the hybrid's cost model; by default measured once per GPU
-        model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU), with 8 blocks per SM, or
-        4 where no iteration can read 2**22 edges (fewer than ``block / tol`` for push and the
-        hybrid, ``block * m`` for pull). The GPU runs the layout's grid.
+        model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU); 8 blocks per SM, 4 where
+        no iteration can read 2**22 edges (``_ppr_cost.fit_grid``). The GPU runs its grid.
     info : dict, optional
         Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
         ``L`` pull), ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
@@ -203,15 +202,14 @@ def _montecarlo(G, ids, alpha, walks, seed):
 def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
     limit = max_iter if max_iter is not None else np.iinfo(np.int64).max
     if G.device == "gpu":
-        from ._ppr_push_gpu import batch_size, solver
+        from ._ppr_push_gpu import batch_size, reused_solver
 
-        given, cost = cost, cost or cost_model("gpu")
         if block is not None:
             block = check_count("block", block)
-        block = max(1, min(block or (batch_size(G.n, dtype, cost, mode=mode) if count > 1 else 1), count))
-        if given is None:
-            cost = fit_grid(cost, m=G.m, rows=block, tol=tol, mode=mode)
-        solve = solver(G, mode, alpha, tol, dtype, cost, batch=block)
+        full = cost or cost_model("gpu")
+        block = max(1, min(block or (batch_size(G.n, dtype, full, mode=mode) if count > 1 else 1), count))
+        cost = cost or fit_grid(full, m=G.m, rows=block, tol=tol, mode=mode)
+        solve = reused_solver(G, mode, alpha, tol, dtype, cost, batch=block)
     else:
         solve, block = _cpu_solver(G, mode, alpha, tol, cost), 1
 

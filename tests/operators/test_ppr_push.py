@@ -371,3 +371,24 @@ def test_a_dense_result_that_cannot_fit_fails_before_any_work(monkeypatch):
     with pytest.raises(MemoryError, match=r"2 sources x 8 vertices .* pass topk="):
         ppr(_with_dangling(), [0, 1], method="push", info=info)
     assert info == {}  # nothing ran
+
+
+@pytest.mark.gpu
+def test_gpu_solver_workspace_is_reused_and_private_to_a_run():
+    """ppr keeps one idle workspace per graph: the next call with the same settings reuses it, and
+    calls from concurrent threads each run in their own (answers as one at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = graphs.rmat(12, seed=2, device="gpu")
+    labels = to_host(g.ids)[::97][:24]
+    one = {int(s): to_host(ppr(g, [s], method="hybrid", tol=1e-8))[0] for s in labels}
+    idle = g.derived("ppr_solver_idle", lambda _: None)[1]
+    ppr(g, [labels[0]], method="hybrid", tol=1e-8)
+    assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is idle[1]  # the same workspace again
+    ppr(g, [labels[0]], method="push", tol=1e-8)
+    assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is not idle[1]  # other settings: another
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda s: to_host(ppr(g, [s], method="hybrid", tol=1e-8))[0], labels))
+    for s, x in zip(labels, got, strict=True):
+        np.testing.assert_allclose(x, one[int(s)], atol=1e-12)
+        assert x.sum() > 0.5
