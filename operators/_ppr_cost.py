@@ -109,7 +109,7 @@ def fit_grid(model: CostModel, *, m: int, rows: int, tol: float, mode: int) -> C
     push iteration of ``rows`` sources reads fewer than ``rows / tol`` out-edges; a pull sweep reads
     ``rows * m`` in-edges. Below ``SMALL_WORK`` edges the grid-wide barriers, and the hybrid's
     statistics (one counter per block and warp), cost more than the idle warps of a half grid (one
-    H100: on the SNAP graphs at tol 1e-6 a push solve took 0.58-0.67 ms against 0.76-0.87 with
+    H100: on the SNAP graphs at tol 1e-6 a push solve took 0.58-0.74 ms against 0.76-0.92 with
     the whole grid; R-MAT 22 and 24 at tol 1e-9 need it, 107 against 116 ms and 188 against 204).
     The CPU's virtual layout follows the same rule, so both make the same decisions.
     """

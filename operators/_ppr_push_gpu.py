@@ -212,6 +212,7 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
     init = get_kernel(PPR_INIT_KERNEL, f"gj_ppr_init_{name[-3:]}")
     n, nb, stride = G.n, cost.blocks, row_stride(G.n, cost)
+    indptr, indices = G.indptr, G.indices  # not G: a run kept by the graph must not hold it (a cycle)
     if batch * stride > MAX_ITEMS:
         most = MAX_ITEMS // stride
         raise ValueError(f"a batch of {batch} sources needs {batch * stride} residues, over the int32 "
@@ -253,7 +254,7 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         init((-(-ns // 256),), (256,), (deg, src_dev, np.int32(ns), np.int32(stride), r, msg, front, dm, cnt,
                                         trace, np.int32(first), np.float64(rdw0), np.float64(ns * rdr),
                                         np.float64(alpha)))  # fmt: skip
-        args = (G.indptr, G.indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, p, msg, msg2, front, front2,
+        args = (indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, p, msg, msg2, front, front2,
                 touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, np.int32(ns), np.int32(stride),
                 magic, np.float64(alpha), np.float64(tol), np.int32(min(limit, 2**31 - 1)), np.int32(mode),
                 np.float64(ns * rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3), trace,
