@@ -122,24 +122,20 @@ def get_kernel(
 
 def resident_blocks(kernel: Any, threads: int) -> int | None:
     """Blocks of ``threads`` threads of RawKernel ``kernel`` resident at once on the whole GPU (what a
-    cooperative grid may hold), or None when this CuPy has no occupancy call. Asked once per kernel,
-    block size and device."""
+    cooperative grid may hold), or None when this CuPy has no occupancy call. Asked once per kernel
+    (``get_kernel`` makes one object per source and name), block size and device."""
+    return _resident(kernel, threads, import_cupy().cuda.Device().id)
+
+
+@functools.cache
+def _resident(kernel: Any, threads: int, device: int) -> int | None:
     cp = import_cupy()
-    device = cp.cuda.Device().id
-    key = (kernel.name, hash(kernel.code), tuple(kernel.options), threads, device)
-    if key not in _RESIDENT:
-        # a thread that has run no CUDA work yet has no current context for the driver call: set it
-        cp.cuda.runtime.setDevice(device)
-        sms = int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
-        try:
-            per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
-        except AttributeError:
-            per_sm = None
-        _RESIDENT[key] = None if per_sm is None else sms * per_sm
-    return _RESIDENT[key]
-
-
-_RESIDENT: dict = {}
+    cp.cuda.runtime.setDevice(device)  # a thread that has run no CUDA work yet has no current context
+    sms = int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
+    try:
+        return sms * cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
+    except AttributeError:
+        return None
 
 
 def event_seconds(fn, *, repeats: int, warmup: int) -> list[float]:

@@ -21,6 +21,8 @@ candidates when pi0(s, v) >= tau (and, with H, is outside H). Then:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from graphs._device import get_kernel, import_cupy
@@ -178,9 +180,9 @@ def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
             a["h_freq"], np.int32(nh), q.est_h)  # fmt: skip
     smem, per_sm = q.bound_smem
     if per_sm:
-        kernel = get_kernel(BOUND_SOURCE, "gj_bound_entries_smem")
-        kernel.max_dynamic_shared_size_bytes = smem
-        kernel((q.sm_blocks * per_sm,), (1024,), args, shared_mem=smem)
+        get_kernel(BOUND_SOURCE, "gj_bound_entries_smem")(
+            (q.sm_blocks * per_sm,), (1024,), args, shared_mem=smem
+        )
     else:
         get_kernel(BOUND_SOURCE, "gj_bound_entries")((q.sm_blocks * 8,), (256,), args)
 
@@ -192,7 +194,17 @@ def bound_smem_plan(nh: int) -> tuple[int, int]:
     smem, static = 8 * max(nh, 1), 8 * (MAX_SEGMENTS + 1) + 1024
     if smem + static > dev.attributes["MaxSharedMemoryPerBlockOptin"]:
         return smem, 0
+    _allow_dynamic_smem(dev.id)
     return smem, max(1, min(2, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (smem + static + 1024)))
+
+
+@functools.cache
+def _allow_dynamic_smem(device: int) -> None:
+    """Let ``gj_bound_entries_smem`` take all the shared memory a block may opt in to, once per device
+    (set per round before, a query over a smaller H could lower it under a concurrent larger one)."""
+    kernel = get_kernel(BOUND_SOURCE, "gj_bound_entries_smem")
+    optin = import_cupy().cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
+    kernel.max_dynamic_shared_size_bytes = optin - kernel.attributes["shared_size_bytes"]
 
 
 def segment_count(sm_blocks: int) -> int:
