@@ -102,6 +102,23 @@ def frontier_rdw(out_deg, model: CostModel) -> float:
     return float(((-(-slots // wb)).sum(axis=1) + (-(-slots // w)).max(axis=1)).max(initial=0))
 
 
+@functools.lru_cache(maxsize=1024)
+def light_degree(model: CostModel, rdr: float, dmax: int) -> int:
+    """The largest out-degree D <= ``dmax`` with ``l1 * (b ceil(D / (w b)) + ceil(D / w)) < (l2 + l3) rdr``
+    (-1 if none): while every vertex of a frontier of at most ``b * blocks`` has out-degree at most D,
+    Phi_rdw is below that bound and Phi_sqw >= Phi_rdr, so Psi < 0 (push) without the statistics."""
+    w, b = model.lanes, model.warps
+
+    def bound(d: int) -> float:
+        return model.l1 * (b * -(-d // (w * b)) + -(-d // w))
+
+    lo, hi = -1, int(dmax)  # bound() does not decrease: the last D below the threshold
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if bound(mid) < (model.l2 + model.l3) * rdr else (lo, mid - 1)
+    return lo
+
+
 def fit_grid(model: CostModel, *, m: int, rows: int, tol: float, mode: int) -> CostModel:
     """The layout of a solve by default: half the blocks when no iteration can read many edges.
 

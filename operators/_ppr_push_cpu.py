@@ -38,6 +38,16 @@ def _add_delta(u, blk, wrp, nblocks, warps, cblk, cwrp):
 
 
 @nb.njit(cache=True)
+def rdw_bound(f, heavy, light, dmax, nblocks, warps, lanes):
+    """An upper bound of Phi_rdw of a frontier of ``f`` vertices, ``heavy`` of them of out-degree above
+    ``light`` (all at most ``dmax``). Slots go round-robin, so a block holds at most ``b * per`` of them
+    and a warp ``per``, ``per = ceil(f / (b * blocks))``."""
+    per = _ceil_div(f, warps * nblocks)
+    top = light if heavy == 0 else dmax
+    return per * (warps * _ceil_div(top, lanes * warps) + _ceil_div(top, lanes))
+
+
+@nb.njit(cache=True)
 def _phi(sblk, swrp, blk, wrp, warps):
     best = 0.0
     for i in range(blk.size):
@@ -66,12 +76,16 @@ def _pull_sweep(tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dmass):
 
 
 @nb.njit(cache=True)
-def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weights, layout, static, p, r,
-          trace):  # fmt: skip
+def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weights, layout, static, light, p,
+          r, trace):  # fmt: skip
     """Run to an empty active set; returns (iterations, 0) or (max_iter, 1) when it ran out.
 
     ``weights`` = (l1, l2, l3), ``layout`` = (blocks, warps, lanes), ``static`` = (blk, wrp, Phi_rdr)
-    of the pull sweep. ``trace[k]`` gets (model, Phi_rdw, Phi_sqw, |A_k|) of iteration k.
+    of the pull sweep. ``trace[k]`` gets (model, Phi_rdw, Phi_sqw, |A_k|, bounded) of iteration k.
+    After a push the hybrid bounds Phi_rdw from above (``rdw_bound``, with ``light`` from
+    ``_ppr_cost.light_degree``) and Phi_sqw from below (by Phi_rdr). Where that gives Psi < 0 push is
+    certain, and the row holds the two bounds with bounded = 1, unless the GPU's merge counted the
+    statistics anyway (after a pull, or after a push whose bound failed): as the GPU decides.
     """
     n = deg.size
     nblocks, warps, lanes = layout
@@ -93,17 +107,27 @@ def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weigh
     dmass = 1.0 if deg[s] == 0 else 0.0
     if deg[s] > 0:
         msg[s] = alpha / deg[s]
-    it = 0
+    it = heavy = 0
+    dmax = deg.max() if n else 0
+    pushed = counted = False  # after a push, and unless the statistics were counted (see above)
     while f > 0:
         if it >= max_iter:
             return it, 1
-        rdw = _phi(zb, zw, rdw_b, rdw_w, warps)
-        sqw = _phi(sblk, swrp, sqw_b, sqw_w, warps)
-        model = mode
-        if mode == HYBRID:
-            model = PUSH if weights[0] * rdw - weights[1] * rdr - weights[2] * sqw < 0 else PULL
+        bound = rdw_bound(f, heavy, light, dmax, nblocks, warps, lanes)
+        fits = weights[0] * bound - (weights[1] + weights[2]) * rdr < 0
+        bounded = mode == HYBRID and pushed and not counted and fits
+        if bounded:
+            rdw, sqw, model = float(bound), rdr, PUSH
+        else:
+            rdw = _phi(zb, zw, rdw_b, rdw_w, warps)
+            sqw = _phi(sblk, swrp, sqw_b, sqw_w, warps)
+            model = mode
+            if mode == HYBRID:
+                model = PUSH if weights[0] * rdw - weights[1] * rdr - weights[2] * sqw < 0 else PULL
         if it < trace.shape[0]:
-            trace[it, 0], trace[it, 1], trace[it, 2], trace[it, 3] = model, rdw, sqw, f
+            trace[it, 0], trace[it, 1], trace[it, 2], trace[it, 3], trace[it, 4] = model, rdw, sqw, f, bounded
+        counted = it > 0 and (not pushed or not fits)  # the GPU's next merge counts them
+        pushed, heavy = model == PUSH, 0
         rdw_b[:] = 0.0
         rdw_w[:] = 0.0
         sqw_b[:] = 0.0
@@ -150,6 +174,7 @@ def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weigh
         for q in range(nf):
             u = front[q]
             _add_rdw(q, deg[u], rdw_b, rdw_w, nblocks, warps, lanes)
+            heavy += deg[u] > light
             if deg[u] > 0:
                 msg[u] = alpha * r[u] / deg[u]
             else:

@@ -6,7 +6,9 @@ id) goes to warp q % warps of block (q / warps) % blocks, as the cost model assu
 vertex of fewer than ``lanes * warps`` edges; larger ones are handled by the whole block. Statistics
 for the next decision (the hybrid only) are counted as vertices join the next frontier or receive
 mass; the last block to finish an iteration reduces them and picks the next model, so the host reads
-the counters and the per-iteration trace once, at the end.
+the counters and the per-iteration trace once, at the end. After a push, a bound from the frontier's
+size and its largest out-degrees often settles the choice alone (``gj_ppr_next``); push's statistics
+are then not counted at all, which keeps a sparse solve as fast as push alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
-from ._ppr_cost import PULL, cost_model, frontier_rdw, pull_static
+from ._ppr_cost import PULL, cost_model, frontier_rdw, light_degree, pull_static
 from ._ppr_push_steps import PPR_STEP_DEVICE
 
 HYBRID = 2
@@ -51,51 +53,85 @@ def batch_size(n: int, dtype, cost, *, mode: int = HYBRID, limit_bytes: int | No
 PPR_PUSH_KERNEL = (
     PPR_STEP_DEVICE
     + r"""
-// The last block to finish an iteration: Phi_rdw and Phi_sqw of the next one, its model (the hybrid:
-// push when Psi < 0), the trace row (model, Phi_rdw, Phi_sqw, frontier size), counters reset for it.
-// Pull's fixed statistics of one row (sblk, swrp) count ns times: every row has the same layout.
-__device__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb, int ns, int* cnt,
-        double* dm, double* trace, int ntrace, int mode, double rdr, double l1, double l2, double l3) {
-    __shared__ double s_r[WB], s_q[WB];
-    double br = 0.0, bq = 0.0;
-    for (int i = threadIdx.x; rdw != nullptr && i < nb; i += WB) {  // written by other SMs: read from L2
-        // a block's 8 warp counters are 2 x 16 bytes (nb % 4 == 0): 6 vector loads, all in flight at once
-        const uint4* rw = reinterpret_cast<const uint4*>(rdw + nb + i * B);
-        const uint4* qw = reinterpret_cast<const uint4*>(sqw + nb + i * B);
-        const uint4* sw = reinterpret_cast<const uint4*>(swrp + i * B);
-        const uint4 r0 = __ldcg(rw), r1 = __ldcg(rw + 1), q0 = __ldcg(qw), q1 = __ldcg(qw + 1);
-        const uint4 s0 = sw[0], s1 = sw[1];
-        const u32 rb = __ldcg(&rdw[i]), qb = __ldcg(&sqw[i]);
-        u32 wr = max(max(max(r0.x, r0.y), max(r0.z, r0.w)), max(max(r1.x, r1.y), max(r1.z, r1.w)));
-        u32 wq = max(max(ns * s0.x + q0.x, ns * s0.y + q0.y), max(ns * s0.z + q0.z, ns * s0.w + q0.w));
-        wq = max(wq, max(max(ns * s1.x + q1.x, ns * s1.y + q1.y), max(ns * s1.z + q1.z, ns * s1.w + q1.w)));
-        br = fmax(br, (double)(rb + wr));
-        bq = fmax(bq, (double)(ns * sblk[i] + qb + wq));
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; rdw != nullptr && i < nb * (1 + B) / 4; i += WB) {  // reset for the next one
-        reinterpret_cast<uint4*>(rdw)[i] = make_uint4(0u, 0u, 0u, 0u);
-        reinterpret_cast<uint4*>(sqw)[i] = make_uint4(0u, 0u, 0u, 0u);
-    }
-    s_r[threadIdx.x] = br;
-    s_q[threadIdx.x] = bq;
-    __syncthreads();
-    for (int o = WB / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) {
-            s_r[threadIdx.x] = fmax(s_r[threadIdx.x], s_r[threadIdx.x + o]);
-            s_q[threadIdx.x] = fmax(s_q[threadIdx.x], s_q[threadIdx.x + o]);
+// The last block to finish an iteration picks the next model (the hybrid: push when Psi < 0) and
+// writes its trace row (model, Phi_rdw, Phi_sqw, frontier size, bounded); the counters move on.
+// After a push, the hybrid bounds Psi from above without push's statistics: slots go round-robin, so a
+// block holds at most B * per of the next frontier's f vertices and a warp per of them
+// (per = ceil(f / (B nb))), each of out-degree at most `light` when no heavy one joined (cnt[6]) and
+// `dmax` otherwise, so Phi_rdw <= per (B ceil(top / WB) + ceil(top / W)); and Phi_sqw >= Phi_rdr.
+// If the merge did not count push's statistics (`counted` false) and the bound gives Psi < 0, push is
+// certain: the row is marked bounded and holds the bounds. If it does not, the statistics are wanted
+// (WANTED in cnt[3]: the whole grid runs gj_push_stats) and this is called again. Whether the next
+// merge counts them (COUNTING) follows this bound: only where it fails. Pull counts its own as it runs.
+// Pull's fixed part of one row (sblk, swrp) counts ns times: every row has the same layout.
+__device__ __noinline__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb,
+        int ns, int* cnt, double* dm, double* trace, int ntrace, int mode, double rdr, double l1, double l2,
+        double l3, int light, int dmax, bool pushed, bool counted) {
+    __shared__ u32 s_r[B], s_q[B];
+    __shared__ double s_ub;
+    __shared__ bool s_open;
+    volatile int* c = cnt;
+    const bool stats = rdw != nullptr;  // the hybrid
+    bool count_next = stats;  // thread 0's: the next merge counts push's statistics (after a pull, too)
+    int4 lo = make_int4(0, 0, 0, 0), hi = lo;
+    if (threadIdx.x == 0) {
+        lo = __ldcg(reinterpret_cast<const int4*>(cnt));  // the counters at once (loads in order are slow)
+        hi = __ldcg(reinterpret_cast<const int4*>(cnt) + 1);
+        s_open = false;
+        s_ub = -1.0;
+        if (stats && pushed) {
+            const long long per = ((long long)lo.y + B * nb - 1) / (B * nb), top = hi.z == 0 ? light : dmax;
+            const double ub = (double)(per * (B * ((top + WB - 1) / WB) + (top + W - 1) / W));
+            const bool fits = l1 * ub - (l2 + l3) * rdr < 0.0;
+            if (fits && !counted) s_ub = ub;
+            else if (!counted) { s_open = true; c[5] = 0; c[3] = PUSH | WANTED; }
+            count_next = !fits;
         }
+    }
+    __syncthreads();
+    if (s_open) return;
+    const bool bounded = s_ub >= 0.0;
+    if (stats && !bounded) {
+        u32 br = 0, bq = 0;
+        for (int i = threadIdx.x; i < nb; i += WB) {  // written by other SMs: read from L2
+            // a block's 8 warp counters are 2 x 16 bytes (nb % 4 == 0): 6 vector loads, all in flight
+            const uint4* rw = reinterpret_cast<const uint4*>(rdw + nb + i * B);
+            const uint4* qw = reinterpret_cast<const uint4*>(sqw + nb + i * B);
+            const uint4* sw = reinterpret_cast<const uint4*>(swrp + i * B);
+            const uint4 r0 = __ldcg(rw), r1 = __ldcg(rw + 1), q0 = __ldcg(qw), q1 = __ldcg(qw + 1);
+            const uint4 s0 = sw[0], s1 = sw[1];
+            const u32 rb = __ldcg(&rdw[i]), qb = __ldcg(&sqw[i]);
+            u32 wr = max(max(max(r0.x, r0.y), max(r0.z, r0.w)), max(max(r1.x, r1.y), max(r1.z, r1.w)));
+            u32 wq = max(max(ns * s0.x + q0.x, ns * s0.y + q0.y), max(ns * s0.z + q0.z, ns * s0.w + q0.w));
+            wq = max(wq, max(max(ns * s1.x + q1.x, ns * s1.y + q1.y),
+                             max(ns * s1.z + q1.z, ns * s1.w + q1.w)));
+            br = max(br, rb + wr);
+            bq = max(bq, ns * sblk[i] + qb + wq);
+        }
+        for (int o = 16; o > 0; o >>= 1) {  // the warp's largest, then the block's
+            br = max(br, __shfl_xor_sync(0xffffffffu, br, o));
+            bq = max(bq, __shfl_xor_sync(0xffffffffu, bq, o));
+        }
+        if (threadIdx.x % W == 0) { s_r[threadIdx.x / W] = br; s_q[threadIdx.x / W] = bq; }
         __syncthreads();
+        for (int i = threadIdx.x; i < nb * (1 + B) / 4; i += WB) {  // reset for the next one
+            reinterpret_cast<uint4*>(rdw)[i] = make_uint4(0u, 0u, 0u, 0u);
+            reinterpret_cast<uint4*>(sqw)[i] = make_uint4(0u, 0u, 0u, 0u);
+        }
+        if (threadIdx.x == 0)
+            for (int j = 1; j < B; ++j) { s_r[0] = max(s_r[0], s_r[j]); s_q[0] = max(s_q[0], s_q[j]); }
     }
     if (threadIdx.x == 0) {
-        volatile int* c = cnt;
-        int it = c[4] + 1, model = mode;
-        if (mode == HYBRID) model = l1 * s_r[0] - l2 * rdr - l3 * s_q[0] < 0.0 ? PUSH : PULL;
+        const double phi_r = bounded ? s_ub : stats ? (double)s_r[0] : 0.0;
+        const double phi_q = bounded ? rdr : stats ? (double)s_q[0] : 0.0;
+        int it = hi.x + 1, model = mode;
+        if (mode == HYBRID) model = bounded || l1 * phi_r - l2 * rdr - l3 * phi_q < 0.0 ? PUSH : PULL;
         if (it < ntrace) {
-            trace[4 * it] = model; trace[4 * it + 1] = s_r[0]; trace[4 * it + 2] = s_q[0];
-            trace[4 * it + 3] = c[1];
+            double* row = trace + 5 * it;
+            row[0] = model; row[1] = phi_r; row[2] = phi_q; row[3] = lo.y; row[4] = bounded;
         }
-        c[0] = c[1]; c[1] = 0; c[2] = 0; c[3] = model; c[4] = it; c[5] = 0;
+        c[0] = lo.y; c[1] = 0; c[2] = 0; c[3] = model | (count_next ? COUNTING : 0); c[4] = it; c[5] = 0;
+        c[6] = 0;
     }
     for (int k = threadIdx.x; k < ns; k += WB) {  // each source's dangling mass: next becomes current
         volatile double* d = dm;
@@ -117,33 +153,42 @@ __device__ __forceinline__ bool gj_last_block(int* ticket) {
 }
 // The whole solve of a batch in one cooperative launch: per iteration the chosen model, then the last
 // block to finish decides the next; grid-wide barriers between the steps. cnt: frontier, next
-// frontier, touched, model, iteration, blocks finished. dm: dangling mass per source, current then next.
+// frontier, touched, state (the model, WANTED, COUNTING), iteration, blocks finished, heavy vertices in
+// the next frontier. dm: dangling mass per source, current then next.
 // 8 resident blocks per SM cap registers at 32: ptxas spills about 40 bytes of loop state (L1-resident).
 template <typename T, bool MANY>
 __device__ void gj_ppr_solve(const long long* indptr, const int* indices, const long long* tptr,
         const int* tind, const int* deg, int n, int* cnt, T* r, T* r_in, T* p, T* msg, T* msg2, int* front,
         int* front2, int* touched, double* dm, u32* rdw, u32* sqw, const u32* sblk, const u32* swrp,
         int nb, const Rows R, double alpha, double tol, int limit, int mode, double rdr, double l1,
-        double l2, double l3, double* trace, int ntrace) {
+        double l2, double l3, int light, int dmax, double* trace, int ntrace) {
     cg::grid_group grid = cg::this_grid();
     const int ns = R.ns;
     for (int pulls = 0;;) {  // the frontier arrays swap every iteration, the message arrays after a pull
-        const int f = *((volatile int*)&cnt[0]), it = *((volatile int*)&cnt[4]);
-        if (f == 0 || it >= limit) break;
-        int* fa = it & 1 ? front2 : front;
+        const int4 lo = __ldcg(reinterpret_cast<const int4*>(cnt));  // written by the last block: from L2
+        const int f = lo.x, state = lo.w, it = __ldcg(&cnt[4]), model = state & 1;
+        const bool wanted = state & WANTED, counting = state & COUNTING;
         int* fb = it & 1 ? front : front2;
-        T* ma = pulls & 1 ? msg2 : msg;
-        if (*((volatile int*)&cnt[3]) == PUSH) {
-            gj_push<T, MANY>(indptr, indices, fa, cnt, r, r_in, p, ma, touched, dm, R, alpha);
-            grid.sync();
-            gj_merge<T, MANY>(deg, cnt, r, r_in, ma, touched, fb, dm + ns, rdw, sqw, nb, R, alpha, tol);
+        if (wanted) {  // the bound left the choice after a push open: its statistics, then choose again
+            gj_push_stats<MANY>(deg, cnt, touched, fb, rdw, sqw, nb, R);
         } else {
-            gj_pull<T, MANY>(tptr, tind, deg, n, cnt, r, p, ma, pulls & 1 ? msg : msg2, fb, dm, dm + ns, rdw,
-                             sqw, nb, R, it == 0, alpha, tol);
-            ++pulls;
+            if (f == 0 || it >= limit) break;
+            int* fa = it & 1 ? front2 : front;
+            T* ma = pulls & 1 ? msg2 : msg;
+            if (model == PUSH) {
+                gj_push<T, MANY>(indptr, indices, fa, cnt, r, r_in, p, ma, touched, dm, R, alpha);
+                grid.sync();
+                gj_merge<T, MANY>(deg, cnt, r, r_in, ma, touched, fb, dm + ns, counting ? rdw : nullptr,
+                                  counting ? sqw : nullptr, nb, light, R, alpha, tol);
+            } else {
+                gj_pull<T, MANY>(tptr, tind, deg, n, cnt, r, p, ma, pulls & 1 ? msg : msg2, fb, dm, dm + ns,
+                                 rdw, sqw, nb, R, it == 0, alpha, tol);
+                ++pulls;
+            }
         }
         if (gj_last_block(&cnt[5]))
-            gj_ppr_next(rdw, sqw, sblk, swrp, nb, ns, cnt, dm, trace, ntrace, mode, rdr, l1, l2, l3);
+            gj_ppr_next(rdw, sqw, sblk, swrp, nb, ns, cnt, dm, trace, ntrace, mode, rdr, l1, l2, l3, light,
+                        dmax, wanted || model == PUSH, wanted || model != PUSH || counting);
         grid.sync();
     }
 }
@@ -153,11 +198,11 @@ extern "C" __global__ void __launch_bounds__(WB, 2048 / WB) gj_ppr_solve_##S(con
         T* r_in, T* p, T* msg, T* msg2, int* front, int* front2, int* touched, double* dm, u32* rdw,      \
         u32* sqw, const u32* sblk, const u32* swrp, int nb, const int* src, int ns, int stride, u64 magic,\
         double alpha, double tol, int limit, int mode, double rdr, double l1, double l2, double l3,       \
-        double* trace, int ntrace) {                                                                      \
+        int light, int dmax, double* trace, int ntrace) {                                                 \
     const Rows R = {src, magic, ns, stride};                                                              \
     gj_ppr_solve<T, MANY>(indptr, indices, tptr, tind, deg, n, cnt, r, r_in, p, msg, msg2, front, front2, \
                           touched, dm, rdw, sqw, sblk, swrp, nb, R, alpha, tol, limit, mode, rdr, l1, l2, \
-                          l3, trace, ntrace);                                                             \
+                          l3, light, dmax, trace, ntrace);                                                \
 }
 GJ_PPR_ENTRY(double, false, f64)
 GJ_PPR_ENTRY(float, false, f32)
@@ -179,9 +224,9 @@ __device__ void gj_ppr_init(const int* deg, const int* src, int ns, int stride, 
         dm[k] = d > 0 ? 0.0 : 1.0;  // a dangling source's mass returns to it
         dm[ns + k] = 0.0;
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0) {  // counters: frontier, next, touched, model, iteration, ticket
-        cnt[0] = ns; cnt[1] = 0; cnt[2] = 0; cnt[3] = first; cnt[4] = 0; cnt[5] = 0;
-        trace[0] = first; trace[1] = rdw0; trace[2] = rdr; trace[3] = ns;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {  // counters: see gj_ppr_solve
+        cnt[0] = ns; cnt[1] = 0; cnt[2] = 0; cnt[3] = first; cnt[4] = 0; cnt[5] = 0; cnt[6] = 0;
+        trace[0] = first; trace[1] = rdw0; trace[2] = rdr; trace[3] = ns; trace[4] = 0;
     }
 }
 #define GJ_INIT_ENTRY(T, S)                                                                               \
@@ -206,7 +251,7 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes, a multiple of 4 blocks (vector "
                          "loads of the statistics); the cost model must say so")  # fmt: skip
     plan = G.derived(f"ppr_push_plan_{cost}", lambda g: _plan(g, cost))
-    tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max = plan
+    tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max, dmax = plan
     T = np.float64 if dtype == np.float64 else np.float32
     name = f"gj_ppr_solve_{'batch_' if batch > 1 else ''}{'f64' if T is np.float64 else 'f32'}"
     kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
@@ -231,7 +276,7 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
     if mode != HYBRID:  # no decision to make: null statistics arrays, the kernel skips their atomics
         rdw = sqw = np.uint64(0)
-    cnt, dm, trace = cp.zeros(6, np.int32), cp.zeros(2 * batch, np.float64), cp.zeros((TRACE, 4), np.float64)
+    cnt, dm, trace = cp.zeros(8, np.int32), cp.zeros(2 * batch, np.float64), cp.zeros((TRACE, 5), np.float64)
     src_dev = cp.zeros(batch, np.int32)
     wb = cost.lanes * cost.warps
     magic = np.uint64(-(-(2**64) // stride))  # ceil(2**64 / stride): the kernel's row of an item
@@ -244,10 +289,11 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
             raise ValueError(f"this solver takes 1 to {batch} sources per run, got {ns}")
         used = ns * stride
         src_dev[:ns].set(src.astype(np.int32))
-        rdw0, first = 0.0, mode
+        rdw0, first, light = 0.0, mode, 2**31 - 1
         if mode == HYBRID:  # the first decision: the sources alone, nothing received (pull reads every row)
             rdw0 = frontier_rdw(deg_host[src], cost)
             first = cost.choose(rdw0, ns * rdr, ns * rdr)
+            light = light_degree(cost, ns * rdr, dmax)
         p = cp.zeros(used, dtype=T)
         for a in (r, msg, msg2):
             a[:used].fill(0)
@@ -257,14 +303,14 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         args = (indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, p, msg, msg2, front, front2,
                 touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, np.int32(ns), np.int32(stride),
                 magic, np.float64(alpha), np.float64(tol), np.int32(min(limit, 2**31 - 1)), np.int32(mode),
-                np.float64(ns * rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3), trace,
-                np.int32(TRACE))  # fmt: skip
+                np.float64(ns * rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3),
+                np.int32(light), np.int32(dmax), trace, np.int32(TRACE))  # fmt: skip
         start.record()
         kernel((nb,), (wb,), args)
         stop.record()
-        f, _, _, _, it, _ = (int(v) for v in cnt.get())
+        f, _, _, _, it, *_ = (int(v) for v in cnt.get())
         run.last_kernel_ms = cp.cuda.get_elapsed_time(start, stop)
-        run.last_trace = trace[: min(it, TRACE)].get()  # (model, Phi_rdw, Phi_sqw, frontier) per iteration
+        run.last_trace = trace[: min(it, TRACE)].get()  # per iteration, as _ppr_push_cpu.solve's trace
         models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
         residual = (r[:used].reshape(ns, stride) @ ones).get()  # a GEMV: CuPy sums a row in one block
         return p.reshape(ns, stride)[:, :n], (None if f else it), models, residual
@@ -299,4 +345,5 @@ def _plan(G, cost):
     blk, wrp, rdr = pull_static(cp.diff(t.indptr).get(), cost)
     static_max = max(int(blk.max() + wrp.max()), 1)
     blk_dev, wrp_dev = cp.asarray(blk, np.uint32), cp.asarray(wrp, np.uint32)
-    return t.indptr, t.indices, deg, deg.get(), blk_dev, wrp_dev, rdr, static_max
+    deg_host = deg.get()
+    return t.indptr, t.indices, deg, deg_host, blk_dev, wrp_dev, rdr, static_max, int(deg_host.max(initial=0))

@@ -1,5 +1,6 @@
-"""Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, with the
-cost model's statistics, as CUDA C++ included by ``_ppr_push_gpu`` (which launches them).
+"""Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, the cost
+model's statistics and the choice of the next model, as CUDA C++ included by ``_ppr_push_gpu``
+(which launches them).
 
 A batch of ``ns`` sources shares one iteration: the residue matrix is ``ns`` rows of ``stride``
 entries (``stride`` >= n, a multiple of B * nb so that every row assigns its vertices to the
@@ -7,7 +8,9 @@ same blocks and warps), and an *item* ``k * stride + v`` is vertex v of source k
 lists and residues hold items; one source is the batch of one.
 Slot q (frontier position or item) belongs to warp q % B of logical block (q / B) % nb, as the
 cost model assumes; a warp takes a vertex of fewer than W * B edges, the whole block a larger one.
-Null statistics arrays (push or pull alone) skip the statistics' atomics.
+Null statistics arrays (push or pull alone) skip the statistics' atomics. The hybrid counts pull's
+statistics as it runs; after a push it first tries a bound (``gj_ppr_next``) and counts push's
+statistics in a pass of their own (``gj_push_stats``) only when the bound leaves the choice open.
 """
 
 PPR_STEP_DEVICE = r"""
@@ -21,6 +24,8 @@ namespace cg = cooperative_groups;
 #define PUSH 0
 #define PULL 1
 #define HYBRID 2
+#define WANTED 2    // cnt[3] (the model) also says: push's statistics are wanted now,
+#define COUNTING 4  // or: the next merge counts them
 typedef unsigned int u32;
 // Statistics: rdw[blk] and rdw[blocks + warp], sqw likewise; counters: f_cur, f_next, touched count.
 __device__ __forceinline__ void gj_add_slot(u32* st, int nb, long long q, u32 cb, u32 cw) {
@@ -30,6 +35,11 @@ __device__ __forceinline__ void gj_add_slot(u32* st, int nb, long long q, u32 cb
     atomicAdd(&st[nb + blk * B + q % B], cw);
 }
 typedef unsigned long long u64;
+// lanes with `heavy` (an active vertex of out-degree above the bound's limit) counted in *n
+__device__ __forceinline__ void gj_count(bool heavy, int* n) {
+    const unsigned mask = __ballot_sync(0xffffffffu, heavy);
+    if (mask && (threadIdx.x & 31) == __ffs(mask) - 1) atomicAdd(n, __popc(mask));
+}
 // The batch: its sources, rows of `stride` entries, magic = ceil(2**64 / stride) (exact division of
 // any int32 item by a multiply-high, since stride < 2**33). MANY = false compiles the batch of one:
 // item = vertex, with no row arithmetic (fewer registers in the single-source solve).
@@ -115,10 +125,11 @@ __device__ void gj_push(const long long* indptr, const int* indices, const int* 
         __syncthreads();
     }
 }
-// received mass: sqw statistics, residues merged, the next frontier
+// received mass merged into the residues, the next frontier (heavy members counted in cnt[6]); push's
+// statistics when rdw and sqw are given (the hybrid, when the bound is not expected to settle the choice)
 template <typename T, bool MANY>
 __device__ void gj_merge(const int* deg, int* cnt, T* r, T* r_in, T* msg, const int* touched, int* front2,
-        double* dm_next, u32* rdw, u32* sqw, int nb, const Rows R, double alpha, double tol) {
+        double* dm_next, u32* rdw, u32* sqw, int nb, int light, const Rows R, double alpha, double tol) {
     const int t = cnt[2];
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); i0 < t; i0 += step) {
@@ -137,7 +148,22 @@ __device__ void gj_merge(const int* deg, int* cnt, T* r, T* r_in, T* msg, const 
             on = (double)ru > tol * (d > 1 ? d : 1);
         }
         long long q = gj_append(on, &cnt[1]);
+        gj_count(on && d > light, &cnt[6]);
         if (on) gj_activate<T>(u, d, ru, q, front2, msg, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
+    }
+}
+// push's statistics, when the merge did not count them and the bound did not settle the choice: sqw of
+// the vertices that received mass (the touched list), rdw of the next frontier by its slots
+template <bool MANY>
+__device__ void gj_push_stats(const int* deg, const int* cnt, const int* touched, const int* front2, u32* rdw,
+        u32* sqw, int nb, const Rows R) {
+    const int t = cnt[2], f = cnt[1];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < t; i += step)
+        gj_add_slot(sqw, nb, touched[i], RED_B, RED_W);
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < f; q += step) {
+        const int d = deg[gj_vertex<MANY>(R, front2[q])];
+        gj_add_slot(rdw, nb, q, (u32)((d + WB - 1) / WB), (u32)((d + W - 1) / W));
     }
 }
 // every item sums the messages of its vertex's in-neighbours in its row: no atomics on residues.

@@ -20,7 +20,7 @@ from graphs._mix import stream_key
 from . import _ppr_power
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability
 from ._irw import walk_ends
-from ._ppr_cost import PULL, CostModel, cost_model, fit_grid, pull_static
+from ._ppr_cost import PULL, CostModel, cost_model, fit_grid, light_degree, pull_static
 from ._top_rows import top_entries
 from .errors import ConvergenceError
 
@@ -233,14 +233,15 @@ def _cpu_solver(G, mode, alpha, tol, cost):
     static = G.derived(f"ppr_pull_static_{cost}", lambda g: pull_static(np.diff(tptr), cost))
     weights = np.array([cost.l1, cost.l2, cost.l3])
     layout = (cost.blocks, cost.warps, cost.lanes)
+    light = light_degree(cost, static[2], int(deg.max(initial=0)))
 
     def run(sources, limit):  # one source at a time
         s = int(sources[0])
         p = np.zeros(G.n)
         r = np.zeros(G.n)
-        trace = np.zeros((4096, 4))
+        trace = np.zeros((4096, 5))
         it, out = solve(G.indptr, G.indices, tptr, tind, deg, s, alpha, tol, mode, limit, weights, layout,
-                        static, p, r, trace)  # fmt: skip
+                        static, light, p, r, trace)  # fmt: skip
         models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
         return p[None, :], (None if out else it), models, [float(r.sum())]
 

@@ -9,12 +9,14 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import graphs
 from graphs._device import to_host
 from operators import ConvergenceError, ppr
-from operators._ppr_cost import PULL, PUSH, CostModel, phi_reference, pull_static
-from operators._ppr_push_cpu import HYBRID, solve
+from operators._ppr_cost import PULL, PUSH, CostModel, light_degree, phi_reference, pull_static
+from operators._ppr_push_cpu import HYBRID, rdw_bound, solve
 from operators.ppr import _push_reference
 from tests.conftest import DEVICES, snap, to_networkx
 from tests.operators.test_ppr import _with_dangling
@@ -79,10 +81,11 @@ def test_solver_statistics_follow_the_reference():
     model = CostModel(blocks=3, warps=2, lanes=4)
     deg, tr = np.diff(g.indptr), g.transpose()
     ideg = np.diff(tr.indptr)
-    trace = np.zeros((200, 4))
+    trace = np.zeros((200, 5))
     p, r = np.zeros(g.n), np.zeros(g.n)
     it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-6, PUSH, 10**6,
-                    np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), p, r, trace)  # fmt: skip
+                    np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), -1, p, r,
+                    trace)  # fmt: skip
     ref_p, _, history = _push_reference(g, 0, 0.8, 1e-6)
     assert out == 0 and it == len(history)
     np.testing.assert_allclose(p, ref_p, atol=1e-15)
@@ -92,6 +95,77 @@ def test_solver_statistics_follow_the_reference():
         assert trace[k, 3] == len(active)
         assert trace[k, 1] == rdw and trace[k, 2] == pytest.approx(sqw)
         received = got
+
+
+def _hybrid_trace(g, model, tol):
+    """CPU hybrid solve from vertex 0 with ``model``: (iterations, trace rows)."""
+    deg, tr = np.diff(g.indptr), g.transpose()
+    trace = np.zeros((500, 5))
+    weights, layout = np.array([model.l1, model.l2, model.l3]), (model.blocks, model.warps, model.lanes)
+    static = pull_static(np.diff(tr.indptr), model)
+    light = light_degree(model, static[2], int(deg.max()))
+    it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, tol, HYBRID, 10**6, weights,
+                    layout, static, light, np.zeros(g.n), np.zeros(g.n), trace)  # fmt: skip
+    assert out == 0
+    return it, trace[:it]
+
+
+def test_hybrid_skips_the_statistics_only_where_bounds_prove_push():
+    """Rows marked bounded hold an upper bound of Phi_rdw and Phi_rdr (a lower bound of Phi_sqw) under
+    which Psi < 0; the other rows hold the exact statistics, recomputed here from the reference."""
+    g = graphs.rmat(9, seed=2, device="cpu")
+    model = CostModel(blocks=3, warps=2, lanes=4)
+    deg, ideg = np.diff(g.indptr), np.diff(g.transpose().indptr)
+    it, trace = _hybrid_trace(g, model, 1e-6)
+    _, _, history = _push_reference(g, 0, 0.8, 1e-6)
+    assert it == len(history) and (trace[:, 0] == PUSH).all()  # push throughout: the reference's order
+    received = set()
+    for k, (active, got) in enumerate(history):
+        rdw, rdr, sqw = phi_reference(active, deg, ideg, received, model)
+        assert trace[k, 3] == len(active)
+        if trace[k, 4]:
+            assert k > 0 and trace[k, 1] >= rdw and trace[k, 2] == rdr <= sqw
+            assert model.psi(trace[k, 1], trace[k, 2], trace[k, 2]) < 0
+        else:
+            assert trace[k, 1] == rdw and trace[k, 2] == pytest.approx(sqw)
+        received = got
+    assert 0 < trace[:, 4].sum() < it  # both kinds of rows occur
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 700), max_size=80), st.integers(-1, 800), st.integers(1, 6), st.integers(1, 4),
+       st.integers(1, 8))  # fmt: skip
+def test_rdw_bound_is_never_below_phi(out_deg, light, blocks, warps, lanes):
+    model = CostModel(blocks=blocks, warps=warps, lanes=lanes)
+    d = np.array(out_deg, dtype=np.int64)
+    exact = phi_reference(range(d.size), d, np.zeros(d.size, np.int64), set(), model)[0]
+    heavy = int((d > light).sum())
+    assert exact <= rdw_bound(d.size, heavy, light, int(d.max(initial=0)), blocks, warps, lanes)
+
+
+def test_rdw_bound_by_hand():
+    # 2 blocks of 2 warps of 4 lanes; out-degrees 9, 1, 4, 16, 3: per = ceil(5 / 4) = 2 slots per warp.
+    # Exact: slots 0, 1, 4 (degrees 9, 1, 3) form block 0, ceil(/8) 2 + 1 + 1 plus its warp 0 (slots 0
+    # and 4) ceil(/4) 3 + 1, so 8; block 1: 1 + 2 + max(1, 4) = 7.
+    model = CostModel(blocks=2, warps=2, lanes=4)
+    assert phi_reference(range(5), np.array([9, 1, 4, 16, 3]), np.zeros(5), set(), model)[0] == 8
+    # light 8: 9 and 16 are heavy, so every degree is taken as dmax 16: 2 * (2 * 2 + 4) = 16
+    assert rdw_bound(5, 2, 8, 16, 2, 2, 4) == 16
+    assert rdw_bound(5, 0, 20, 16, 2, 2, 4) == 2 * (2 * 3 + 5)  # none heavy: light 20 bounds them
+    assert rdw_bound(1, 0, 130, 500, 2, 2, 4) == 2 * 17 + 33  # one vertex: per = 1
+    assert rdw_bound(0, 0, 5, 5, 2, 2, 4) == 0
+
+
+def test_light_degree_is_the_largest_degree_that_proves_push():
+    # l1 2, l2 + l3 = 2, Phi_rdr 10: 2 * (2 ceil(D / 8) + ceil(D / 4)) < 20 holds up to D = 16 (8 < 10)
+    # and fails from 17 (2 * 3 + 5 = 11)
+    model = CostModel(2.0, 1.0, 1.0, blocks=2, warps=2, lanes=4)
+    assert light_degree(model, 10.0, 1000) == 16
+    assert light_degree(model, 10.0, 12) == 12  # never above the largest degree
+    assert light_degree(model, 0.0, 1000) == -1  # not even an empty frontier's bound is below 0
+    for rdr in (3.0, 7.5, 40.0, 333.0):  # against a scan
+        want = max((d for d in range(0, 5000) if 2 * (2 * -(-d // 8) + -(-d // 4)) < 2 * rdr), default=-1)
+        assert light_degree(model, rdr, 5000) == want
 
 
 def test_phi_on_a_hand_made_frontier():
@@ -122,10 +196,11 @@ def test_hybrid_decisions_follow_psi_and_switch():
     deg, tr = np.diff(g.indptr), g.transpose()
     model = CostModel(20.0, 1.0, 1.0, blocks=16)  # expensive atomics: pull wins on large frontiers
     static = pull_static(np.diff(tr.indptr), model)
-    trace = np.zeros((500, 4))
+    trace = np.zeros((500, 5))
     p, r = np.zeros(g.n), np.zeros(g.n)
+    light = light_degree(model, static[2], int(deg.max()))
     it, _ = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-9, HYBRID, 10**6,
-                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, p, r, trace)  # fmt: skip
+                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, light, p, r, trace)  # fmt: skip
     chosen = trace[:it, 0].astype(int)
     for k in range(it):
         assert chosen[k] == model.choose(trace[k, 1], static[2], trace[k, 2])
@@ -155,6 +230,27 @@ def test_gpu_hybrid_decides_on_the_device_as_psi_says():
     np.testing.assert_allclose(to_host(p)[0], push, atol=1e-13)
     limited = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)([0], 3)
     assert limited[1] is None and len(limited[2]) == 3  # stopped by the iteration limit
+
+
+@pytest.mark.gpu
+def test_gpu_hybrid_bounds_match_the_cpu():
+    """The GPU proves push from the same order-free bounds as the CPU: on a solve that pushes
+    throughout, the frontier sizes, the rows decided by the bounds and those bounds agree with the
+    CPU's trace; a second run repeats the first (the kernel left its counters cleared)."""
+    from operators._ppr_push_gpu import solver
+
+    g = graphs.rmat(11, seed=5, device="cpu")
+    model = CostModel(2.3, 1.1, 1.0, blocks=8)
+    it, want = _hybrid_trace(g, model, 1e-6)
+    assert 0 < want[:, 4].sum() < it and (want[:, 0] == PUSH).all()
+    run = solver(g.to("gpu"), HYBRID, 0.8, 1e-6, np.float64, model)
+    bounded = want[:, 4] == 1
+    for _ in range(2):
+        _, got, models, _ = run([0], 10**6)
+        trace = run.last_trace
+        assert got == it and models == "P" * it
+        np.testing.assert_array_equal(trace[:, [0, 3, 4]], want[:, [0, 3, 4]])
+        np.testing.assert_array_equal(trace[bounded, 1:3], want[bounded, 1:3])
 
 
 @pytest.mark.parametrize("device", DEVICES)
