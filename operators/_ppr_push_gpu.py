@@ -25,6 +25,7 @@ from ._ppr_push_steps import PPR_STEP_DEVICE
 HYBRID = 2
 
 TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
+HEAD_ROWS = 128  # trace rows copied with the counters after each run (more: a second copy)
 ITEM_BYTES = {np.float64: 5 * 8 + 3 * 4, np.float32: 5 * 4 + 3 * 4}  # r, r_in, p, msg, msg2, 3 lists
 MAX_ITEMS = 2**31 - 2**20  # items are int32 (with room for a block's overshoot)
 
@@ -53,90 +54,18 @@ def batch_size(n: int, dtype, cost, *, mode: int = HYBRID, limit_bytes: int | No
 PPR_PUSH_KERNEL = (
     PPR_STEP_DEVICE
     + r"""
-// The last block to finish an iteration picks the next model (the hybrid: push when Psi < 0) and
-// writes its trace row (model, Phi_rdw, Phi_sqw, frontier size, bounded); the counters move on.
-// After a push, the hybrid bounds Psi from above without push's statistics: slots go round-robin, so a
-// block holds at most B * per of the next frontier's f vertices and a warp per of them
-// (per = ceil(f / (B nb))), each of out-degree at most `light` when no heavy one joined (cnt[6]) and
-// `dmax` otherwise, so Phi_rdw <= per (B ceil(top / WB) + ceil(top / W)); and Phi_sqw >= Phi_rdr.
-// If the merge did not count push's statistics (`counted` false) and the bound gives Psi < 0, push is
-// certain: the row is marked bounded and holds the bounds. If it does not, the statistics are wanted
-// (WANTED in cnt[3]: the whole grid runs gj_push_stats) and this is called again. Whether the next
-// merge counts them (COUNTING) follows this bound: only where it fails. Pull counts its own as it runs.
-// Pull's fixed part of one row (sblk, swrp) counts ns times: every row has the same layout.
-__device__ __noinline__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb,
-        int ns, int* cnt, double* dm, double* trace, int ntrace, int mode, double rdr, double l1, double l2,
-        double l3, int light, int dmax, bool pushed, bool counted) {
-    __shared__ u32 s_r[B], s_q[B];
-    __shared__ double s_ub;
-    __shared__ bool s_open;
-    volatile int* c = cnt;
-    const bool stats = rdw != nullptr;  // the hybrid
-    bool count_next = stats;  // thread 0's: the next merge counts push's statistics (after a pull, too)
-    int4 lo = make_int4(0, 0, 0, 0), hi = lo;
-    if (threadIdx.x == 0) {
-        lo = __ldcg(reinterpret_cast<const int4*>(cnt));  // the counters at once (loads in order are slow)
-        hi = __ldcg(reinterpret_cast<const int4*>(cnt) + 1);
-        s_open = false;
-        s_ub = -1.0;
-        if (stats && pushed) {
-            const long long per = ((long long)lo.y + B * nb - 1) / (B * nb), top = hi.z == 0 ? light : dmax;
-            const double ub = (double)(per * (B * ((top + WB - 1) / WB) + (top + W - 1) / W));
-            const bool fits = l1 * ub - (l2 + l3) * rdr < 0.0;
-            if (fits && !counted) s_ub = ub;
-            else if (!counted) { s_open = true; c[5] = 0; c[3] = PUSH | WANTED; }
-            count_next = !fits;
-        }
-    }
-    __syncthreads();
-    if (s_open) return;
-    const bool bounded = s_ub >= 0.0;
-    if (stats && !bounded) {
-        u32 br = 0, bq = 0;
-        for (int i = threadIdx.x; i < nb; i += WB) {  // written by other SMs: read from L2
-            // a block's 8 warp counters are 2 x 16 bytes (nb % 4 == 0): 6 vector loads, all in flight
-            const uint4* rw = reinterpret_cast<const uint4*>(rdw + nb + i * B);
-            const uint4* qw = reinterpret_cast<const uint4*>(sqw + nb + i * B);
-            const uint4* sw = reinterpret_cast<const uint4*>(swrp + i * B);
-            const uint4 r0 = __ldcg(rw), r1 = __ldcg(rw + 1), q0 = __ldcg(qw), q1 = __ldcg(qw + 1);
-            const uint4 s0 = sw[0], s1 = sw[1];
-            const u32 rb = __ldcg(&rdw[i]), qb = __ldcg(&sqw[i]);
-            u32 wr = max(max(max(r0.x, r0.y), max(r0.z, r0.w)), max(max(r1.x, r1.y), max(r1.z, r1.w)));
-            u32 wq = max(max(ns * s0.x + q0.x, ns * s0.y + q0.y), max(ns * s0.z + q0.z, ns * s0.w + q0.w));
-            wq = max(wq, max(max(ns * s1.x + q1.x, ns * s1.y + q1.y),
-                             max(ns * s1.z + q1.z, ns * s1.w + q1.w)));
-            br = max(br, rb + wr);
-            bq = max(bq, ns * sblk[i] + qb + wq);
-        }
-        for (int o = 16; o > 0; o >>= 1) {  // the warp's largest, then the block's
-            br = max(br, __shfl_xor_sync(0xffffffffu, br, o));
-            bq = max(bq, __shfl_xor_sync(0xffffffffu, bq, o));
-        }
-        if (threadIdx.x % W == 0) { s_r[threadIdx.x / W] = br; s_q[threadIdx.x / W] = bq; }
-        __syncthreads();
-        for (int i = threadIdx.x; i < nb * (1 + B) / 4; i += WB) {  // reset for the next one
-            reinterpret_cast<uint4*>(rdw)[i] = make_uint4(0u, 0u, 0u, 0u);
-            reinterpret_cast<uint4*>(sqw)[i] = make_uint4(0u, 0u, 0u, 0u);
-        }
-        if (threadIdx.x == 0)
-            for (int j = 1; j < B; ++j) { s_r[0] = max(s_r[0], s_r[j]); s_q[0] = max(s_q[0], s_q[j]); }
-    }
-    if (threadIdx.x == 0) {
-        const double phi_r = bounded ? s_ub : stats ? (double)s_r[0] : 0.0;
-        const double phi_q = bounded ? rdr : stats ? (double)s_q[0] : 0.0;
-        int it = hi.x + 1, model = mode;
-        if (mode == HYBRID) model = bounded || l1 * phi_r - l2 * rdr - l3 * phi_q < 0.0 ? PUSH : PULL;
-        if (it < ntrace) {
-            double* row = trace + 5 * it;
-            row[0] = model; row[1] = phi_r; row[2] = phi_q; row[3] = lo.y; row[4] = bounded;
-        }
-        c[0] = lo.y; c[1] = 0; c[2] = 0; c[3] = model | (count_next ? COUNTING : 0); c[4] = it; c[5] = 0;
-        c[6] = 0;
-    }
-    for (int k = threadIdx.x; k < ns; k += WB) {  // each source's dangling mass: next becomes current
-        volatile double* d = dm;
-        d[k] = d[ns + k];
-        d[ns + k] = 0.0;
+// push's statistics, when the merge did not count them and the bound did not settle the choice: sqw of
+// the vertices that received mass (the touched list), rdw of the next frontier by its slots
+template <bool MANY>
+__device__ void gj_push_stats(const int* deg, const int* cnt, const int* touched, const int* front2, u32* rdw,
+        u32* sqw, int nb, const Rows R) {
+    const int t = cnt[2], f = cnt[1];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < t; i += step)
+        gj_add_slot(sqw, nb, touched[i], RED_B, RED_W);
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < f; q += step) {
+        const int d = deg[gj_vertex<MANY>(R, front2[q])];
+        gj_add_slot(rdw, nb, q, (u32)((d + WB - 1) / WB), (u32)((d + W - 1) / W));
     }
 }
 // True in the last block of the grid to get here (its writes and everyone's before them visible).
@@ -270,17 +199,27 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         raise RuntimeError(f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
                            f"GPU (at most {resident}): give the cost model fewer blocks")  # fmt: skip
     size = batch * stride
-    r, msg, msg2 = (cp.empty(size, dtype=T) for _ in range(3))  # zeroed by each run
+    work = cp.empty((3, size), dtype=T)  # r, msg, msg2: zeroed by each run at once
+    r, msg, msg2 = work
     r_in = cp.zeros(size, dtype=T)  # zero between iterations: the merge clears what the push added
     front, front2, touched = (cp.empty(size, dtype=np.int32) for _ in range(3))
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
     if mode != HYBRID:  # no decision to make: null statistics arrays, the kernel skips their atomics
         rdw = sqw = np.uint64(0)
     cnt, dm, trace = cp.zeros(8, np.int32), cp.zeros(2 * batch, np.float64), cp.zeros((TRACE, 5), np.float64)
-    src_dev = cp.zeros(batch, np.int32)
+    src_dev, res_dev = cp.zeros(batch, np.int32), cp.zeros(batch, T)
+    from cupyx import empty_pinned  # host copies: sources go up, results come down, one sync in all
+
+    h_src, h_cnt, h_res = empty_pinned(batch, np.int32), empty_pinned(8, np.int32), empty_pinned(batch, T)
+    h_trace = empty_pinned((HEAD_ROWS, 5), np.float64)
     wb = cost.lanes * cost.warps
     magic = np.uint64(-(-(2**64) // stride))  # ceil(2**64 / stride): the kernel's row of an item
     ones, start, stop = cp.ones(stride, dtype=T), cp.cuda.Event(), cp.cuda.Event()
+    args = [indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, None, msg, msg2, front, front2,
+            touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, None, np.int32(stride), magic,
+            np.float64(alpha), np.float64(tol), None, np.int32(mode), None, np.float64(cost.l1),
+            np.float64(cost.l2), np.float64(cost.l3), None, np.int32(dmax), trace,
+            np.int32(TRACE)]  # fmt: skip
 
     def run(sources, limit: int):
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
@@ -288,32 +227,33 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         if not 1 <= ns <= batch:
             raise ValueError(f"this solver takes 1 to {batch} sources per run, got {ns}")
         used = ns * stride
-        src_dev[:ns].set(src.astype(np.int32))
+        h_src[:ns] = src
+        src_dev[:ns].set(h_src[:ns])
         rdw0, first, light = 0.0, mode, 2**31 - 1
         if mode == HYBRID:  # the first decision: the sources alone, nothing received (pull reads every row)
             rdw0 = frontier_rdw(deg_host[src], cost)
             first = cost.choose(rdw0, ns * rdr, ns * rdr)
             light = light_degree(cost, ns * rdr, dmax)
         p = cp.zeros(used, dtype=T)
-        for a in (r, msg, msg2):
-            a[:used].fill(0)
+        (work if used == size else work[:, :used]).fill(0)
         init((-(-ns // 256),), (256,), (deg, src_dev, np.int32(ns), np.int32(stride), r, msg, front, dm, cnt,
                                         trace, np.int32(first), np.float64(rdw0), np.float64(ns * rdr),
                                         np.float64(alpha)))  # fmt: skip
-        args = (indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, p, msg, msg2, front, front2,
-                touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, np.int32(ns), np.int32(stride),
-                magic, np.float64(alpha), np.float64(tol), np.int32(min(limit, 2**31 - 1)), np.int32(mode),
-                np.float64(ns * rdr), np.float64(cost.l1), np.float64(cost.l2), np.float64(cost.l3),
-                np.int32(light), np.int32(dmax), trace, np.int32(TRACE))  # fmt: skip
+        args[9], args[22], args[27] = p, np.int32(ns), np.int32(min(limit, 2**31 - 1))
+        args[29], args[33] = np.float64(ns * rdr), np.int32(light)
         start.record()
-        kernel((nb,), (wb,), args)
+        kernel((nb,), (wb,), tuple(args))
         stop.record()
-        f, _, _, _, it, *_ = (int(v) for v in cnt.get())
+        cp.matmul(r[:used].reshape(ns, stride), ones, out=res_dev[:ns])  # each row's residue (a GEMV)
+        for dev, host in ((cnt, h_cnt), (res_dev[:ns], h_res[:ns]), (trace[:HEAD_ROWS], h_trace)):
+            dev.get(out=host, blocking=False)
+        cp.cuda.get_current_stream().synchronize()
+        f, it = int(h_cnt[0]), int(h_cnt[4])
         run.last_kernel_ms = cp.cuda.get_elapsed_time(start, stop)
-        run.last_trace = trace[: min(it, TRACE)].get()  # per iteration, as _ppr_push_cpu.solve's trace
+        rows = min(it, TRACE)  # per iteration, as _ppr_push_cpu.solve's trace
+        run.last_trace = h_trace[:rows].copy() if rows <= HEAD_ROWS else trace[:rows].get()
         models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
-        residual = (r[:used].reshape(ns, stride) @ ones).get()  # a GEMV: CuPy sums a row in one block
-        return p.reshape(ns, stride)[:, :n], (None if f else it), models, residual
+        return p.reshape(ns, stride)[:, :n], (None if f else it), models, h_res[:ns].copy()
 
     return run
 

@@ -1,6 +1,6 @@
 """Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, the cost
-model's statistics and the choice of the next model, as CUDA C++ included by ``_ppr_push_gpu``
-(which launches them).
+model's statistics and the choice of the next model (``gj_ppr_next``), as CUDA C++ included by
+``_ppr_push_gpu`` (which launches them).
 
 A batch of ``ns`` sources shares one iteration: the residue matrix is ``ns`` rows of ``stride``
 entries (``stride`` >= n, a multiple of B * nb so that every row assigns its vertices to the
@@ -152,20 +152,6 @@ __device__ void gj_merge(const int* deg, int* cnt, T* r, T* r_in, T* msg, const 
         if (on) gj_activate<T>(u, d, ru, q, front2, msg, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
     }
 }
-// push's statistics, when the merge did not count them and the bound did not settle the choice: sqw of
-// the vertices that received mass (the touched list), rdw of the next frontier by its slots
-template <bool MANY>
-__device__ void gj_push_stats(const int* deg, const int* cnt, const int* touched, const int* front2, u32* rdw,
-        u32* sqw, int nb, const Rows R) {
-    const int t = cnt[2], f = cnt[1];
-    const long long step = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < t; i += step)
-        gj_add_slot(sqw, nb, touched[i], RED_B, RED_W);
-    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < f; q += step) {
-        const int d = deg[gj_vertex<MANY>(R, front2[q])];
-        gj_add_slot(rdw, nb, q, (u32)((d + WB - 1) / WB), (u32)((d + W - 1) / W));
-    }
-}
 // every item sums the messages of its vertex's in-neighbours in its row: no atomics on residues.
 // first: the first iteration, where each source pays out whatever its residue.
 template <typename T, bool MANY>
@@ -219,6 +205,89 @@ __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, 
         long long q = gj_append(on, &cnt[1]);
         if (on) gj_activate<T>(u, d, nr, q, front2, msg2, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
         __syncthreads();
+    }
+}
+// The last block to finish an iteration picks the next model (the hybrid: push when Psi < 0), writes its
+// trace row (model, Phi_rdw, Phi_sqw, frontier size, bounded) and moves the counters on. After a push,
+// a block holds at most B * per of the next frontier's f vertices and a warp per of them (slots go
+// round-robin, per = ceil(f / (B nb))), each of out-degree at most `light` if none was heavy (cnt[6]),
+// else `dmax`: Phi_rdw <= per (B ceil(top / WB) + ceil(top / W)), and Phi_sqw >= Phi_rdr. If the merge
+// did not count push's statistics and this bound gives Psi < 0, push is certain (a bounded row);
+// otherwise they are WANTED (gj_push_stats, then this again), and the next merge is COUNTING them
+// unless the bound held. Pull counts its own. sblk, swrp: pull's fixed part of one row, ns times.
+__device__ __noinline__ void gj_ppr_next(u32* rdw, u32* sqw, const u32* sblk, const u32* swrp, int nb,
+        int ns, int* cnt, double* dm, double* trace, int ntrace, int mode, double rdr, double l1, double l2,
+        double l3, int light, int dmax, bool pushed, bool counted) {
+    __shared__ u32 s_r[B], s_q[B];
+    __shared__ double s_ub;
+    __shared__ bool s_open;
+    volatile int* c = cnt;
+    const bool stats = rdw != nullptr;  // the hybrid
+    bool count_next = stats;  // thread 0's: the next merge counts push's statistics (after a pull, too)
+    int4 lo = make_int4(0, 0, 0, 0), hi = lo;
+    if (threadIdx.x == 0) {
+        lo = __ldcg(reinterpret_cast<const int4*>(cnt));  // the counters at once (loads in order are slow)
+        hi = __ldcg(reinterpret_cast<const int4*>(cnt) + 1);
+        s_open = false;
+        s_ub = -1.0;
+        if (stats && pushed) {
+            const long long per = ((long long)lo.y + B * nb - 1) / (B * nb), top = hi.z == 0 ? light : dmax;
+            const double ub = (double)(per * (B * ((top + WB - 1) / WB) + (top + W - 1) / W));
+            const bool fits = l1 * ub - (l2 + l3) * rdr < 0.0;
+            if (fits && !counted) s_ub = ub;
+            else if (!counted) { s_open = true; c[5] = 0; c[3] = PUSH | WANTED; }
+            count_next = !fits;
+        }
+    }
+    __syncthreads();
+    if (s_open) return;
+    const bool bounded = s_ub >= 0.0;
+    if (stats && !bounded) {
+        u32 br = 0, bq = 0;
+        for (int i = threadIdx.x; i < nb; i += WB) {  // written by other SMs: read from L2
+            // a block's 8 warp counters are 2 x 16 bytes (nb % 4 == 0): 6 vector loads, all in flight
+            const uint4* rw = reinterpret_cast<const uint4*>(rdw + nb + i * B);
+            const uint4* qw = reinterpret_cast<const uint4*>(sqw + nb + i * B);
+            const uint4* sw = reinterpret_cast<const uint4*>(swrp + i * B);
+            const uint4 r0 = __ldcg(rw), r1 = __ldcg(rw + 1), q0 = __ldcg(qw), q1 = __ldcg(qw + 1);
+            const uint4 s0 = sw[0], s1 = sw[1];
+            const u32 rb = __ldcg(&rdw[i]), qb = __ldcg(&sqw[i]);
+            u32 wr = max(max(max(r0.x, r0.y), max(r0.z, r0.w)), max(max(r1.x, r1.y), max(r1.z, r1.w)));
+            u32 wq = max(max(ns * s0.x + q0.x, ns * s0.y + q0.y), max(ns * s0.z + q0.z, ns * s0.w + q0.w));
+            wq = max(wq, max(max(ns * s1.x + q1.x, ns * s1.y + q1.y),
+                             max(ns * s1.z + q1.z, ns * s1.w + q1.w)));
+            br = max(br, rb + wr);
+            bq = max(bq, ns * sblk[i] + qb + wq);
+        }
+        for (int o = 16; o > 0; o >>= 1) {  // the warp's largest, then the block's
+            br = max(br, __shfl_xor_sync(0xffffffffu, br, o));
+            bq = max(bq, __shfl_xor_sync(0xffffffffu, bq, o));
+        }
+        if (threadIdx.x % W == 0) { s_r[threadIdx.x / W] = br; s_q[threadIdx.x / W] = bq; }
+        __syncthreads();
+        for (int i = threadIdx.x; i < nb * (1 + B) / 4; i += WB) {  // reset for the next one
+            reinterpret_cast<uint4*>(rdw)[i] = make_uint4(0u, 0u, 0u, 0u);
+            reinterpret_cast<uint4*>(sqw)[i] = make_uint4(0u, 0u, 0u, 0u);
+        }
+        if (threadIdx.x == 0)
+            for (int j = 1; j < B; ++j) { s_r[0] = max(s_r[0], s_r[j]); s_q[0] = max(s_q[0], s_q[j]); }
+    }
+    if (threadIdx.x == 0) {
+        const double phi_r = bounded ? s_ub : stats ? (double)s_r[0] : 0.0;
+        const double phi_q = bounded ? rdr : stats ? (double)s_q[0] : 0.0;
+        int it = hi.x + 1, model = mode;
+        if (mode == HYBRID) model = bounded || l1 * phi_r - l2 * rdr - l3 * phi_q < 0.0 ? PUSH : PULL;
+        if (it < ntrace) {
+            double* row = trace + 5 * it;
+            row[0] = model; row[1] = phi_r; row[2] = phi_q; row[3] = lo.y; row[4] = bounded;
+        }
+        c[0] = lo.y; c[1] = 0; c[2] = 0; c[3] = model | (count_next ? COUNTING : 0); c[4] = it; c[5] = 0;
+        c[6] = 0;
+    }
+    for (int k = threadIdx.x; k < ns; k += WB) {  // each source's dangling mass: next becomes current
+        volatile double* d = dm;
+        d[k] = d[ns + k];
+        d[ns + k] = 0.0;
     }
 }
 """
