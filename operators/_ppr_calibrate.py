@@ -8,7 +8,7 @@ update of every vertex in order (pull's sweep). Each time is divided by its numb
 The sweep takes a few microseconds, so timed alone between CUDA events it measured about twice its
 own time, plus whatever a launch cost on the day: l1 came out at 5.8-8.1 on H100s of one model (2.5
 and 6.0 in two of five rounds on one of them), l1 / l2 steady at 4.4-4.7. It is timed as the extra
-time of 20 more sweeps in a row (l1 12.2-15.6 over 13 rounds on two H100s, most within 15.0-15.6),
+time of 20 more sweeps in a row (l1 12.2-15.6 over 13 rounds on two H100s, median 15.0),
 and the weights are the median of ``ROUNDS`` rounds.
 An atomic whose old value is used costs about twice one whose value is dropped (H100: 2.23 against
 1.14 ms at scale 20), so a benchmark of the latter made push look cheaper than it is.
