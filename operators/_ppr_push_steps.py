@@ -159,8 +159,10 @@ __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, 
         T* p, const T* msg, T* msg2, int* front2, const double* dm, double* dm_next, u32* rdw, u32* sqw,
         int nb, const Rows R, bool first, double alpha, double tol) {
     __shared__ double s_acc[B];
+    __shared__ u32 s_sqw[1 + B];  // this block's sqw counters: its own items are all it sweeps
     const int warp = threadIdx.x / W, lane = threadIdx.x % W;
     const long long total = (long long)R.ns * R.stride;
+    if (threadIdx.x <= B) s_sqw[threadIdx.x] = 0u;
     for (long long base = (long long)blockIdx.x * B; base < total; base += (long long)gridDim.x * B) {
         const int u = (int)(base + warp), v = u < total ? gj_vertex<MANY>(R, u) : n, row = u - v;
         const bool real = v < n;  // rows are padded to `stride`: the padding does nothing
@@ -199,13 +201,19 @@ __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, 
             nr = (T)((double)ru + acc);
             r[u] = nr;
             msg2[u] = (T)0;
-            if (acc > 0.0) gj_add_slot(sqw, nb, u, RED_B, RED_W);
+            if (acc > 0.0 && sqw != nullptr) {  // item u is this block's slot (u / B) % nb, warp u % B
+                s_sqw[1 + warp] += RED_W;
+                atomicAdd(&s_sqw[0], RED_B);
+            }
             on = (double)nr > thr;
         }
         long long q = gj_append(on, &cnt[1]);
         if (on) gj_activate<T>(u, d, nr, q, front2, msg2, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
         __syncthreads();
     }
+    const int slot = threadIdx.x == 0 ? blockIdx.x : nb + blockIdx.x * B + threadIdx.x - 1;
+    if (sqw != nullptr && threadIdx.x <= B && s_sqw[threadIdx.x] != 0u)  // one add per counter, not per item
+        atomicAdd(&sqw[slot], s_sqw[threadIdx.x]);
 }
 // The last block to finish an iteration picks the next model (the hybrid: push when Psi < 0), writes its
 // trace row (model, Phi_rdw, Phi_sqw, frontier size, bounded) and moves the counters on. After a push,

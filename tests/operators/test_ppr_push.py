@@ -253,6 +253,24 @@ def test_gpu_hybrid_bounds_match_the_cpu():
         np.testing.assert_array_equal(trace[bounded, 1:3], want[bounded, 1:3])
 
 
+@pytest.mark.gpu
+def test_gpu_pull_statistics_match_the_cpu():
+    """Weights under which the hybrid always pulls: every row's Phi_sqw (the vertices that received
+    mass, counted by each block for its own vertices during the sweep) and frontier size equal the
+    CPU's; a second run repeats the first."""
+    from operators._ppr_push_gpu import solver
+
+    g = graphs.rmat(11, seed=5, device="cpu")
+    model = CostModel(1000.0, 0.0, 0.0, blocks=16)  # Psi = 1000 Phi_rdw >= 0: pull every time
+    it, want = _hybrid_trace(g, model, 1e-7)
+    assert (want[:, 0] == PULL).all() and it > 10
+    run = solver(g.to("gpu"), HYBRID, 0.8, 1e-7, np.float64, model)
+    for _ in range(2):
+        _, got, models, _ = run([0], 10**6)
+        assert got == it and models == "L" * it
+        np.testing.assert_array_equal(run.last_trace[:, [0, 2, 3]], want[:, [0, 2, 3]])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_montecarlo_within_its_standard_deviation(device):
     g = graphs.rmat(8, seed=9, device=device)
