@@ -76,16 +76,17 @@ def _pull_sweep(tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dmass):
 
 
 @nb.njit(cache=True)
-def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weights, layout, static, light, p,
-          r, trace):  # fmt: skip
+def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weights, layout, static, degrees,
+          p, r, trace):  # fmt: skip
     """Run to an empty active set; returns (iterations, 0) or (max_iter, 1) when it ran out.
 
     ``weights`` = (l1, l2, l3), ``layout`` = (blocks, warps, lanes), ``static`` = (blk, wrp, Phi_rdr)
     of the pull sweep. ``trace[k]`` gets (model, Phi_rdw, Phi_sqw, |A_k|, bounded) of iteration k.
-    After a push the hybrid bounds Phi_rdw from above (``rdw_bound``, with ``light`` from
-    ``_ppr_cost.light_degree``) and Phi_sqw from below (by Phi_rdr). Where that gives Psi < 0 push is
-    certain, and the row holds the two bounds with bounded = 1, unless the GPU's merge counted the
-    statistics anyway (after a pull, or after a push whose bound failed): as the GPU decides.
+    After a push the hybrid bounds Phi_rdw from above (``rdw_bound``; ``degrees`` = (light, the
+    largest out-degree), light from ``_ppr_cost.light_degree``) and Phi_sqw from below (by Phi_rdr).
+    Where that gives Psi < 0 push is certain, and the row holds the two bounds with bounded = 1,
+    unless the GPU's merge counted the statistics anyway (after a pull, or after a push whose bound
+    failed): as the GPU decides.
     """
     n = deg.size
     nblocks, warps, lanes = layout
@@ -108,7 +109,7 @@ def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weigh
     if deg[s] > 0:
         msg[s] = alpha / deg[s]
     it = heavy = 0
-    dmax = deg.max() if n else 0
+    light, dmax = degrees
     pushed = counted = False  # after a push, and unless the statistics were counted (see above)
     while f > 0:
         if it >= max_iter:

@@ -233,7 +233,8 @@ def _cpu_solver(G, mode, alpha, tol, cost):
     static = G.derived(f"ppr_pull_static_{cost}", lambda g: pull_static(np.diff(tptr), cost))
     weights = np.array([cost.l1, cost.l2, cost.l3])
     layout = (cost.blocks, cost.warps, cost.lanes)
-    light = light_degree(cost, static[2], int(deg.max(initial=0)))
+    dmax = int(deg.max(initial=0))
+    degrees = (light_degree(cost, static[2], dmax), dmax)
 
     def run(sources, limit):  # one source at a time
         s = int(sources[0])
@@ -241,7 +242,7 @@ def _cpu_solver(G, mode, alpha, tol, cost):
         r = np.zeros(G.n)
         trace = np.zeros((4096, 5))
         it, out = solve(G.indptr, G.indices, tptr, tind, deg, s, alpha, tol, mode, limit, weights, layout,
-                        static, light, p, r, trace)  # fmt: skip
+                        static, degrees, p, r, trace)  # fmt: skip
         models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
         return p[None, :], (None if out else it), models, [float(r.sum())]
 

@@ -84,7 +84,7 @@ def test_solver_statistics_follow_the_reference():
     trace = np.zeros((200, 5))
     p, r = np.zeros(g.n), np.zeros(g.n)
     it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-6, PUSH, 10**6,
-                    np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), -1, p, r,
+                    np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), (-1, 0), p, r,
                     trace)  # fmt: skip
     ref_p, _, history = _push_reference(g, 0, 0.8, 1e-6)
     assert out == 0 and it == len(history)
@@ -103,9 +103,9 @@ def _hybrid_trace(g, model, tol):
     trace = np.zeros((500, 5))
     weights, layout = np.array([model.l1, model.l2, model.l3]), (model.blocks, model.warps, model.lanes)
     static = pull_static(np.diff(tr.indptr), model)
-    light = light_degree(model, static[2], int(deg.max()))
+    degrees = (light_degree(model, static[2], int(deg.max())), int(deg.max()))
     it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, tol, HYBRID, 10**6, weights,
-                    layout, static, light, np.zeros(g.n), np.zeros(g.n), trace)  # fmt: skip
+                    layout, static, degrees, np.zeros(g.n), np.zeros(g.n), trace)  # fmt: skip
     assert out == 0
     return it, trace[:it]
 
@@ -198,9 +198,9 @@ def test_hybrid_decisions_follow_psi_and_switch():
     static = pull_static(np.diff(tr.indptr), model)
     trace = np.zeros((500, 5))
     p, r = np.zeros(g.n), np.zeros(g.n)
-    light = light_degree(model, static[2], int(deg.max()))
+    degrees = (light_degree(model, static[2], int(deg.max())), int(deg.max()))
     it, _ = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-9, HYBRID, 10**6,
-                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, light, p, r, trace)  # fmt: skip
+                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, degrees, p, r, trace)  # fmt: skip
     chosen = trace[:it, 0].astype(int)
     for k in range(it):
         assert chosen[k] == model.choose(trace[k, 1], static[2], trace[k, 2])
