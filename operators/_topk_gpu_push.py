@@ -94,6 +94,16 @@ __device__ __forceinline__ long long gj_block_scan(long long x, long long* total
     __syncthreads();
     return excl;
 }
+__device__ __forceinline__ double gj_block_sum(double x) {  // every thread gets the block's sum
+    __shared__ double s_part[32];
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if ((threadIdx.x & 31) == 0) s_part[threadIdx.x >> 5] = x;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += s_part[w];
+    __syncthreads();
+    return total;
+}
 """
 
 PERSISTENT_CUDA = r"""

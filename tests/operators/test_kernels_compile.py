@@ -56,7 +56,7 @@ SOURCES = [
         ("gj_query_clear", "gj_query_start"),
     ),
     ("topk-round-top", _topk_gpu_select.ROUND_TOP_KERNEL, ("gj_round_top",)),
-    ("topk-estimate", _topk_gpu_estimate.ESTIMATE_KERNELS, ("gj_compute_ppr",)),
+    ("topk-estimate", _topk_gpu_estimate.ESTIMATE_SOURCE, ("gj_compute_ppr", "gj_compute_big")),
     (
         "topk-bound",
         _topk_gpu_bound.BOUND_SOURCE,
