@@ -17,7 +17,7 @@ from graphs._device import get_kernel, import_cupy
 from ._topk_gpu_bound import BY_VERTEX_H, bound_smem_plan, segment_count, select_and_bound_gpu
 from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
-from ._topk_gpu_push import list_seen, persistent_blocks, push_persistent
+from ._topk_gpu_push import VERTEX_CUDA, list_seen, persistent_blocks, push_persistent
 from ._topk_gpu_select import round_top
 
 THREADS = 256
@@ -25,27 +25,31 @@ THREADS = 256
 DENSE_CLEAR = 16
 QUERY_CUDA = r"""
 // the previous query's state: its touched vertices, or every vertex in order once they are more than
-// n / DENSE_CLEAR (scattered writes of 20 bytes cost a few times sequential ones)
-extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, long long n, double* r,
-        double* pi0, int* mark, unsigned char* seen) {
+// n / DENSE_CLEAR (scattered writes cost a few times sequential ones). In order, each record is written
+// whole (its threshold from thr32): a warp then covers whole sectors, which written in part would first
+// be read from memory (that took the dense clear from 0.14 to 0.26-0.32 ms at R-MAT 24)
+extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, long long n, gj_vertex* vs,
+        const float* thr32, double* pi0, unsigned char* seen) {
     const long long t = *ntouched, step = (long long)gridDim.x * blockDim.x;
     const long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool dense = t * DENSE_CLEAR > n;
     for (long long i = i0; i < (dense ? n : t); i += step) {
         const int u = dense ? (int)i : touched[i];
-        r[u] = 0.0; pi0[u] = 0.0; mark[u] = 0; seen[u] = 0;
+        if (dense) reinterpret_cast<int4*>(vs)[u] = make_int4(0, 0, __float_as_int(thr32[u]), 0);
+        else { vs[u].r = 0.0; vs[u].mark = 0; }
+        pi0[u] = 0.0; seen[u] = 0;
     }
 }
 
-extern "C" __global__ void gj_query_start(int s, double* r, unsigned char* seen, int* touched, int* counts,
-        unsigned long long* stats) {
-    r[s] = 1.0; seen[s] = 1; touched[0] = s;
+extern "C" __global__ void gj_query_start(int s, gj_vertex* vs, unsigned char* seen, int* touched,
+        int* counts, unsigned long long* stats) {
+    vs[s].r = 1.0; seen[s] = 1; touched[0] = s;
     for (int i = 0; i < 8; ++i) counts[i] = 0;
     counts[3] = 1;
     stats[0] = stats[1] = stats[2] = 0;
 }
 """
-QUERY_KERNELS = f"#define DENSE_CLEAR {DENSE_CLEAR}\n" + QUERY_CUDA
+QUERY_KERNELS = f"#define DENSE_CLEAR {DENSE_CLEAR}\n" + VERTEX_CUDA + QUERY_CUDA
 
 
 def _kernel(name):
@@ -74,9 +78,12 @@ class GPUQuery:
         self.thr = {True: deg1 * a["beta"], False: deg1}
         self.has_big = bool(n) and int(deg.max()) > BIG_DEGREE
         self.inv_omega = 1.0 / a["omega"].astype(cp.float64)
-        self.r = cp.zeros(n, dtype=cp.float64)
+        # gj_vertex records (residue, float threshold, flags); ``r`` views the residues for CuPy code
+        self.state = cp.zeros(2 * n, dtype=cp.float64)
+        self.r = self.state[0::2]
+        self.thr32 = cp.zeros(n, dtype=cp.float32)  # the records' thresholds, for the dense clear
+        self.adaptive = None  # which thresholds they are
         self.pi0 = cp.zeros(n, dtype=cp.float64)
-        self.mark = cp.zeros(n, dtype=cp.int32)
         self.seen = cp.zeros(n, dtype=cp.uint8)  # received a push: the touched list is rebuilt from it
         self.touched = cp.empty(n, dtype=cp.int32)
         self.front = cp.empty((2, n), dtype=cp.int32)
@@ -102,6 +109,18 @@ class GPUQuery:
         self.launches = 0
         self.record = np.zeros(6)
 
+    def load_thresholds(self, adaptive: bool) -> None:
+        """Write d_out(v) beta(v) (``adaptive``) or d_out(v) into the records as floats rounded toward
+        zero: a push then leaves every residue at most the double threshold times r_max."""
+        if self.adaptive == adaptive:
+            return
+        cp = import_cupy()
+        thr = self.thr[adaptive]
+        low = thr.astype(cp.float32)
+        self.thr32[:] = cp.where(low.astype(cp.float64) > thr, cp.nextafter(low, cp.float32(0)), low)
+        self.state.view(cp.float32)[2::4] = self.thr32
+        self.adaptive = adaptive
+
     def ntouched(self) -> int:
         return int(self.counts[3])
 
@@ -110,10 +129,18 @@ class GPUQuery:
         _kernel("gj_query_clear")(
             (self.sm_blocks * 4,),
             (THREADS,),
-            (self.touched, self.counts[3:], np.int64(self.r.size), self.r, self.pi0, self.mark, self.seen),
+            (
+                self.touched,
+                self.counts[3:],
+                np.int64(self.r.size),
+                self.state,
+                self.thr32,
+                self.pi0,
+                self.seen,
+            ),
         )
         _kernel("gj_query_start")(
-            (1,), (1,), (np.int32(s), self.r, self.seen, self.touched, self.counts, self.stats)
+            (1,), (1,), (np.int32(s), self.state, self.seen, self.touched, self.counts, self.stats)
         )
 
     def push(self, rmax: float, *, adaptive: bool, tiling: bool, persistent: bool) -> None:

@@ -57,7 +57,7 @@ __device__ __forceinline__ void gj_add_lists(double w, long long f, long long le
 }
 // by_vertex: est_h was zeroed before the launch; otherwise this zeroes it for gj_bound_entries
 extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouched, const double* pi0,
-        double tau, const int* h_index, int exclude_h, int* cand, int* ncand, const double* r,
+        double tau, const int* h_index, int exclude_h, int* cand, int* ncand, const gj_vertex* vs,
         const double* inv_omega, const int* ret, const long long* hptr, const int* h_end, const int* h_freq,
         int nh, int by_vertex, double* est_h, double* wv, long long* first, long long* off,
         long long* seg_entries, double* seg_back) {
@@ -75,7 +75,7 @@ extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouche
         if (i < hi) {
             const int v = touched[i];
             if (pi0[v] >= tau && !(exclude_h && h_index[v] >= 0)) gj_append(cand, ncand, v);
-            const double rv = r[v];
+            const double rv = vs[v].r;
             if (rv > 0.0) { w = rv * inv_omega[v]; back += w * ret[v]; f = hptr[v]; len = hptr[v + 1] - f; }
         }
         if (by_vertex) {
@@ -172,8 +172,8 @@ def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
     get_kernel(BOUND_SOURCE, "gj_round_lists")(
         (segments,), (256,),
         (q.touched, nt, q.pi0, np.float64(tau), a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:],
-         q.r, q.inv_omega, a["ret"], a["hptr"], a["h_end"], a["h_freq"], np.int32(nh), np.int32(by_vertex),
-         q.est_h, q.bigval, q.shift, q.off, q.seg_entries, q.seg_back),
+         q.state, q.inv_omega, a["ret"], a["hptr"], a["h_end"], a["h_freq"], np.int32(nh),
+         np.int32(by_vertex), q.est_h, q.bigval, q.shift, q.off, q.seg_entries, q.seg_back),
     )  # fmt: skip
     if by_vertex:
         return

@@ -10,19 +10,19 @@ from graphs._device import get_kernel, import_cupy
 from graphs._mix import MIX_CUDA
 
 from ._irw import WALK_CUDA
-from ._topk_gpu_push import SCAN_CUDA
+from ._topk_gpu_push import SCAN_CUDA, VERTEX_CUDA
 
 BIG_STEPS = 32  # a tile's steps over one start list, beyond which a block takes the list
 
 ESTIMATE_KERNELS = r"""
 // the walks of vertex t's start list [lo, hi) that a thread of `step` takes from lo + first
 __device__ __forceinline__ double gj_irw_sum(long long lo, long long hi, long long f0, long long nf,
-        long long first, int step, const int* starts, const int* freqs, const double* r,
+        long long first, int step, const int* starts, const int* freqs, const gj_vertex* vs,
         const double* inv_omega) {
     double acc = 0.0;
     for (long long j = lo + first; j < hi; j += step) {
         int v = starts[j];
-        double rv = r[v];
+        double rv = vs[v].r;
         if (rv > 0.0) acc += rv * inv_omega[v] * (j - lo < nf ? (double)freqs[f0 + j - lo] : 1.0);
     }
     return acc;
@@ -33,7 +33,7 @@ __device__ __forceinline__ double gj_irw_sum(long long lo, long long hi, long lo
 // take all of it alone while the rest of the grid waits.
 extern "C" __global__ void gj_compute_ppr(const int* cand, int* counts, int offset, int tsize,
         long long big_list, int* big, const long long* ip1, const int* starts, const long long* ip2,
-        const int* freqs, const double* r, const double* inv_omega, const double* pi0, const int* h_index,
+        const int* freqs, const gj_vertex* vs, const double* inv_omega, const double* pi0, const int* h_index,
         const double* est_h, double* out) {
     const int tl = threadIdx.x % tsize, per_warp = 32 / tsize;
     const long long count = offset + (long long)counts[0];
@@ -46,7 +46,7 @@ extern "C" __global__ void gj_compute_ppr(const int* cand, int* counts, int offs
         if (c < count) {
             const long long lo = ip1[t], hi = ip1[t + 1], f0 = ip2[t];
             if (hi - lo <= big_list)
-                acc = gj_irw_sum(lo, hi, f0, ip2[t + 1] - f0, tl, tsize, starts, freqs, r, inv_omega);
+                acc = gj_irw_sum(lo, hi, f0, ip2[t + 1] - f0, tl, tsize, starts, freqs, vs, inv_omega);
             else if (tl == 0) big[atomicAdd(&counts[1], 1)] = (int)c;
         }
         for (int o = tsize / 2; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o, tsize);
@@ -55,19 +55,19 @@ extern "C" __global__ void gj_compute_ppr(const int* cand, int* counts, int offs
 }
 // the long start lists of gj_compute_ppr, a block each, added to what it wrote
 extern "C" __global__ void gj_compute_big(const int* cand, const int* counts, const int* big,
-        const long long* ip1, const int* starts, const long long* ip2, const int* freqs, const double* r,
+        const long long* ip1, const int* starts, const long long* ip2, const int* freqs, const gj_vertex* vs,
         const double* inv_omega, double* out) {
     for (int i = blockIdx.x; i < counts[1]; i += gridDim.x) {  // block-uniform
         const int c = big[i], t = cand[c];
         const long long lo = ip1[t], f0 = ip2[t];
         double acc = gj_irw_sum(lo, ip1[t + 1], f0, ip2[t + 1] - f0, threadIdx.x, blockDim.x, starts, freqs,
-                                r, inv_omega);
+                                vs, inv_omega);
         acc = gj_block_sum(acc);
         if (threadIdx.x == 0) out[c] += acc;
     }
 }
 """
-ESTIMATE_SOURCE = SCAN_CUDA + ESTIMATE_KERNELS
+ESTIMATE_SOURCE = VERTEX_CUDA + SCAN_CUDA + ESTIMATE_KERNELS
 FALLBACK_KERNEL = (
     MIX_CUDA
     + WALK_CUDA
@@ -94,7 +94,7 @@ def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
     start lists longer than ``BIG_STEPS`` steps of a tile are summed by a block each afterwards."""
     a = q.index.arrays
     big_list = BIG_STEPS * tsize if tsize > 1 else np.iinfo(np.int64).max
-    lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], q.r, q.inv_omega)
+    lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], q.state, q.inv_omega)
     get_kernel(ESTIMATE_SOURCE, "gj_compute_ppr")(
         (q.sm_blocks * 4,), (256,),
         (ids, q.counts[6:], np.int32(offset), np.int32(tsize), np.int64(big_list), q.big, *lists, q.pi0,

@@ -17,11 +17,11 @@ BIG_DEGREE = 8192
 LAUNCHES = 8  # frontier launches between two host reads of the frontier size
 
 FRONTIER_CUDA = r"""
-#define GJ_PUSH_ARGS const long long* indptr, const int* indices, const double* thr, double rmax, int s, \
-    double alpha, double* r, double* pi0, int* mark, unsigned char* seen, const int* front, \
+#define GJ_PUSH_ARGS const long long* indptr, const int* indices, double rmax, int s, \
+    double alpha, gj_vertex* vs, double* pi0, unsigned char* seen, const int* front, \
     const int* fcount, int* next, int* ncount, int* zero_count, int* big, double* bigval, int* nbig, \
     int* zero_big, unsigned long long* pushes
-#define GJ_PUSH_REST r, thr, rmax, mark, seen, next, ncount
+#define GJ_PUSH_REST vs, rmax, seen, next, ncount
 
 extern "C" __global__ void gj_afp_push_tiles(GJ_PUSH_ARGS) {
     __shared__ long long s_start[GJ_T];
@@ -36,7 +36,7 @@ extern "C" __global__ void gj_afp_push_tiles(GJ_PUSH_ARGS) {
         if (i < count) {
             int u = front[i];
             long long d;
-            double val = gj_claim(u, s, alpha, r, pi0, mark, indptr, thr, rmax, seen, next, ncount, &d);
+            double val = gj_claim(u, s, alpha, vs, pi0, indptr, rmax, seen, next, ncount, &d);
             if (d > BIG_DEGREE) {
                 int j = atomicAdd(nbig, 1);
                 big[j] = u; bigval[j] = val;
@@ -81,7 +81,7 @@ extern "C" __global__ void gj_afp_push_threads(GJ_PUSH_ARGS) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         int u = front[i];
         long long d;
-        double val = gj_claim(u, s, alpha, r, pi0, mark, indptr, thr, rmax, seen, next, ncount, &d);
+        double val = gj_claim(u, s, alpha, vs, pi0, indptr, rmax, seen, next, ncount, &d);
         for (long long e = indptr[u]; e < indptr[u] + d; ++e) gj_push_one(indices[e], val, GJ_PUSH_REST);
     }
 }
@@ -95,10 +95,10 @@ extern "C" __global__ void gj_afp_push_big(GJ_PUSH_ARGS) {
     }
 }
 
-extern "C" __global__ void gj_afp_frontier(const int* touched, const int* ntouched, const double* r,
-        const double* thr, double rmax, int* mark, int* next, int* ncount) {
+extern "C" __global__ void gj_afp_frontier(const int* touched, const int* ntouched, gj_vertex* vs,
+        double rmax, int* next, int* ncount) {
     for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < *ntouched; i += gridDim.x * blockDim.x)
-        gj_regenerate(i, touched, r, thr, rmax, mark, next, ncount);
+        gj_regenerate(i, touched, vs, rmax, next, ncount);
 }
 """
 FRONTIER_KERNELS = f"#define TSIZE {TSIZE}\n#define BIG_DEGREE {BIG_DEGREE}\n" + PUSH_DEVICE + FRONTIER_CUDA
@@ -106,7 +106,8 @@ FRONTIER_KERNELS = f"#define TSIZE {TSIZE}\n#define BIG_DEGREE {BIG_DEGREE}\n" +
 
 def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
     """The round's push, a launch per frontier (``q`` is the GPUQuery)."""
-    g, thr, c = q.index.graph, q.thr[adaptive], q.counts
+    g, c = q.index.graph, q.counts
+    q.load_thresholds(adaptive)
 
     def kernel(name):
         return get_kernel(FRONTIER_KERNELS, name)
@@ -114,15 +115,15 @@ def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
     grid = (q.sm_blocks * 4,)
     c[:3] = 0
     c[4:6] = 0
-    args = (q.touched, c[3:], q.r, thr, rmax, q.mark, q.front[0], c)
+    args = (q.touched, c[3:], q.state, rmax, q.front[0], c)
     kernel("gj_afp_frontier")(grid, (THREADS,), args)
     push = kernel("gj_afp_push_tiles" if tiling else "gj_afp_push_threads")
     i = 0
     while int(c[i % 3]):  # a host sync per LAUNCHES iterations; empty frontiers cost a launch
         for _ in range(LAUNCHES):
             args = (
-                g.indptr, g.indices, thr, rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.r, q.pi0,
-                q.mark, q.seen, q.front[i % 2], c[i % 3 :], q.front[(i + 1) % 2], c[(i + 1) % 3 :],
+                g.indptr, g.indices, rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.state, q.pi0,
+                q.seen, q.front[i % 2], c[i % 3 :], q.front[(i + 1) % 2], c[(i + 1) % 3 :],
                 c[(i + 2) % 3 :], q.big, q.bigval, c[4 + i % 2 :], c[4 + (i + 1) % 2 :], q.stats,
             )  # fmt: skip
             push(grid, (THREADS,), args)

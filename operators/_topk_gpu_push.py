@@ -27,7 +27,16 @@ from graphs._device import get_kernel, import_cupy, resident_blocks
 
 THREADS = 256
 
-PUSH_DEVICE = r"""
+VERTEX_CUDA = r"""
+// a vertex's query state in one 16-byte record, so that a pushed edge reads one random sector (in three
+// arrays the push took 1.35-1.38x as long at R-MAT 24): its residue, its push threshold d_out(v) beta(v)
+// as a float rounded down (GPUQuery.load_thresholds) and its flags (bit 0: next frontier, 1: touched)
+struct __align__(16) gj_vertex { double r; float thr; int mark; };
+"""
+
+PUSH_DEVICE = (
+    VERTEX_CUDA
+    + r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 #define GJ_T 256
@@ -37,36 +46,37 @@ __device__ __forceinline__ void gj_append(int* list, int* count, int value) {
     if (g.thread_rank() == 0) base = atomicAdd(count, (int)g.size());
     list[g.shfl(base, 0) + (int)g.thread_rank()] = value;
 }
-__device__ __forceinline__ void gj_push_one(int w, double inc, double* r, const double* thr, double rmax,
-        int* mark, unsigned char* seen, int* next, int* ncount) {
-    double now = atomicAdd(&r[w], inc) + inc;
-    int m = *((volatile int*)&mark[w]);
-    if (!(m & 2)) { atomicOr(&mark[w], 2); seen[w] = 1; }  // no result read: a fire-and-forget reduction
-    if (!(m & 1) && now > thr[w] * rmax && !(atomicOr(&mark[w], 1) & 1)) gj_append(next, ncount, w);
+__device__ __forceinline__ void gj_push_one(int w, double inc, gj_vertex* vs, double rmax,
+        unsigned char* seen, int* next, int* ncount) {
+    double now = atomicAdd(&vs[w].r, inc) + inc;
+    int m = *((volatile int*)&vs[w].mark);
+    if (!(m & 2)) { atomicOr(&vs[w].mark, 2); seen[w] = 1; }  // no result read: a fire-and-forget reduction
+    if (!(m & 1) && now > vs[w].thr * rmax && !(atomicOr(&vs[w].mark, 1) & 1)) gj_append(next, ncount, w);
 }
 // claim frontier vertex u: its reserve grows, returns alpha * r(u) / d_out; a dangling vertex's share
 // goes to s, or to *dangling when given (added to s once every claim of the frontier is done)
-__device__ __forceinline__ double gj_claim(int u, int s, double alpha, double* r, double* pi0, int* mark,
-        const long long* indptr, const double* thr, double rmax, unsigned char* seen, int* next, int* ncount,
-        long long* deg, double* dangling = nullptr) {
-    atomicAnd(&mark[u], ~1);
-    double ru = __longlong_as_double((long long)atomicExch((unsigned long long*)&r[u], 0ULL));
+__device__ __forceinline__ double gj_claim(int u, int s, double alpha, gj_vertex* vs, double* pi0,
+        const long long* indptr, double rmax, unsigned char* seen, int* next, int* ncount, long long* deg,
+        double* dangling = nullptr) {
+    atomicAnd(&vs[u].mark, ~1);
+    double ru = __longlong_as_double((long long)atomicExch((unsigned long long*)&vs[u].r, 0ULL));
     pi0[u] += (1.0 - alpha) * ru;
     *deg = indptr[u + 1] - indptr[u];
     if (*deg == 0) {
         if (dangling) atomicAdd(dangling, alpha * ru);
-        else gj_push_one(s, alpha * ru, r, thr, rmax, mark, seen, next, ncount);
+        else gj_push_one(s, alpha * ru, vs, rmax, seen, next, ncount);
         return 0.0;
     }
     return alpha * ru / (double)*deg;
 }
 // touched vertices above their threshold join the frontier (a round's first frontier)
-__device__ __forceinline__ void gj_regenerate(long long i, const int* touched, const double* r,
-        const double* thr, double rmax, int* mark, int* next, int* ncount) {
+__device__ __forceinline__ void gj_regenerate(long long i, const int* touched, gj_vertex* vs, double rmax,
+        int* next, int* ncount) {
     int u = touched[i];
-    if (r[u] > thr[u] * rmax && !(atomicOr(&mark[u], 1) & 1)) gj_append(next, ncount, u);
+    if (vs[u].r > vs[u].thr * rmax && !(atomicOr(&vs[u].mark, 1) & 1)) gj_append(next, ncount, u);
 }
 """
+)
 
 SCAN_CUDA = r"""
 __device__ __forceinline__ long long gj_warp_incl(long long x) {
@@ -110,8 +120,8 @@ PERSISTENT_CUDA = r"""
 // Every frontier of one round in one cooperative launch (grid-wide barriers between the steps).
 // fcount[0..1]: the two frontiers' sizes, [3] the touched list's; stats[0..2] += pushes, frontiers, edges.
 extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(const long long* indptr,
-        const int* indices, const double* thr, double rmax, int s, double alpha, double* r, double* pi0,
-        int* mark, const int* touched, unsigned char* seen, int* front, long long n, int* fcount, double* val,
+        const int* indices, double rmax, int s, double alpha, gj_vertex* vs, double* pi0,
+        const int* touched, unsigned char* seen, int* front, long long n, int* fcount, double* val,
         long long* off, long long* shift, long long* bsum, double* dangling, unsigned long long* stats) {
     cg::grid_group grid = cg::this_grid();
     __shared__ long long s_start[MAX_BLOCKS + 1];
@@ -120,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
     grid.sync();
     const int nt0 = fcount[3];  // the touched list's length (GPUQuery.counts)
     for (long long i = tid; i < nt0; i += nthreads)
-        gj_regenerate(i, touched, r, thr, rmax, mark, front, fcount);
+        gj_regenerate(i, touched, vs, rmax, front, fcount);
     grid.sync();
     unsigned long long pushes = 0, frontiers = 0, edge_count = 0;
     for (int cur = 0;; cur ^= 1) {
@@ -133,8 +143,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
         long long mine = 0, btotal;
         for (int i = lo; i < hi; ++i) {
             long long d;
-            val[i] = gj_claim(fr[i], s, alpha, r, pi0, mark, indptr, thr, rmax, seen, nx, ncount, &d,
-                              dangling);
+            val[i] = gj_claim(fr[i], s, alpha, vs, pi0, indptr, rmax, seen, nx, ncount, &d, dangling);
             off[i] = d;
             mine += d;
         }
@@ -153,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
             fcount[cur] = 0;  // read by every thread before the barrier; the next frontier but one
             const double x = *dangling;  // after s's own claim, whatever the threads' order
             *dangling = 0.0;
-            if (x > 0.0) gj_push_one(s, x, r, thr, rmax, mark, seen, nx, ncount);
+            if (x > 0.0) gj_push_one(s, x, vs, rmax, seen, nx, ncount);
         }
         {  // every block numbers the blocks' edges: s_start[b] = edges of the blocks before b
             const int nb = gridDim.x, each = (nb + GJ_T - 1) / GJ_T;
@@ -193,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
                     z = min(a + bper, F);
                 }
                 while (a + 1 < z && off[a + 1] <= e - blo) ++a;
-                gj_push_one(indices[shift[a] + e - blo], val[a], r, thr, rmax, mark, seen, nx, ncount);
+                gj_push_one(indices[shift[a] + e - blo], val[a], vs, rmax, seen, nx, ncount);
             }
         }
         pushes += F;
@@ -227,10 +236,10 @@ def persistent_blocks(streams: int = 1) -> int:
 def push_persistent(q, rmax: float, adaptive: bool) -> None:
     """The round's push, every frontier in one cooperative launch (``q`` is the GPUQuery)."""
     g = q.index.graph
+    q.load_thresholds(adaptive)
     args = (
-        g.indptr, g.indices, q.thr[adaptive], rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.r,
-        q.pi0, q.mark, q.touched, q.seen, q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum,
-        q.dangling, q.stats,
+        g.indptr, g.indices, rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.state, q.pi0, q.touched,
+        q.seen, q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
     )  # fmt: skip
     persistent_kernel()((q.blocks,), (THREADS,), args)
 

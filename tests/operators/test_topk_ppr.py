@@ -329,6 +329,31 @@ def test_gpu_touched_list_from_seen_flags(n, share):
 
 
 @pytest.mark.gpu
+def test_gpu_vertex_records_hold_thresholds_rounded_down(rmat13):
+    """Each vertex's 16-byte record holds its residue, its threshold as the largest float not above
+    the double one (adaptive or not, rewritten only on a switch) and its flags; a query's start
+    zeroes residues and flags but keeps the thresholds."""
+    import cupy as cp
+
+    from operators._topk_gpu import GPUQuery
+
+    q = GPUQuery(build_ppr_index(rmat13.to("gpu"), seed=2))
+    floats, flags = q.state.view(cp.float32)[2::4], q.state.view(cp.int32)[3::4]
+    for adaptive in (True, False, True):
+        q.load_thresholds(adaptive)
+        want, got = q.thr[adaptive].get(), floats.get().astype(np.float64)
+        below = np.nextafter(floats.get(), np.float32(np.inf)).astype(np.float64)
+        assert (got <= want).all() and (below > want).all() and (got < want).any() == adaptive
+    q.r[:] = 0.5  # as if the last query had touched every vertex
+    flags[:] = 3
+    q.touched[:] = cp.arange(rmat13.n, dtype=cp.int32)
+    q.counts[3] = rmat13.n
+    q.start(7)
+    assert q.r.get().sum() == 1.0 and q.r.get()[7] == 1.0 and not flags.get().any()
+    np.testing.assert_array_equal(floats.get(), got.astype(np.float32))
+
+
+@pytest.mark.gpu
 def test_gpu_push_schedules_agree(rmat13):
     """The persistent push and the paper's launch per frontier answer alike."""
     idx = build_ppr_index(rmat13.to("gpu"), seed=9)
