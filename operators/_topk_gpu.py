@@ -74,8 +74,6 @@ class GPUQuery:
         n = g.n
         self.index = index
         deg = cp.diff(g.indptr)
-        deg1 = cp.maximum(deg, 1).astype(cp.float64)
-        self.thr = {True: deg1 * a["beta"], False: deg1}
         self.has_big = bool(n) and int(deg.max()) > BIG_DEGREE
         self.inv_omega = 1.0 / a["omega"].astype(cp.float64)
         # gj_vertex records (residue, float threshold, flags); ``r`` views the residues for CuPy code
@@ -109,13 +107,19 @@ class GPUQuery:
         self.launches = 0
         self.record = np.zeros(6)
 
+    def thresholds(self, adaptive: bool):
+        """The push thresholds in double: d_out(v) beta(v) (``adaptive``) or d_out(v), at least 1."""
+        cp = import_cupy()
+        deg1 = cp.maximum(cp.diff(self.index.graph.indptr), 1).astype(cp.float64)
+        return deg1 * self.index.arrays["beta"] if adaptive else deg1
+
     def load_thresholds(self, adaptive: bool) -> None:
-        """Write d_out(v) beta(v) (``adaptive``) or d_out(v) into the records as floats rounded toward
-        zero: a push then leaves every residue at most the double threshold times r_max."""
+        """Write ``thresholds(adaptive)`` into the records as floats rounded toward zero: a push then
+        leaves every residue at most the double threshold times r_max."""
         if self.adaptive == adaptive:
             return
         cp = import_cupy()
-        thr = self.thr[adaptive]
+        thr = self.thresholds(adaptive)
         low = thr.astype(cp.float32)
         self.thr32[:] = cp.where(low.astype(cp.float64) > thr, cp.nextafter(low, cp.float32(0)), low)
         self.state.view(cp.float32)[2::4] = self.thr32

@@ -296,7 +296,7 @@ def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent, bl
             q.push(rmax, adaptive=True, tiling=True, persistent=persistent)
             r, pi0 = q.r.get(), q.pi0.get()
             assert abs(r.sum() + pi0.sum() - 1.0) < 1e-9 and (r >= 0).all() and (pi0 >= 0).all()
-            assert (r <= q.thr[True].get() * rmax * (1 + 1e-12)).all()
+            assert (r <= q.thresholds(True).get() * rmax * (1 + 1e-12)).all()
             touched = q.touched[: q.ntouched()].get()
             assert (np.diff(touched) > 0).all()  # once each, in vertex order
             assert set(np.flatnonzero((r > 0) | (pi0 > 0))) <= set(touched.tolist())
@@ -341,7 +341,7 @@ def test_gpu_vertex_records_hold_thresholds_rounded_down(rmat13):
     floats, flags = q.state.view(cp.float32)[2::4], q.state.view(cp.int32)[3::4]
     for adaptive in (True, False, True):
         q.load_thresholds(adaptive)
-        want, got = q.thr[adaptive].get(), floats.get().astype(np.float64)
+        want, got = q.thresholds(adaptive).get(), floats.get().astype(np.float64)
         below = np.nextafter(floats.get(), np.float32(np.inf)).astype(np.float64)
         assert (got <= want).all() and (below > want).all() and (got < want).any() == adaptive
     q.r[:] = 0.5  # as if the last query had touched every vertex
