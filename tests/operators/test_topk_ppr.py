@@ -309,7 +309,7 @@ def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent, bl
 def test_gpu_touched_list_from_seen_flags(n, share):
     """``list_seen`` lists exactly the flagged vertices in vertex order (n % 16 != 0: the last word is
     read byte by byte), and the next query's start clears them (densely, or by the list when they are
-    fewer than n / 16)."""
+    fewer than n / DENSE_CLEAR)."""
     import cupy as cp
 
     from operators._topk_gpu import GPUQuery
