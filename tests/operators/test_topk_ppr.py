@@ -365,20 +365,31 @@ def test_gpu_push_schedules_agree(rmat13):
     np.testing.assert_allclose(a.ppr[:, :10], b.ppr[:, :10], rtol=0.02)
 
 
+@pytest.fixture(scope="module")
+def rmat16_gpu():
+    """A GPU index whose |H| = 65 makes H lists longer than a warp."""
+    return build_ppr_index(graphs.rmat(16, seed=3, device="gpu"), seed=2)
+
+
+def _pushed_query(idx):
+    """A GPU query from the source with the longest H list, pushed once at delta 1e-6; with the host
+    arrays of the index and the query's residues, reserves and touched list."""
+    from operators._topk_gpu import GPUQuery
+
+    q, a = GPUQuery(idx), _host(idx)
+    q.start(int(np.argmax(np.diff(a["hptr"]))))
+    q.push(idx.params.r_max(1e-6), adaptive=True, tiling=True, persistent=True)
+    return q, a, q.r.get(), q.pi0.get(), q.touched[: q.ntouched()].get()
+
+
 @pytest.mark.gpu
-def test_gpu_candidates_and_bound_reduction():
+def test_gpu_candidates_and_bound_reduction(rmat16_gpu):
     """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
     NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
     entries in shared memory or in global memory (when |H| would not fit), from any est_h."""
-    from operators._topk_gpu import GPUQuery
     from operators._topk_gpu_bound import select_and_bound_gpu
 
-    g = graphs.rmat(16, seed=3, device="gpu")  # |H| = 65: lists longer than a warp
-    idx = build_ppr_index(g, seed=2)
-    q, a = GPUQuery(idx), _host(idx)
-    q.start(int(np.argmax(np.diff(a["hptr"]))))  # the source with the longest list
-    q.push(idx.params.r_max(1e-6), adaptive=True, tiling=True, persistent=True)
-    r, pi0, touched = q.r.get(), q.pi0.get(), q.touched[: q.ntouched()].get()
+    q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
     v = np.flatnonzero(r > 0)
     lo, hi = a["hptr"][v], a["hptr"][v + 1]
     owner = np.repeat(np.arange(v.size), hi - lo)  # entry j of v's list is hptr[v] + j
@@ -410,20 +421,14 @@ def test_gpu_candidates_and_bound_reduction():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("steps", [1, 4, None], ids=["blocks", "tiles-and-blocks", "threads"])
-def test_gpu_estimates_sum_each_start_list(monkeypatch, steps):
+def test_gpu_estimates_sum_each_start_list(rmat16_gpu, monkeypatch, steps):
     """Alg. 6 on the GPU equals a NumPy sum over each listed vertex's start list (pi0, plus the walks
     of the starts with residue, plus the H part), whether a tile or a block (a list longer than
     BIG_STEPS steps of a tile) adds the list, or a thread (no tiling)."""
     import operators._topk_gpu_estimate as estimate
-    from operators._topk_gpu import GPUQuery
     from operators._topk_gpu_bound import select_and_bound_gpu
 
-    g = graphs.rmat(16, seed=3, device="gpu")
-    idx = build_ppr_index(g, seed=2)
-    q, a = GPUQuery(idx), _host(idx)
-    q.start(int(np.argmax(np.diff(a["hptr"]))))
-    q.push(idx.params.r_max(1e-6), adaptive=True, tiling=True, persistent=True)
-    r, pi0, touched = q.r.get(), q.pi0.get(), q.touched[: q.ntouched()].get()
+    q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
     select_and_bound_gpu(q, float(np.quantile(pi0[touched], 0.5)), True)
     listed = q.nh + int(q.counts[6])
     if steps:
