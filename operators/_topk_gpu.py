@@ -14,10 +14,17 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._topk_gpu_bound import BY_VERTEX_H, bound_smem_plan, segment_count, select_and_bound_gpu
+from ._topk_gpu_bound import (
+    BY_VERTEX_H,
+    bound_smem_plan,
+    round_constants,
+    segment_count,
+    select_and_bound_gpu,
+)
 from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
-from ._topk_gpu_push import VERTEX_CUDA, list_seen, persistent_blocks, push_persistent
+from ._topk_gpu_push import VERTEX_CUDA, persistent_blocks, push_persistent
+from ._topk_gpu_seen import list_seen
 from ._topk_gpu_select import round_top
 
 THREADS = 256
@@ -75,7 +82,8 @@ class GPUQuery:
         self.index = index
         deg = cp.diff(g.indptr)
         self.has_big = bool(n) and int(deg.max()) > BIG_DEGREE
-        self.inv_omega = 1.0 / a["omega"].astype(cp.float64)
+        self.constants = round_constants(index)
+        self.inv_omega = self.constants.inv_omega
         # gj_vertex records (residue, float threshold, flags); ``r`` views the residues for CuPy code
         self.state = cp.zeros(2 * n, dtype=cp.float64)
         self.r = self.state[0::2]

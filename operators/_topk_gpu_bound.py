@@ -18,6 +18,11 @@ candidates when pi0(s, v) >= tau (and, with H, is outside H). Then:
   does not fit). Block 0 sums the segments' returned mass in a fixed order. With few H vertices,
   contention on the shared copy makes this slower than the first way.
 
+What the pass reads is built once per index and shared by every stream's workspace
+(``round_constants``): each H entry is one 32-bit word, the H vertex in the low bits and the walks'
+count above (``pack_entries``; 8 bytes in two arrays before, and the pass at R-MAT 24 took 13% longer),
+and each start vertex's list start, length, 1 / omega(v) and returned walks sit in one 32-byte record.
+
 The float copy: a block's partial sum of one H vertex adds N positive terms, so it is within
 (N + 1) 2^-24 of its value (each term and each add rounded once); at R-MAT 24 the estimates were
 within 5e-7 of double's, where the walks' sampling error is around 1e-3. Its half size lets two
@@ -29,10 +34,12 @@ fixed point (native integer adds) ran alike: the pass waits on memory, not on it
 from __future__ import annotations
 
 import functools
+import threading
+from dataclasses import dataclass
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import array_module, get_kernel, import_cupy
 
 from ._topk_gpu_push import PUSH_DEVICE, SCAN_CUDA
 
@@ -42,25 +49,35 @@ BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its
 
 BOUND_CUDA = r"""
 // a lane adds its vertex's list, or the whole warp one of more than 32 entries (warp-uniform call)
-__device__ __forceinline__ void gj_add_lists(double w, long long f, long long len, const int* h_end,
-        const int* h_freq, double* est_h) {
+// an H entry is one word: the H vertex in the low `hbits` bits, the walks' count above (packed_entries)
+#define GJ_H(x) ((x) & ((1u << hbits) - 1u))
+#define GJ_FREQ(x) ((double)((x) >> hbits))
+__device__ __forceinline__ void gj_add_lists(double w, long long f, long long len, const unsigned* h_pack,
+        int hbits, double* est_h) {
     const unsigned full = 0xffffffffu;
     const bool shared = len > 32;
-    if (!shared) for (long long e = f; e < f + len; ++e) atomicAdd(&est_h[h_end[e]], w * h_freq[e]);
+    for (long long e = f; !shared && e < f + len; ++e) {
+        const unsigned x = h_pack[e];
+        atomicAdd(&est_h[GJ_H(x)], w * GJ_FREQ(x));
+    }
     for (unsigned many = __ballot_sync(full, shared); many; many &= many - 1) {
         const int src = __ffs(many) - 1;
         const long long f2 = __shfl_sync(full, f, src), n2 = __shfl_sync(full, len, src);
         const double w2 = __shfl_sync(full, w, src);
-        for (long long e = f2 + (threadIdx.x & 31); e < f2 + n2; e += 32)
-            atomicAdd(&est_h[h_end[e]], w2 * h_freq[e]);
+        for (long long e = f2 + (threadIdx.x & 31); e < f2 + n2; e += 32) {
+            const unsigned x = h_pack[e];
+            atomicAdd(&est_h[GJ_H(x)], w2 * GJ_FREQ(x));
+        }
     }
 }
+// what a round reads of a start vertex's H list, in one sector (bound_arrays): the list's first entry and
+// length, 1 / omega(v) and ret(v), its walks that returned to the source
+struct __align__(32) gj_hlist { long long first; double inv_omega; long long len; int ret; int pad; };
 // by_vertex: est_h was zeroed before the launch; otherwise this zeroes it for gj_bound_entries
 extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouched, const double* pi0,
         double tau, const int* h_index, int exclude_h, int* cand, int* ncand, const gj_vertex* vs,
-        const double* inv_omega, const int* ret, const long long* hptr, const int* h_end, const int* h_freq,
-        int nh, int by_vertex, double* est_h, double* wv, long long* first, long long* off,
-        long long* seg_entries, double* seg_back) {
+        const gj_hlist* lists, const unsigned* h_pack, int hbits, int nh, int by_vertex, double* est_h,
+        double* wv, long long* first, long long* off, long long* seg_entries, double* seg_back) {
     const long long nt = *ntouched, per = (nt + gridDim.x - 1) / gridDim.x;
     const long long lo = min(per * blockIdx.x, nt), hi = min(lo + per, nt);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -76,10 +93,16 @@ extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouche
             const int v = touched[i];
             if (pi0[v] >= tau && !(exclude_h && h_index[v] >= 0)) gj_append(cand, ncand, v);
             const double rv = vs[v].r;
-            if (rv > 0.0) { w = rv * inv_omega[v]; back += w * ret[v]; f = hptr[v]; len = hptr[v + 1] - f; }
+            if (rv > 0.0) {
+                const gj_hlist L = lists[v];
+                w = rv * L.inv_omega;
+                back += w * L.ret;
+                f = L.first;
+                len = L.len;
+            }
         }
         if (by_vertex) {
-            gj_add_lists(w, f, len, h_end, h_freq, est_h);
+            gj_add_lists(w, f, len, h_pack, hbits, est_h);
             continue;
         }
         if (i < hi) { wv[i] = w; first[i] = f; }
@@ -112,7 +135,7 @@ __device__ __forceinline__ void gj_acc_add(float* p, double v) { atomicAdd(p, (f
 template <typename T>
 __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, const long long* seg_entries,
         const double* seg_back, const long long* off, const double* wv, const long long* first,
-        const int* h_end, const int* h_freq, int nh, double* est_h, T* acc) {
+        const unsigned* h_pack, int hbits, int nh, double* est_h, T* acc) {
     __shared__ long long s_base[MAX_SEGMENTS + 1];
     gj_segment_bases(seg_entries, segments, s_base);
     if (blockIdx.x == 0) {  // the returned mass, summed in the same order every time
@@ -131,28 +154,34 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
         unsigned a = 0, b = nt;  // the owner of entry `base`: the last a with GJ_OFF(a) <= base
         while (b - a > 1) { unsigned mid = (a + b) >> 1; if (GJ_OFF(mid) <= base) a = mid; else b = mid; }
         long long at = GJ_OFF(a), next = a + 1 < nt ? GJ_OFF(a + 1) : total;
+        long long fa = first[a] - at;  // entry e of the sequence is h_pack[fa + e] while a owns it
+        double wa = wv[a];
         for (long long e = base + (threadIdx.x & 31), stop = min(base + chunk, total); e < stop; e += 32) {
-            while (next <= e) { ++a; at = next; next = a + 1 < nt ? GJ_OFF(a + 1) : total; }
-            const long long x = first[a] + (e - at);
-            gj_acc_add(&acc[h_end[x]], wv[a] * h_freq[x]);
+            if (next <= e) {
+                do { ++a; at = next; next = a + 1 < nt ? GJ_OFF(a + 1) : total; } while (next <= e);
+                fa = first[a] - at;
+                wa = wv[a];
+            }
+            const unsigned x = h_pack[fa + e];
+            gj_acc_add(&acc[GJ_H(x)], wa * GJ_FREQ(x));
         }
     }
 #undef GJ_OFF
 }
 extern "C" __global__ void __launch_bounds__(1024) gj_bound_entries_smem(const int* ntouched, int segments,
         const long long* seg_entries, const double* seg_back, const long long* off, const double* wv,
-        const long long* first, const int* h_end, const int* h_freq, int nh, double* est_h) {
+        const long long* first, const unsigned* h_pack, int hbits, int nh, double* est_h) {
     extern __shared__ float acc[];
     for (int j = threadIdx.x; j < nh; j += blockDim.x) acc[j] = 0.0;  // (ordered by gj_segment_bases)
-    gj_bound_add(ntouched, segments, seg_entries, seg_back, off, wv, first, h_end, h_freq, nh, est_h, acc);
+    gj_bound_add(ntouched, segments, seg_entries, seg_back, off, wv, first, h_pack, hbits, nh, est_h, acc);
     __syncthreads();
     for (int j = threadIdx.x; j < nh; j += blockDim.x)
         if (acc[j] != 0.0f) atomicAdd(&est_h[j], (double)acc[j]);
 }
 extern "C" __global__ void gj_bound_entries(const int* ntouched, int segments, const long long* seg_entries,
         const double* seg_back, const long long* off, const double* wv, const long long* first,
-        const int* h_end, const int* h_freq, int nh, double* est_h) {
-    gj_bound_add(ntouched, segments, seg_entries, seg_back, off, wv, first, h_end, h_freq, nh, est_h, est_h);
+        const unsigned* h_pack, int hbits, int nh, double* est_h) {
+    gj_bound_add(ntouched, segments, seg_entries, seg_back, off, wv, first, h_pack, hbits, nh, est_h, est_h);
 }
 """
 BOUND_SOURCE = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
@@ -169,16 +198,17 @@ def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
     segments, by_vertex = q.seg_entries.size, q.bound_by_vertex
     if by_vertex:
         q.est_h.fill(0)
+    c = q.constants
     get_kernel(BOUND_SOURCE, "gj_round_lists")(
         (segments,), (256,),
         (q.touched, nt, q.pi0, np.float64(tau), a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:],
-         q.state, q.inv_omega, a["ret"], a["hptr"], a["h_end"], a["h_freq"], np.int32(nh),
-         np.int32(by_vertex), q.est_h, q.bigval, q.shift, q.off, q.seg_entries, q.seg_back),
+         q.state, c.lists, c.h_pack, np.int32(c.hbits), np.int32(nh), np.int32(by_vertex), q.est_h,
+         q.bigval, q.shift, q.off, q.seg_entries, q.seg_back),
     )  # fmt: skip
     if by_vertex:
         return
-    args = (nt, np.int32(segments), q.seg_entries, q.seg_back, q.off, q.bigval, q.shift, a["h_end"],
-            a["h_freq"], np.int32(nh), q.est_h)  # fmt: skip
+    args = (nt, np.int32(segments), q.seg_entries, q.seg_back, q.off, q.bigval, q.shift, c.h_pack,
+            np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
     smem, per_sm = q.bound_smem
     if per_sm:
         get_kernel(BOUND_SOURCE, "gj_bound_entries_smem")(
@@ -211,3 +241,55 @@ def _allow_dynamic_smem(device: int) -> None:
 def segment_count(sm_blocks: int) -> int:
     """G, the number of segments of the touched list (blocks of ``gj_round_lists``)."""
     return min(MAX_SEGMENTS, 4 * sm_blocks)
+
+
+def pack_entries(hptr, h_end, h_freq, nh: int):
+    """The H entries in one 32-bit word each, half the bytes that Alg. 4 reads (NumPy or CuPy arrays).
+
+    A word holds the H vertex in its low ``hbits`` bits and the walks' count above them. A count too
+    large for the rest is split over several entries of the same H vertex (their terms add up to the
+    same sum), so a start list may grow; returns (its row pointer, the words, ``hbits``).
+    """
+    xp = array_module(h_end)
+    hbits = max(1, int(nh - 1).bit_length())
+    fmax = (1 << (32 - hbits)) - 1
+    freq = h_freq
+    if h_freq.size and int(h_freq.max()) > fmax:
+        pieces = (h_freq.astype(xp.int64) + fmax - 1) // fmax
+        hptr = hptr + xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(pieces - 1)])[hptr]
+        entry = xp.repeat(xp.arange(h_freq.size, dtype=xp.int64), pieces)
+        first = xp.cumsum(pieces) - pieces  # each entry's first piece; its last piece holds the rest
+        last = xp.arange(entry.size, dtype=xp.int64) - first[entry] == pieces[entry] - 1
+        freq = xp.where(last, h_freq[entry] - (pieces[entry] - 1) * fmax, fmax)
+        h_end = h_end[entry]
+    words = h_end.astype(xp.uint32) | (freq.astype(xp.uint32) << xp.uint32(hbits))
+    return hptr, words, hbits
+
+
+@dataclass(frozen=True)
+class RoundConstants:
+    """What every GPU query workspace of one index reads and none writes (``round_constants``)."""
+
+    inv_omega: object  # 1 / omega(v), double
+    lists: object  # gj_hlist records: (n, 4) int64
+    h_pack: object  # pack_entries' words
+    hbits: int
+
+
+_BUILD = threading.Lock()
+
+
+def round_constants(index) -> RoundConstants:
+    """Built once per index on the GPU and kept with it, shared by the workspaces of all streams."""
+    with _BUILD:
+        if "_round_constants" not in index.__dict__:
+            cp, a = import_cupy(), index.arrays
+            inv_omega = 1.0 / a["omega"].astype(cp.float64)
+            hptr, h_pack, hbits = pack_entries(a["hptr"], a["h_end"], a["h_freq"], int(a["high"].size))
+            lists = cp.zeros((inv_omega.size, 4), dtype=cp.int64)
+            lists[:, 0] = hptr[:-1]
+            lists[:, 1] = inv_omega.view(cp.int64)
+            lists[:, 2] = cp.diff(hptr)
+            lists[:, 3] = a["ret"]  # an int in the low half (little-endian)
+            index.__dict__["_round_constants"] = RoundConstants(inv_omega, lists, h_pack, hbits)
+    return index.__dict__["_round_constants"]

@@ -5,7 +5,7 @@ Both claim a frontier vertex's residue (atomicExch) and add alpha r(u) / d_out(u
 out-neighbour with atomicAdd; a vertex joins the next frontier once, guarded by bit 1 of ``mark``
 (appends are warp-aggregated: one atomicAdd per group of lanes appending together). A receiver
 whose bit 2 is clear gets it (an atomicOr whose result is not read) and a 1 in ``seen``; after the
-push ``list_seen`` rebuilds the touched list from those flags in vertex order, so every later reset
+push ``_topk_gpu_seen.list_seen`` rebuilds the touched list from those flags in vertex order, so every later reset
 and scan costs O(touched), not O(n). (Listing first receivers during the push instead, an atomicOr
 read back and an append per new vertex, took 45% of the push at R-MAT 22-24 on an H100.)
 
@@ -26,6 +26,10 @@ import numpy as np
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
 THREADS = 256
+# persistent push: edges of a lane whose atomic adds are in flight together, and blocks per SM (85
+# registers; 4 per SM with one edge at a time took 2-7% longer, 2 per SM with four 3% shorter on the SNAP
+# graphs but 2-4% longer on R-MAT 24: results/topk-ab-h100-*.txt)
+PUSH_BATCH, PUSH_PER_SM = 2, 3
 
 VERTEX_CUDA = r"""
 // a vertex's query state in one 16-byte record, so that a pushed edge reads one random sector (in three
@@ -35,7 +39,8 @@ struct __align__(16) gj_vertex { double r; float thr; int mark; };
 """
 
 PUSH_DEVICE = (
-    VERTEX_CUDA
+    f"#define PUSH_BATCH {PUSH_BATCH}\n"
+    + VERTEX_CUDA
     + r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -52,6 +57,28 @@ __device__ __forceinline__ void gj_push_one(int w, double inc, gj_vertex* vs, do
     int m = *((volatile int*)&vs[w].mark);
     if (!(m & 2)) { atomicOr(&vs[w].mark, 2); seen[w] = 1; }  // no result read: a fire-and-forget reduction
     if (!(m & 1) && now > vs[w].thr * rmax && !(atomicOr(&vs[w].mark, 1) & 1)) gj_append(next, ncount, w);
+}
+// PUSH_BATCH edges of one lane at once: every atomic add, then every flag test, so that a lane keeps
+// PUSH_BATCH adds in flight rather than waiting on each one's result (targets may repeat: the atomicOr
+// of bit 0 still lets one of them append)
+__device__ __forceinline__ void gj_push_batch(const int* w, const double* inc, int cnt, gj_vertex* vs,
+        double rmax, unsigned char* seen, int* next, int* ncount) {
+    double now[PUSH_BATCH];
+    int m[PUSH_BATCH];
+    float t[PUSH_BATCH];
+#pragma unroll
+    for (int u = 0; u < PUSH_BATCH; ++u)
+        if (u < cnt) now[u] = atomicAdd(&vs[w[u]].r, inc[u]) + inc[u];
+#pragma unroll
+    for (int u = 0; u < PUSH_BATCH; ++u)
+        if (u < cnt) { m[u] = *((volatile int*)&vs[w[u]].mark); t[u] = vs[w[u]].thr; }
+#pragma unroll
+    for (int u = 0; u < PUSH_BATCH; ++u) {
+        if (u >= cnt) continue;
+        if (!(m[u] & 2)) { atomicOr(&vs[w[u]].mark, 2); seen[w[u]] = 1; }
+        if (!(m[u] & 1) && now[u] > t[u] * rmax && !(atomicOr(&vs[w[u]].mark, 1) & 1))
+            gj_append(next, ncount, w[u]);
+    }
 }
 // claim frontier vertex u: its reserve grows, returns alpha * r(u) / d_out; a dangling vertex's share
 // goes to s, or to *dangling when given (added to s once every claim of the frontier is done)
@@ -119,10 +146,11 @@ __device__ __forceinline__ double gj_block_sum(double x) {  // every thread gets
 PERSISTENT_CUDA = r"""
 // Every frontier of one round in one cooperative launch (grid-wide barriers between the steps).
 // fcount[0..1]: the two frontiers' sizes, [3] the touched list's; stats[0..2] += pushes, frontiers, edges.
-extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(const long long* indptr,
-        const int* indices, double rmax, int s, double alpha, gj_vertex* vs, double* pi0,
-        const int* touched, unsigned char* seen, int* front, long long n, int* fcount, double* val,
-        long long* off, long long* shift, long long* bsum, double* dangling, unsigned long long* stats) {
+extern "C" __global__ void __launch_bounds__(GJ_T, PUSH_PER_SM) gj_afp_push_persistent(
+        const long long* indptr, const int* indices, double rmax, int s, double alpha, gj_vertex* vs,
+        double* pi0, const int* touched, unsigned char* seen, int* front, long long n, int* fcount,
+        double* val, long long* off, long long* shift, long long* bsum, double* dangling,
+        unsigned long long* stats) {
     cg::grid_group grid = cg::this_grid();
     __shared__ long long s_start[MAX_BLOCKS + 1];
     const long long nthreads = (long long)gridDim.x * GJ_T, tid = (long long)blockIdx.x * GJ_T + threadIdx.x;
@@ -193,16 +221,26 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
                 int mid = (a + b) >> 1;
                 if (off[mid] <= e - blo) a = mid; else b = mid;
             }
-            for (long long stop = min(base + chunk, edges); e < stop; e += 32) {
-                while (e >= bhi) {  // into the next block with edges
-                    ++bk;
-                    blo = bhi;
-                    bhi = s_start[bk + 1];
-                    a = bk * bper;
-                    z = min(a + bper, F);
+            for (long long stop = min(base + chunk, edges); e < stop; e += 32 * PUSH_BATCH) {
+                int w[PUSH_BATCH], cnt = 0;
+                double inc[PUSH_BATCH];
+#pragma unroll
+                for (int u = 0; u < PUSH_BATCH; ++u) {
+                    const long long eu = e + 32 * u;
+                    if (eu >= stop) break;
+                    while (eu >= bhi) {  // into the next block with edges
+                        ++bk;
+                        blo = bhi;
+                        bhi = s_start[bk + 1];
+                        a = bk * bper;
+                        z = min(a + bper, F);
+                    }
+                    while (a + 1 < z && off[a + 1] <= eu - blo) ++a;
+                    w[u] = indices[shift[a] + eu - blo];
+                    inc[u] = val[a];
+                    cnt = u + 1;
                 }
-                while (a + 1 < z && off[a + 1] <= e - blo) ++a;
-                gj_push_one(indices[shift[a] + e - blo], val[a], vs, rmax, seen, nx, ncount);
+                gj_push_batch(w, inc, cnt, vs, rmax, seen, nx, ncount);
             }
         }
         pushes += F;
@@ -216,7 +254,10 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_afp_push_persistent(con
 CHUNK = 256  # consecutive frontier edges per warp and step of the persistent push
 MAX_BLOCKS = 1024  # blocks of the persistent push at most (s_start lives in shared memory)
 PERSISTENT_KERNEL = (
-    f"#define CHUNK {CHUNK}\n#define MAX_BLOCKS {MAX_BLOCKS}\n" + PUSH_DEVICE + SCAN_CUDA + PERSISTENT_CUDA
+    f"#define CHUNK {CHUNK}\n#define MAX_BLOCKS {MAX_BLOCKS}\n#define PUSH_PER_SM {PUSH_PER_SM}\n"
+    + PUSH_DEVICE
+    + SCAN_CUDA
+    + PERSISTENT_CUDA
 )
 
 
@@ -228,8 +269,8 @@ def persistent_blocks(streams: int = 1) -> int:
     """Blocks of the persistent push: as many as stay resident at once, shared by ``streams`` queries
     in flight (a cooperative grid must be resident as a whole)."""
     resident = resident_blocks(persistent_kernel(), THREADS)
-    if resident is None:  # no occupancy call in this CuPy: __launch_bounds__ guarantees 4 per SM
-        resident = 4 * int(import_cupy().cuda.Device().attributes["MultiProcessorCount"])
+    if resident is None:  # no occupancy call in this CuPy: __launch_bounds__ guarantees PUSH_PER_SM
+        resident = PUSH_PER_SM * int(import_cupy().cuda.Device().attributes["MultiProcessorCount"])
     return max(1, min(resident, MAX_BLOCKS) // max(1, streams))
 
 
@@ -242,62 +283,3 @@ def push_persistent(q, rmax: float, adaptive: bool) -> None:
         q.seen, q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
     )  # fmt: skip
     persistent_kernel()((q.blocks,), (THREADS,), args)
-
-
-LIST_SEEN_CUDA = r"""
-// the flags of vertices [16 w, 16 w + 16): their count, and with out, their ids written from out[at]
-__device__ __forceinline__ int gj_seen_word(const unsigned char* seen, long long n, long long w, int* out,
-        long long at) {
-    const long long v0 = w << 4;
-    unsigned b[4] = {0u, 0u, 0u, 0u};
-    if (v0 + 16 <= n) {
-        const uint4 x = *reinterpret_cast<const uint4*>(seen + v0);
-        b[0] = x.x; b[1] = x.y; b[2] = x.z; b[3] = x.w;
-    } else {
-        for (int i = 0; v0 + i < n; ++i) b[i >> 2] |= (unsigned)seen[v0 + i] << (8 * (i & 3));
-    }
-    int c = 0;
-    for (int i = 0; i < 16; ++i)
-        if ((b[i >> 2] >> (8 * (i & 3))) & 0xffu) {
-            if (out) out[at + c] = (int)(v0 + i);
-            ++c;
-        }
-    return c;
-}
-// the touched list rebuilt from the seen flags, in vertex order (one cooperative launch): each block
-// counts the flags of its range of 16-byte words, then lists its vertices after the earlier blocks'
-extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_list_seen(const unsigned char* seen, long long n,
-        int* touched, int* ntouched, long long* bsum) {
-    cg::grid_group grid = cg::this_grid();
-    const long long words = (n + 15) >> 4, per = (words + gridDim.x - 1) / gridDim.x;
-    const long long lo = min(per * blockIdx.x, words), hi = min(lo + per, words);
-    long long mine = 0, base, all;
-    for (long long w = lo + threadIdx.x; w < hi; w += GJ_T) mine += gj_seen_word(seen, n, w, nullptr, 0);
-    gj_block_scan(mine, &all);
-    if (threadIdx.x == 0) bsum[blockIdx.x] = all;
-    grid.sync();
-    long long before = 0, total = 0;
-    for (int b = threadIdx.x; b < gridDim.x; b += GJ_T) {
-        total += bsum[b];
-        if (b < blockIdx.x) before += bsum[b];
-    }
-    gj_block_scan(before, &base);
-    gj_block_scan(total, &all);
-    if (blockIdx.x == 0 && threadIdx.x == 0) *ntouched = (int)all;
-    for (long long w0 = lo; w0 < hi; w0 += GJ_T) {  // block-uniform
-        const long long w = w0 + threadIdx.x;
-        const int c = w < hi ? gj_seen_word(seen, n, w, nullptr, 0) : 0;
-        long long tile;
-        const long long at = base + gj_block_scan(c, &tile);
-        if (c) gj_seen_word(seen, n, w, touched, at);
-        base += tile;
-    }
-}
-"""
-LIST_SEEN_KERNEL = PUSH_DEVICE + SCAN_CUDA + LIST_SEEN_CUDA
-
-
-def list_seen(q) -> None:
-    """Rebuild ``q.touched`` (and its count) from the seen flags after a push, in vertex order."""
-    args = (q.seen, np.int64(q.seen.size), q.touched, q.counts[3:], q.bsum)
-    get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", cooperative=True)((q.blocks,), (THREADS,), args)

@@ -36,7 +36,7 @@ from ._streams import StreamPool, stream_count
 from ._topk_exact import EXACT_REACH, closed_reach_topk
 from .ppr_index import PPRIndex
 
-WORKSPACE_BYTES = 89  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``)
+WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
 MAX_JUMP = 16  # most halvings of delta after one failed round
 
 

@@ -29,6 +29,7 @@ from operators import (
     _topk_gpu_estimate,
     _topk_gpu_frontier,
     _topk_gpu_push,
+    _topk_gpu_seen,
     _topk_gpu_select,
 )
 
@@ -49,7 +50,7 @@ SOURCES = [
         ("gj_afp_push_tiles", "gj_afp_push_threads", "gj_afp_push_big", "gj_afp_frontier"),
     ),
     ("topk-push-persistent", _topk_gpu_push.PERSISTENT_KERNEL, ("gj_afp_push_persistent",)),
-    ("topk-list-seen", _topk_gpu_push.LIST_SEEN_KERNEL, ("gj_list_seen",)),
+    ("topk-list-seen", _topk_gpu_seen.LIST_SEEN_KERNEL, ("gj_list_seen",)),
     (
         "topk-query",
         _topk_gpu.QUERY_KERNELS,

@@ -53,6 +53,32 @@ def test_index_invariants(rmat13):
     assert (a["h_index"][high] == np.arange(high.size)).all()
 
 
+def _walks_by_pair(hptr, h, freq, nh):
+    """Walks per (start vertex, H vertex) of a start-list layout, as a dense matrix."""
+    owner = np.repeat(np.arange(hptr.size - 1), np.diff(hptr))
+    sums = np.zeros((hptr.size - 1, nh), dtype=np.int64)
+    np.add.at(sums, (owner, h), freq)
+    return sums
+
+
+@pytest.mark.parametrize("scale", [1, 1 << 24, 1 << 28])
+def test_packed_h_entries_keep_every_walk(rmat13, scale):
+    # the GPU's one-word H entries keep each start list's walks per H vertex; counts too large for the
+    # word (scaled up here) are split over several entries of the same H vertex
+    from operators._topk_gpu_bound import pack_entries
+
+    a = _host(build_ppr_index(rmat13, seed=3))
+    nh, freq = a["high"].size, a["h_freq"].astype(np.int64) * scale
+    hptr, words, hbits = pack_entries(a["hptr"], a["h_end"], freq, nh)
+    assert hbits == (nh - 1).bit_length() and words.dtype == np.uint32
+    got = _walks_by_pair(hptr, words & ((1 << hbits) - 1), (words >> hbits).astype(np.int64), nh)
+    assert (got == _walks_by_pair(a["hptr"], a["h_end"], freq, nh)).all()
+    split = freq.max() > (1 << (32 - hbits)) - 1
+    assert split == (scale > 1) and (words.size > freq.size) == split
+    if not split:  # the row pointer is the index's own
+        assert hptr is a["hptr"]
+
+
 def test_walks_follow_the_ppr_distribution():
     # the index's walks from v end at t with frequency ~ pi_v(t) without the return-to-source part
     g = graphs.barabasi_albert(200, 3, seed=2)  # undirected: no vertex without out-edges
@@ -313,7 +339,7 @@ def test_gpu_touched_list_from_seen_flags(n, share):
     import cupy as cp
 
     from operators._topk_gpu import GPUQuery
-    from operators._topk_gpu_push import list_seen
+    from operators._topk_gpu_seen import list_seen
 
     q = GPUQuery(build_ppr_index(graphs.barabasi_albert(n, 3, seed=0, device="gpu"), seed=0))
     flags = np.random.default_rng(n).random(n) < share
