@@ -5,9 +5,8 @@ Both claim a frontier vertex's residue (atomicExch) and add alpha r(u) / d_out(u
 out-neighbour with atomicAdd; a vertex joins the next frontier once, guarded by bit 1 of ``mark``
 (appends are warp-aggregated: one atomicAdd per group of lanes appending together). A receiver
 whose bit 2 is clear gets it (an atomicOr whose result is not read) and a 1 in ``seen``; after the
-push ``_topk_gpu_seen.list_seen`` rebuilds the touched list from those flags in vertex order, so every later reset
-and scan costs O(touched), not O(n). (Listing first receivers during the push instead, an atomicOr
-read back and an append per new vertex, took 45% of the push at R-MAT 22-24 on an H100.)
+push ``_topk_gpu_seen.list_seen`` rebuilds the touched list from those flags in vertex order, so every
+later reset and scan costs O(touched), not O(n).
 
 ``push_persistent``: one cooperative launch runs every frontier of the round. Per frontier, each
 thread claims a contiguous slice of it and numbers its edges within its block (a block-wide prefix
