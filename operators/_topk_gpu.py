@@ -30,21 +30,32 @@ from ._topk_gpu_select import round_top
 THREADS = 256
 
 DENSE_CLEAR = 12  # at R-MAT 24 a dense clear took 0.195 ms, the touched list n / 12 0.191, n / 16 0.162
+# the seen flags are cleared in order above n / DENSE_SEEN touched vertices (n = 2^24, n / 16 touched: the
+# clear took 0.153 ms, one by one 0.163; always in order was 0.005 ms slower at n / 1024)
+DENSE_SEEN = 128
 QUERY_CUDA = r"""
 // the previous query's state: its touched vertices, or every vertex in order once they are more than
 // n / DENSE_CLEAR (scattered writes cost a few times sequential ones). In order, each record is written
 // whole (its threshold from thr32): a warp then covers whole sectors, which written in part would first
-// be read from memory (that took the dense clear from 0.14 to 0.26-0.32 ms at R-MAT 24)
+// be read from memory (that took the dense clear from 0.14 to 0.26-0.32 ms at R-MAT 24). The seen
+// flags, a byte per vertex, are cleared in order, 16 at a time, from n / DENSE_SEEN touched vertices on:
+// cleared one by one, each is a sector read and written back
 extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, long long n, gj_vertex* vs,
         const float* thr32, double* pi0, unsigned char* seen) {
     const long long t = *ntouched, step = (long long)gridDim.x * blockDim.x;
     const long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool dense = t * DENSE_CLEAR > n;
+    const bool dense = t * DENSE_CLEAR > n, seen_dense = t * DENSE_SEEN > n;
     for (long long i = i0; i < (dense ? n : t); i += step) {
         const int u = dense ? (int)i : touched[i];
         if (dense) reinterpret_cast<int4*>(vs)[u] = make_int4(0, 0, __float_as_int(thr32[u]), 0);
         else { vs[u].r = 0.0; vs[u].mark = 0; }
-        pi0[u] = 0.0; seen[u] = 0;
+        pi0[u] = 0.0;
+        if (!seen_dense) seen[u] = 0;
+    }
+    if (seen_dense) {
+        uint4* words = reinterpret_cast<uint4*>(seen);
+        for (long long w = i0; w < (n >> 4); w += step) words[w] = make_uint4(0, 0, 0, 0);
+        for (long long v = (n & ~15LL) + i0; v < n; v += step) seen[v] = 0;
     }
 }
 
@@ -56,7 +67,9 @@ extern "C" __global__ void gj_query_start(int s, gj_vertex* vs, unsigned char* s
     stats[0] = stats[1] = stats[2] = 0;
 }
 """
-QUERY_KERNELS = f"#define DENSE_CLEAR {DENSE_CLEAR}\n" + VERTEX_CUDA + QUERY_CUDA
+QUERY_KERNELS = (
+    f"#define DENSE_CLEAR {DENSE_CLEAR}\n#define DENSE_SEEN {DENSE_SEEN}\n" + VERTEX_CUDA + QUERY_CUDA
+)
 
 
 def _kernel(name):
