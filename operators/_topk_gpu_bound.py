@@ -22,8 +22,9 @@ What the pass reads is built once per index and shared by every stream's workspa
 (``round_constants``): each H entry is one 32-bit word, the H vertex in the low bits and the walks'
 count above (``pack_entries``; 8 bytes in two arrays before), and each start vertex's list start,
 length, 1 / omega(v) and returned walks sit in one 32-byte record (four arrays before). With both,
-candidates and Alg. 4 at R-MAT 24 top-100 took 0.42 ms instead of 0.49 (one H100). Loading two or
-four entries per lane before adding them was no faster: the registers halve the blocks per SM.
+candidates and Alg. 4 at R-MAT 24 top-100 took 0.42 ms instead of 0.49 (one H100). Loading two,
+four or eight entries per lane before adding them was no faster (from four on, the registers halve
+the blocks per SM).
 
 The float copy: a block's partial sum of one H vertex adds N positive terms, so it is within
 (N + 1) 2^-24 of its value (each term and each add rounded once); at R-MAT 24 the estimates were
@@ -51,7 +52,7 @@ BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its
 
 BOUND_CUDA = r"""
 // a lane adds its vertex's list, or the whole warp one of more than 32 entries (warp-uniform call)
-// an H entry is one word: the H vertex in the low `hbits` bits, the walks' count above (packed_entries)
+// an H entry is one word: the H vertex in the low `hbits` bits, the walks' count above (pack_entries)
 #define GJ_H(x) ((x) & ((1u << hbits) - 1u))
 #define GJ_FREQ(x) ((double)((x) >> hbits))
 __device__ __forceinline__ void gj_add_lists(double w, long long f, long long len, const unsigned* h_pack,
@@ -72,7 +73,7 @@ __device__ __forceinline__ void gj_add_lists(double w, long long f, long long le
         }
     }
 }
-// what a round reads of a start vertex's H list, in one sector (bound_arrays): the list's first entry and
+// what a round reads of a start vertex's H list, in one sector (round_constants): the list's first entry and
 // length, 1 / omega(v) and ret(v), its walks that returned to the source
 struct __align__(32) gj_hlist { long long first; double inv_omega; long long len; int ret; int pad; };
 // by_vertex: est_h was zeroed before the launch; otherwise this zeroes it for gj_bound_entries

@@ -26,7 +26,7 @@ from graphs._device import get_kernel, import_cupy, resident_blocks
 
 THREADS = 256
 # persistent push: edges of a lane whose atomic adds are in flight together, and blocks per SM (85
-# registers). Against one edge at 4 per SM (spills): 1-2% slower at R-MAT 24, 3-6% faster on R-MAT 22
+# registers). Against one edge at 4 per SM (spills): 1-2% slower at R-MAT 24, 3-7% faster on R-MAT 22
 # top-100 and the SNAP graphs; four edges at 2 per SM: 2-5% faster on the SNAP graphs, 3% slower at
 # R-MAT 24 (results/topk-ab-h100-8c841c3.txt)
 PUSH_BATCH, PUSH_PER_SM = 2, 3
