@@ -51,13 +51,6 @@ __device__ __forceinline__ void gj_append(int* list, int* count, int value) {
     if (g.thread_rank() == 0) base = atomicAdd(count, (int)g.size());
     list[g.shfl(base, 0) + (int)g.thread_rank()] = value;
 }
-__device__ __forceinline__ void gj_push_one(int w, double inc, gj_vertex* vs, double rmax,
-        unsigned char* seen, int* next, int* ncount) {
-    double now = atomicAdd(&vs[w].r, inc) + inc;
-    int m = *((volatile int*)&vs[w].mark);
-    if (!(m & 2)) { atomicOr(&vs[w].mark, 2); seen[w] = 1; }  // no result read: a fire-and-forget reduction
-    if (!(m & 1) && now > vs[w].thr * rmax && !(atomicOr(&vs[w].mark, 1) & 1)) gj_append(next, ncount, w);
-}
 // PUSH_BATCH edges of one lane at once: every atomic add, then every flag test, so that a lane keeps
 // PUSH_BATCH adds in flight rather than waiting on each one's result (targets may repeat: the atomicOr
 // of bit 0 still lets one of them append)
@@ -75,10 +68,15 @@ __device__ __forceinline__ void gj_push_batch(const int* w, const double* inc, i
 #pragma unroll
     for (int u = 0; u < PUSH_BATCH; ++u) {
         if (u >= cnt) continue;
-        if (!(m[u] & 2)) { atomicOr(&vs[w[u]].mark, 2); seen[w[u]] = 1; }
+        if (!(m[u] & 2)) { atomicOr(&vs[w[u]].mark, 2); seen[w[u]] = 1; }  // result not read: a reduction
         if (!(m[u] & 1) && now[u] > t[u] * rmax && !(atomicOr(&vs[w[u]].mark, 1) & 1))
             gj_append(next, ncount, w[u]);
     }
+}
+// one edge (the paper's schedule, a dangling vertex's share to the source)
+__device__ __forceinline__ void gj_push_one(int w, double inc, gj_vertex* vs, double rmax,
+        unsigned char* seen, int* next, int* ncount) {
+    gj_push_batch(&w, &inc, 1, vs, rmax, seen, next, ncount);
 }
 // claim frontier vertex u: its reserve grows, returns alpha * r(u) / d_out; a dangling vertex's share
 // goes to s, or to *dangling when given (added to s once every claim of the frontier is done)
