@@ -133,7 +133,7 @@ def run_batches(rep: Reporter, name: str, g, *, sources: int, tol: float = 1e-6,
     """Throughput of batches of sources against one at a time, per method and block size."""
     import cupy as cp
 
-    from operators._ppr_push_gpu import ITEM_BYTES, batch_size, row_stride
+    from operators._ppr_push_plan import ITEM_BYTES, batch_size, row_stride
 
     cp.get_default_memory_pool().free_all_blocks()
     srcs = _sources(g, sources, seed=2)

@@ -19,36 +19,12 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
-from ._ppr_cost import PULL, cost_model, frontier_rdw, light_degree, pull_static
+from ._ppr_cost import PULL, cost_model, frontier_rdw, light_degree
+from ._ppr_push_plan import HYBRID, MAX_ITEMS, build_plan, row_stride
 from ._ppr_push_steps import PPR_STEP_DEVICE
-
-HYBRID = 2
 
 TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
 HEAD_ROWS = 128  # trace rows copied with the counters after each run (more: a second copy)
-ITEM_BYTES = {np.float64: 5 * 8 + 3 * 4, np.float32: 5 * 4 + 3 * 4}  # r, r_in, p, msg, msg2, 3 lists
-MAX_ITEMS = 2**31 - 2**20  # items are int32 (with room for a block's overshoot)
-
-
-def row_stride(n: int, cost) -> int:
-    """Entries per row of the residue matrix: n rounded up so that every row maps vertex v to the
-    same block and warp (hence pull's statistics of ns rows are ns times those of one)."""
-    unit = cost.warps * cost.blocks
-    return -(-max(n, 1) // unit) * unit
-
-
-def batch_size(n: int, dtype, cost, *, mode: int = HYBRID, limit_bytes: int | None = None) -> int:
-    """Sources per batch by default: at most 128 (on an H100 the SNAP graphs' throughput stops rising
-    from 64), within a quarter of the free GPU memory (CuPy's pool included) or ``limit_bytes``. Pull
-    sweeps every row's in-edges, so it batches only up to 2**17 residues (at 86674e3: wiki-Vote 2.1x
-    faster at 16 sources, soc-Epinions1 0.85x at 4)."""
-    stride = row_stride(n, cost)
-    if limit_bytes is None:
-        cp = import_cupy()
-        limit_bytes = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
-    by_memory = (limit_bytes // 4) // (ITEM_BYTES[np.dtype(dtype).type] * stride)
-    most = 2**17 // stride if mode == PULL else 128
-    return int(max(1, min(128, most, by_memory, MAX_ITEMS // stride)))
 
 
 PPR_PUSH_KERNEL = (
@@ -140,18 +116,28 @@ GJ_PPR_ENTRY(float, true, batch_f32)
 """
 )
 
-# The first frontier of a batch: row k holds source src[k] with residue 1 (r and msg zeroed before).
+# The first state of a batch, written whole (no memset before): row k holds source src[k] with residue 1
+# and its message; every other residue, message and reserve is zero. Counters, trace row 0, dangling
+# masses and the residue sums (res) start here too.
 PPR_INIT_KERNEL = r"""
 template <typename T>
-__device__ void gj_ppr_init(const int* deg, const int* src, int ns, int stride, T* r, T* msg, int* front,
-        double* dm, int* cnt, double* trace, int first, double rdw0, double rdr, double alpha) {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < ns; k += gridDim.x * blockDim.x) {
-        int s = src[k], d = deg[s], item = k * stride + s;
-        r[item] = (T)1;
-        front[k] = item;
-        msg[item] = d > 0 ? (T)(alpha / d) : (T)0;
+__device__ void gj_ppr_init(const int* deg, const int* src, int ns, int stride, T* r, T* msg, T* msg2, T* p,
+        int* front, double* dm, int* cnt, double* trace, T* res, int first, double rdw0, double rdr,
+        double alpha) {
+    const int used = ns * stride, step = gridDim.x * blockDim.x;  // items are int32 (MAX_ITEMS)
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < used; i += step) {
+        const int k = i / stride, s = src[k], d = i - k * stride == s ? deg[s] : -1;
+        r[i] = d >= 0 ? (T)1 : (T)0;
+        msg[i] = d > 0 ? (T)(alpha / d) : (T)0;
+        msg2[i] = (T)0;
+        p[i] = (T)0;
+    }
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < ns; k += step) {
+        const int d = deg[src[k]];
+        front[k] = k * stride + src[k];
         dm[k] = d > 0 ? 0.0 : 1.0;  // a dangling source's mass returns to it
         dm[ns + k] = 0.0;
+        res[k] = (T)0;
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {  // counters: see gj_ppr_solve
         cnt[0] = ns; cnt[1] = 0; cnt[2] = 0; cnt[3] = first; cnt[4] = 0; cnt[5] = 0; cnt[6] = 0;
@@ -160,12 +146,33 @@ __device__ void gj_ppr_init(const int* deg, const int* src, int ns, int stride, 
 }
 #define GJ_INIT_ENTRY(T, S)                                                                               \
 extern "C" __global__ void gj_ppr_init_##S(const int* deg, const int* src, int ns, int stride, T* r,     \
-        T* msg, int* front, double* dm, int* cnt, double* trace, int first, double rdw0, double rdr,     \
-        double alpha) {                                                                                   \
-    gj_ppr_init<T>(deg, src, ns, stride, r, msg, front, dm, cnt, trace, first, rdw0, rdr, alpha);        \
+        T* msg, T* msg2, T* p, int* front, double* dm, int* cnt, double* trace, T* res, int first,       \
+        double rdw0, double rdr, double alpha) {                                                          \
+    gj_ppr_init<T>(deg, src, ns, stride, r, msg, msg2, p, front, dm, cnt, trace, res, first, rdw0, rdr,  \
+                   alpha);                                                                                \
 }
 GJ_INIT_ENTRY(double, f64)
 GJ_INIT_ENTRY(float, f32)
+// each row's remaining residue, after the solve: row blockIdx.y, block sums, one atomic per block
+template <typename T>
+__device__ void gj_row_sums(const T* r, int stride, T* res) {
+    __shared__ double s_part[32];
+    const T* row = r + (long long)blockIdx.y * stride;
+    double s = 0.0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < stride; i += gridDim.x * blockDim.x)
+        s += (double)row[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x % 32 == 0) s_part[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int j = 1; j < blockDim.x / 32; ++j) s += s_part[j];
+        if (s != 0.0) atomicAdd(&res[blockIdx.y], (T)s);
+    }
+}
+#define GJ_ROW_SUMS_ENTRY(T, S) \
+extern "C" __global__ void gj_row_sums_##S(const T* r, int stride, T* res) { gj_row_sums<T>(r, stride, res); }
+GJ_ROW_SUMS_ENTRY(double, f64)
+GJ_ROW_SUMS_ENTRY(float, f32)
 """
 
 
@@ -179,12 +186,13 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     if (cost.lanes, cost.warps) != (32, 8) or cost.blocks % 4:
         raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes, a multiple of 4 blocks (vector "
                          "loads of the statistics); the cost model must say so")  # fmt: skip
-    plan = G.derived(f"ppr_push_plan_{cost}", lambda g: _plan(g, cost))
+    plan = G.derived(f"ppr_push_plan_{cost}", lambda g: build_plan(g, cost))
     tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max, dmax = plan
     T = np.float64 if dtype == np.float64 else np.float32
     name = f"gj_ppr_solve_{'batch_' if batch > 1 else ''}{'f64' if T is np.float64 else 'f32'}"
     kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
     init = get_kernel(PPR_INIT_KERNEL, f"gj_ppr_init_{name[-3:]}")
+    row_sums = get_kernel(PPR_INIT_KERNEL, f"gj_row_sums_{name[-3:]}")
     n, nb, stride = G.n, cost.blocks, row_stride(G.n, cost)
     indptr, indices = G.indptr, G.indices  # not G: a run kept by the graph must not hold it (a cycle)
     if batch * stride > MAX_ITEMS:
@@ -199,22 +207,27 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
         raise RuntimeError(f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
                            f"GPU (at most {resident}): give the cost model fewer blocks")  # fmt: skip
     size = batch * stride
-    work = cp.empty((3, size), dtype=T)  # r, msg, msg2: zeroed by each run at once
-    r, msg, msg2 = work
+    r, msg, msg2 = cp.empty((3, size), dtype=T)  # written whole by each run's init kernel
     r_in = cp.zeros(size, dtype=T)  # zero between iterations: the merge clears what the push added
     front, front2, touched = (cp.empty(size, dtype=np.int32) for _ in range(3))
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
     if mode != HYBRID:  # no decision to make: null statistics arrays, the kernel skips their atomics
         rdw = sqw = np.uint64(0)
-    cnt, dm, trace = cp.zeros(8, np.int32), cp.zeros(2 * batch, np.float64), cp.zeros((TRACE, 5), np.float64)
-    src_dev, res_dev = cp.zeros(batch, np.int32), cp.zeros(batch, T)
+    dm, src_dev = cp.zeros(2 * batch, np.float64), cp.zeros(batch, np.int32)
     from cupyx import empty_pinned  # host copies: sources go up, results come down, one sync in all
 
-    h_src, h_cnt, h_res = empty_pinned(batch, np.int32), empty_pinned(8, np.int32), empty_pinned(batch, T)
-    h_trace = empty_pinned((HEAD_ROWS, 5), np.float64)
+    # counters, each row's residue and the trace in one buffer: its head comes back in one copy
+    res_bytes = -(-batch * np.dtype(T).itemsize // 16) * 16
+    head = 32 + res_bytes + HEAD_ROWS * 40
+    blob, h_blob = cp.zeros(32 + res_bytes + TRACE * 40, np.uint8), empty_pinned(head, np.uint8)
+    cnt, h_cnt = blob[:32].view(np.int32), h_blob[:32].view(np.int32)
+    res_dev, h_res = blob[32 : 32 + res_bytes].view(T), h_blob[32 : 32 + res_bytes].view(T)
+    trace = blob[32 + res_bytes :].view(np.float64).reshape(TRACE, 5)
+    h_trace = h_blob[32 + res_bytes :].view(np.float64).reshape(HEAD_ROWS, 5)
+    h_src = empty_pinned(batch, np.int32)
     wb = cost.lanes * cost.warps
     magic = np.uint64(-(-(2**64) // stride))  # ceil(2**64 / stride): the kernel's row of an item
-    ones, start, stop = cp.ones(stride, dtype=T), cp.cuda.Event(), cp.cuda.Event()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
     args = [indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, None, msg, msg2, front, front2,
             touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, None, np.int32(stride), magic,
             np.float64(alpha), np.float64(tol), None, np.int32(mode), None, np.float64(cost.l1),
@@ -234,19 +247,17 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
             rdw0 = frontier_rdw(deg_host[src], cost)
             first = cost.choose(rdw0, ns * rdr, ns * rdr)
             light = light_degree(cost, ns * rdr, dmax)
-        p = cp.zeros(used, dtype=T)
-        (work if used == size else work[:, :used]).fill(0)
-        init((-(-ns // 256),), (256,), (deg, src_dev, np.int32(ns), np.int32(stride), r, msg, front, dm, cnt,
-                                        trace, np.int32(first), np.float64(rdw0), np.float64(ns * rdr),
-                                        np.float64(alpha)))  # fmt: skip
+        p = cp.empty(used, dtype=T)
+        init((min(-(-used // 256), 8 * nb),), (256,),
+             (deg, src_dev, np.int32(ns), np.int32(stride), r, msg, msg2, p, front, dm, cnt, trace, res_dev,
+              np.int32(first), np.float64(rdw0), np.float64(ns * rdr), np.float64(alpha)))  # fmt: skip
         args[9], args[22], args[27] = p, np.int32(ns), np.int32(min(limit, 2**31 - 1))
         args[29], args[33] = np.float64(ns * rdr), np.int32(light)
         start.record()
         kernel((nb,), (wb,), tuple(args))
         stop.record()
-        cp.matmul(r[:used].reshape(ns, stride), ones, out=res_dev[:ns])  # each row's residue (a GEMV)
-        for dev, host in ((cnt, h_cnt), (res_dev[:ns], h_res[:ns]), (trace[:HEAD_ROWS], h_trace)):
-            dev.get(out=host, blocking=False)
+        row_sums((min(-(-stride // 256), nb), ns), (256,), (r, np.int32(stride), res_dev))
+        blob[:head].get(out=h_blob, blocking=False)
         cp.cuda.get_current_stream().synchronize()
         f, it = int(h_cnt[0]), int(h_cnt[4])
         run.last_kernel_ms = cp.cuda.get_elapsed_time(start, stop)
@@ -274,16 +285,3 @@ def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: in
         return out
 
     return run
-
-
-def _plan(G, cost):
-    """Transposed CSR, out-degrees (also on the host, for the hybrid's first decision) and the pull
-    sweep's fixed statistics (on the GPU, and the largest block plus warp term of one row)."""
-    cp = import_cupy()
-    t = G.transpose()
-    deg = cp.diff(G.indptr).astype(np.int32)
-    blk, wrp, rdr = pull_static(cp.diff(t.indptr).get(), cost)
-    static_max = max(int(blk.max() + wrp.max()), 1)
-    blk_dev, wrp_dev = cp.asarray(blk, np.uint32), cp.asarray(wrp, np.uint32)
-    deg_host = deg.get()
-    return t.indptr, t.indices, deg, deg_host, blk_dev, wrp_dev, rdr, static_max, int(deg_host.max(initial=0))

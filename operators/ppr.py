@@ -202,7 +202,8 @@ def _montecarlo(G, ids, alpha, walks, seed):
 def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
     limit = max_iter if max_iter is not None else np.iinfo(np.int64).max
     if G.device == "gpu":
-        from ._ppr_push_gpu import batch_size, reused_solver
+        from ._ppr_push_gpu import reused_solver
+        from ._ppr_push_plan import batch_size
 
         if block is not None:
             block = check_count("block", block)

@@ -380,7 +380,7 @@ def test_gpu_batch_limits():
     with pytest.raises(ConvergenceError):
         ppr(g, [0, 4, 6], method="pull", tol=1e-12, max_iter=2, block=3)
     from operators._ppr_cost import cost_model
-    from operators._ppr_push_gpu import MAX_ITEMS, row_stride
+    from operators._ppr_push_plan import MAX_ITEMS, row_stride
 
     cost = cost_model("gpu")  # passed: by default a graph this small runs half the grid (fit_grid)
     too_many = MAX_ITEMS // row_stride(g.n, cost) + 1
@@ -405,7 +405,7 @@ def test_half_grid_only_where_no_iteration_reads_many_edges():
 
 
 def test_batch_size_rule():
-    from operators._ppr_push_gpu import ITEM_BYTES, batch_size, row_stride
+    from operators._ppr_push_plan import ITEM_BYTES, batch_size, row_stride
 
     model = CostModel()
     assert row_stride(1, model) == row_stride(8448, model) == 8448 and row_stride(8449, model) == 16896
