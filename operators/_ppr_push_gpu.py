@@ -19,6 +19,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
+from ._cuda_blocks import SCAN_CUDA
 from ._ppr_cost import PULL, cost_model, frontier_rdw, light_degree
 from ._ppr_push_plan import HYBRID, MAX_ITEMS, build_plan, row_stride
 from ._ppr_push_steps import PPR_STEP_DEVICE
@@ -119,7 +120,9 @@ GJ_PPR_ENTRY(float, true, batch_f32)
 # The first state of a batch, written whole (no memset before): row k holds source src[k] with residue 1
 # and its message; every other residue, message and reserve is zero. Counters, trace row 0, dangling
 # masses and the residue sums (res) start here too.
-PPR_INIT_KERNEL = r"""
+PPR_INIT_KERNEL = (
+    SCAN_CUDA
+    + r"""
 template <typename T>
 __device__ void gj_ppr_init(const int* deg, const int* src, int ns, int stride, T* r, T* msg, T* msg2, T* p,
         int* front, double* dm, int* cnt, double* trace, T* res, int first, double rdw0, double rdr,
@@ -156,24 +159,19 @@ GJ_INIT_ENTRY(float, f32)
 // each row's remaining residue, after the solve: row blockIdx.y, block sums, one atomic per block
 template <typename T>
 __device__ void gj_row_sums(const T* r, int stride, T* res) {
-    __shared__ double s_part[32];
     const T* row = r + (long long)blockIdx.y * stride;
     double s = 0.0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < stride; i += gridDim.x * blockDim.x)
         s += (double)row[i];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (threadIdx.x % 32 == 0) s_part[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int j = 1; j < blockDim.x / 32; ++j) s += s_part[j];
-        if (s != 0.0) atomicAdd(&res[blockIdx.y], (T)s);
-    }
+    s = gj_block_sum(s);
+    if (threadIdx.x == 0 && s != 0.0) atomicAdd(&res[blockIdx.y], (T)s);
 }
 #define GJ_ROW_SUMS_ENTRY(T, S) \
 extern "C" __global__ void gj_row_sums_##S(const T* r, int stride, T* res) { gj_row_sums<T>(r, stride, res); }
 GJ_ROW_SUMS_ENTRY(double, f64)
 GJ_ROW_SUMS_ENTRY(float, f32)
 """
+)
 
 
 def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):

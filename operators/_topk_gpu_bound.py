@@ -44,7 +44,8 @@ import numpy as np
 
 from graphs._device import array_module, get_kernel, import_cupy
 
-from ._topk_gpu_push import PUSH_DEVICE, SCAN_CUDA
+from ._cuda_blocks import SCAN_CUDA
+from ._topk_gpu_push import PUSH_DEVICE
 
 BOUND_CHUNK = 8192  # consecutive H entries per warp and step, a search each (512: R-MAT 24 14-16% slower)
 MAX_SEGMENTS = 1024  # G: the segments' counts are scanned in shared memory

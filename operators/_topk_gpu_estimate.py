@@ -9,8 +9,9 @@ import numpy as np
 from graphs._device import get_kernel, import_cupy
 from graphs._mix import MIX_CUDA
 
+from ._cuda_blocks import SCAN_CUDA
 from ._irw import WALK_CUDA
-from ._topk_gpu_push import SCAN_CUDA, VERTEX_CUDA
+from ._topk_gpu_push import VERTEX_CUDA
 
 BIG_STEPS = 32  # a tile's steps over one start list, beyond which a block takes the list
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from graphs._device import get_kernel
 
-from ._topk_gpu_push import PUSH_DEVICE, SCAN_CUDA, THREADS
+from ._cuda_blocks import SCAN_CUDA
+from ._topk_gpu_push import PUSH_DEVICE, THREADS
 
 LIST_SEEN_CUDA = r"""
 // the flags of vertices [16 w, 16 w + 16): their count, and with out, their ids written from out[at]

@@ -69,7 +69,11 @@ SOURCES = [
         _ppr_push_gpu.PPR_PUSH_KERNEL,
         ("gj_ppr_solve_f32", "gj_ppr_solve_f64", "gj_ppr_solve_batch_f32", "gj_ppr_solve_batch_f64"),
     ),
-    ("ppr-init", _ppr_push_gpu.PPR_INIT_KERNEL, ("gj_ppr_init_f32", "gj_ppr_init_f64")),
+    (
+        "ppr-init",
+        _ppr_push_gpu.PPR_INIT_KERNEL,
+        ("gj_ppr_init_f32", "gj_ppr_init_f64", "gj_row_sums_f32", "gj_row_sums_f64"),
+    ),
     ("ppr-calibrate", _ppr_calibrate.CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep")),
     (
         "influence",
