@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 
 from graphs import CSRGraph
 from graphs._device import array_module
 
+from ._checks import check_count
 from .errors import ConvergenceError
 
 
@@ -90,3 +93,20 @@ def power_gpu(G, src, alpha, tol, max_iter):
             if err < tol:
                 return x.T
     raise ConvergenceError("ppr", max_iter, err, tol)
+
+
+def power_steps(G, alpha, tol, block, max_iter):
+    """``ppr``'s step over blocks of sources by the batched power iteration (``block`` sources at once)."""
+    gpu = G.device == "gpu"
+    if max_iter is None:
+        max_iter = math.ceil(math.log(tol / 2) / math.log(alpha)) + 100 if alpha > 0 else 100
+    if block is None:
+        block = gpu_block(G.n) if gpu else 32
+    block = check_count("block", block)
+    run = power_gpu if gpu else power_cpu
+
+    def step(ids):
+        ids = ids[:block]
+        return run(G, ids, alpha, tol, max_iter), len(ids), {}
+
+    return step

@@ -1,6 +1,5 @@
-"""Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, the cost
-model's statistics and the choice of the next model (``gj_ppr_next``), as CUDA C++ included by
-``_ppr_push_gpu`` (which launches them).
+"""Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, the cost model's
+statistics and the choice of the next model (``gj_ppr_next``), as CUDA C++ that ``_ppr_push_gpu`` launches.
 
 A batch of ``ns`` sources shares one iteration: the residue matrix is ``ns`` rows of ``stride``
 entries (``stride`` >= n, a multiple of B * nb so that every row assigns its vertices to the

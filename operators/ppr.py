@@ -110,7 +110,7 @@ def ppr(
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
     method = "hybrid" if method == "auto" else method
     if method == "power":
-        step = _power_steps(G, alpha, tol, block, max_iter)
+        step = _ppr_power.power_steps(G, alpha, tol, block, max_iter)
     elif method == "montecarlo":
         walks = math.ceil(1.0 / tol)
         step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
@@ -169,22 +169,6 @@ def _top_entries(G, block, k):
         return verts, vals
     xp = array_module(G.ids)
     return to_host(G.ids[xp.asarray(verts)]), vals
-
-
-def _power_steps(G, alpha, tol, block, max_iter):
-    gpu = G.device == "gpu"
-    if max_iter is None:
-        max_iter = math.ceil(math.log(tol / 2) / math.log(alpha)) + 100 if alpha > 0 else 100
-    if block is None:
-        block = _ppr_power.gpu_block(G.n) if gpu else 32
-    block = check_count("block", block)
-    run = _ppr_power.power_gpu if gpu else _ppr_power.power_cpu
-
-    def step(ids):
-        ids = ids[:block]
-        return run(G, ids, alpha, tol, max_iter), len(ids), {}
-
-    return step
 
 
 def _montecarlo(G, ids, alpha, walks, seed):

@@ -75,11 +75,8 @@ SOURCES = [
         ("gj_ppr_init_f32", "gj_ppr_init_f64", "gj_row_sums_f32", "gj_row_sums_f64"),
     ),
     ("ppr-calibrate", _ppr_calibrate.CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep")),
-    (
-        "influence",
-        _im_gpu.IM_KERNEL,
-        ("gj_im_sample", "gj_im_sample_block", "gj_im_gather", "gj_im_cascades"),
-    ),
+    ("influence", _im_gpu.SAMPLE_KERNEL, ("gj_im_sample", "gj_im_sample_block", "gj_im_gather")),
+    ("influence-cascades", _im_gpu.CASCADE_KERNEL, ("gj_im_cascades",)),
     ("influence-greedy", _im_greedy_gpu.COVER_KERNEL, ("gj_im_sample_ids", "gj_im_scatter", "gj_im_cover")),
     (
         "simrank",
