@@ -13,9 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._ppr_cost import PULL, PUSH
-
-HYBRID = 2
+from ._ppr_cost import HYBRID, PULL, PUSH
 
 
 @nb.njit(inline="always", cache=True)

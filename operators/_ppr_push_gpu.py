@@ -20,8 +20,8 @@ import numpy as np
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
 from ._cuda_blocks import SCAN_CUDA
-from ._ppr_cost import PULL, cost_model, frontier_rdw, light_degree
-from ._ppr_push_plan import HYBRID, MAX_ITEMS, build_plan, row_stride
+from ._ppr_cost import HYBRID, PULL, cost_model, frontier_rdw, light_degree
+from ._ppr_push_plan import MAX_ITEMS, build_plan, row_stride
 from ._ppr_push_steps import PPR_STEP_DEVICE
 
 TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)

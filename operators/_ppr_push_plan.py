@@ -8,9 +8,8 @@ import numpy as np
 
 from graphs._device import import_cupy
 
-from ._ppr_cost import PULL, pull_static
+from ._ppr_cost import HYBRID, PULL, pull_static
 
-HYBRID = 2
 ITEM_BYTES = {np.float64: 5 * 8 + 3 * 4, np.float32: 5 * 4 + 3 * 4}  # r, r_in, p, msg, msg2, 3 lists
 MAX_ITEMS = 2**31 - 2**20  # items are int32 (with room for a block's overshoot)
 

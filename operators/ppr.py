@@ -20,12 +20,12 @@ from graphs._mix import stream_key
 from . import _ppr_power
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability
 from ._irw import walk_ends
-from ._ppr_cost import PULL, CostModel, cost_model, fit_grid, light_degree, pull_static
+from ._ppr_cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
 from ._top_rows import top_entries
 from .errors import ConvergenceError
 
 METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
-MODES = {"push": 0, "pull": 1, "hybrid": 2}
+MODES = {"push": PUSH, "pull": PULL, "hybrid": HYBRID}
 
 
 def ppr(
