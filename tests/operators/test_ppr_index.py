@@ -1,0 +1,121 @@
+"""The kPAR index: walk counts and layout invariants, packed H entries, walks against exact PPR, and
+the save/load round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphs
+from graphs._device import to_host
+from operators import build_ppr_index, load_ppr_index, ppr, topk_ppr
+from tests.conftest import DEVICES
+
+
+def _host(index):
+    return {k: to_host(v) for k, v in index.arrays.items()}
+
+
+def test_index_invariants(rmat13):
+    g = rmat13
+    idx = build_ppr_index(g, seed=3)
+    a, p = _host(idx), idx.params
+    deg1 = np.maximum(np.diff(g.indptr), 1)
+    # every walk is counted once: in the IRW, in H's arrays, or as returned to the source
+    full = np.diff(a["ip2"]).sum()  # entries with explicit frequencies
+    irw_walks = a["freqs"].sum() + (a["starts"].size - full)
+    assert irw_walks + a["h_freq"].sum() + a["ret"].sum() == a["omega"].sum() == idx.walks
+    # omega(v) >= d(v) r_max(v) psi / delta_min, so one walk weighs at most rho
+    need = deg1 * a["beta"] * p.r_max(p.delta_min) * p.psi / p.delta_min
+    assert (a["omega"] >= need - 1e-9).all() and (a["beta"] >= 1).all()
+    base = np.ceil(deg1 * p.r_max(p.delta_min) * p.psi / p.delta_min)
+    extra = a["omega"].sum() - base.sum()
+    assert 0 < extra <= 0.2 * base.sum()
+    # each end vertex lists frequency > 1 starts first; starts are distinct
+    for t in range(0, g.n, 7):
+        lo, hi = a["ip1"][t], a["ip1"][t + 1]
+        nf = a["ip2"][t + 1] - a["ip2"][t]
+        assert (a["freqs"][a["ip2"][t] : a["ip2"][t + 1]] > 1).all() and nf <= hi - lo
+        assert np.unique(a["starts"][lo:hi]).size == hi - lo
+    # H: at most 0.1% of n, out of the IRW, holding the largest omega_I; omega_I^ub bounds the rest
+    high = a["high"]
+    assert 0 < high.size <= 0.001 * g.n
+    assert (a["ip1"][high + 1] == a["ip1"][high]).all()
+    rest = np.setdiff1d(np.arange(g.n), high)
+    assert a["omega_i"][rest].max() == idx.omega_i_ub < a["omega_i"][high].min()
+    assert (a["h_index"][high] == np.arange(high.size)).all()
+
+
+def _walks_by_pair(hptr, h, freq, nh):
+    """Walks per (start vertex, H vertex) of a start-list layout, as a dense matrix."""
+    owner = np.repeat(np.arange(hptr.size - 1), np.diff(hptr))
+    sums = np.zeros((hptr.size - 1, nh), dtype=np.int64)
+    np.add.at(sums, (owner, h), freq)
+    return sums
+
+
+@pytest.mark.parametrize("scale", [1, 1 << 24, 1 << 28])
+def test_packed_h_entries_keep_every_walk(rmat13, scale):
+    # the GPU's one-word H entries keep each start list's walks per H vertex; counts too large for the
+    # word (scaled up here) are split over several entries of the same H vertex
+    from operators._topk_gpu_bound import pack_entries
+
+    a = _host(build_ppr_index(rmat13, seed=3))
+    nh, freq = a["high"].size, a["h_freq"].astype(np.int64) * scale
+    hptr, words, hbits = pack_entries(a["hptr"], a["h_end"], freq, nh)
+    assert hbits == (nh - 1).bit_length() and words.dtype == np.uint32
+    got = _walks_by_pair(hptr, words & ((1 << hbits) - 1), (words >> hbits).astype(np.int64), nh)
+    assert (got == _walks_by_pair(a["hptr"], a["h_end"], freq, nh)).all()
+    split = freq.max() > (1 << (32 - hbits)) - 1
+    assert split == (scale > 1) and (words.size > freq.size) == split
+    if not split:  # the row pointer is the index's own
+        assert hptr is a["hptr"]
+
+
+def test_walks_follow_the_ppr_distribution():
+    # the index's walks from v end at t with frequency ~ pi_v(t) without the return-to-source part
+    g = graphs.barabasi_albert(200, 3, seed=2)  # undirected: no vertex without out-edges
+    idx = build_ppr_index(g, seed=1, delta_min=1e-4)
+    a = _host(idx)
+    v = int(np.argmax(a["omega"]))
+    exact = to_host(ppr(g, [g.ids[v] if g.ids is not None else v], method="power", tol=1e-10))[0]
+    counts = np.zeros(g.n)
+    for t in range(g.n):
+        lo, hi = a["ip1"][t], a["ip1"][t + 1]
+        hit = np.flatnonzero(a["starts"][lo:hi] == v)
+        if hit.size:
+            j = hit[0]
+            nf = a["ip2"][t + 1] - a["ip2"][t]
+            counts[t] = a["freqs"][a["ip2"][t] + j] if j < nf else 1
+    for t, h in enumerate(a["high"]):
+        sel = np.flatnonzero(a["h_end"][a["hptr"][v] : a["hptr"][v + 1]] == t)
+        counts[h] += a["h_freq"][a["hptr"][v] + sel].sum()
+    w = a["omega"][v]
+    assert g.out_degree().min() > 0 and a["ret"][v] == 0
+    # chi-square style bound: every frequency within 5 standard deviations of w * pi
+    sd = np.sqrt(w * exact * (1 - exact)) + 1
+    assert (np.abs(counts - w * exact) <= 5 * sd).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_save_load_round_trip(tmp_path, rmat13, device):
+    g = rmat13.to(device)
+    idx = build_ppr_index(g, seed=5)
+    idx.save(tmp_path / "idx")
+    back = load_ppr_index(tmp_path / "idx", g)
+    for name, arr in idx.arrays.items():
+        np.testing.assert_array_equal(to_host(back.arrays[name]), to_host(arr))
+    assert back.params == idx.params and back.omega_i_ub == idx.omega_i_ub
+    a = topk_ppr(idx, [1, 2], k=20)
+    b = topk_ppr(back, [1, 2], k=20)
+    if device == "cpu":
+        np.testing.assert_array_equal(a.vertices, b.vertices)
+    else:  # floating-point atomics: the same answer up to the order of near-ties
+        for x, y in zip(a.vertices, b.vertices, strict=True):
+            assert len(set(x) & set(y)) >= 19
+        np.testing.assert_allclose(a.ppr, b.ppr, rtol=1e-3)
+    other = graphs.rmat(13, seed=12, device="cpu").to(device)
+    with pytest.raises(ValueError, match="built for graph"):
+        load_ppr_index(tmp_path / "idx", other)
+    with pytest.raises(FileExistsError):
+        idx.save(tmp_path / "idx")
