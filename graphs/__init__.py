@@ -4,7 +4,7 @@ from . import toy
 from ._device import gpu_available
 from .csr import CSRGraph
 from .edges import from_edges
-from .errors import GraphFormatError
+from .errors import GraphFormatError, LabelError
 from .generators import barabasi_albert, erdos_renyi, rmat
 from .interop import (
     from_cudf,
@@ -27,6 +27,7 @@ __all__ = [
     "CSRGraph",
     "GraphFormatError",
     "GraphPart",
+    "LabelError",
     "PartitionedGraph",
     "barabasi_albert",
     "erdos_renyi",

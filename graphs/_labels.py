@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -61,3 +63,12 @@ def _find_sorted(keys: np.ndarray, order: np.ndarray, values: np.ndarray) -> np.
 def _all_ints(values: np.ndarray) -> bool:
     """Every element an integer (not a bool): safe to cast to an integer dtype without changing it."""
     return all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values)
+
+
+def whole_label(x) -> bool:
+    """An integer, or a float holding one (not a bool, not a string): a label of an unlabelled graph."""
+    if isinstance(x, bool | np.bool_):
+        return False
+    if isinstance(x, int | np.integer):
+        return True
+    return isinstance(x, float | np.floating) and math.isfinite(x) and x == int(x)

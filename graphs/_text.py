@@ -161,6 +161,9 @@ def locate_error(path, *, comment, delimiter, header, src, dst, weight, string_i
             if not f or (not string_ids and not is_int(f)):
                 kind = "a vertex id" if string_ids else "an integer vertex id"
                 raise GraphFormatError(path, lineno, f"expected {kind} ({name}, column {c + 1}), got {f!r}")
+            if not string_ids and not -(2**63) <= int(f) < 2**63:
+                want = f"expected a vertex id in the int64 range ({name}, column {c + 1}), got {f!r}"
+                raise GraphFormatError(path, lineno, want)
         if weight is not None:
             f = fields[weight].strip()
             if not is_float(f):

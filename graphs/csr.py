@@ -10,8 +10,9 @@ import numpy as np
 
 from . import _build
 from ._device import array_module, device_of, is_gpu_array, resolve_device, to_device, to_host
-from ._labels import find_labels
+from ._labels import find_labels, whole_label
 from ._mix import fingerprint
+from .errors import LabelError
 
 
 class CSRGraph:
@@ -115,17 +116,27 @@ class CSRGraph:
             labels, dtype=object if self._ids is not None and self._ids.dtype == object else None
         )
         if self._ids is None:
-            if labels.dtype.kind not in "iu":
-                bad = labels.reshape(-1)[:5].tolist()
-                raise KeyError(f"vertices {bad} are not in the graph (its vertices are 0..{self.n - 1})")
-            out = labels.astype(np.int64).reshape(-1)
+            flat = labels.reshape(-1)
+            if flat.size == 0:
+                return np.empty(0, dtype=np.int64)
+            if labels.dtype.kind not in "iu":  # 3.0 is vertex 3, as in NetworkX; 3.5, "3" or True are not
+                bad = [x for x in flat.tolist() if not whole_label(x)][:5]
+                if bad:
+                    want = f"vertices must be integers 0..{self.n - 1}; got {labels.dtype} values, e.g. {bad}"
+                    raise LabelError(want, bad)
+            try:
+                out = labels.astype(np.int64).reshape(-1)
+            except OverflowError:  # a Python int beyond int64
+                bad = [x for x in flat.tolist() if not -(2**63) <= int(x) < 2**63][:5]
+                raise LabelError(f"{len(bad)} label(s) not in the graph, e.g. {bad}", bad) from None
             missing = (out < 0) | (out >= self.n)
         else:
             out = find_labels(self._ids, self.derived, labels.reshape(-1))
             missing = out < 0
         if missing.any():
             bad = labels.reshape(-1)[missing][:5].tolist()
-            raise KeyError(f"{int(missing.sum())} label(s) not in the graph, e.g. {bad}")
+            count = int(missing.sum())
+            raise LabelError(f"{count} label(s) not in the graph, e.g. {bad}", bad, count)
         return out
 
     @property

@@ -228,7 +228,7 @@ def _read_pandas(path, lay, s, d, wc, comment, locate):
             dtype=dtype,
             engine="c",
         )
-    except (ValueError, pd.errors.ParserError) as exc:
+    except (ValueError, OverflowError, pd.errors.ParserError) as exc:
         locate()
         raise GraphFormatError(path, None, f"could not parse the file: {exc}") from exc
     if df.isna().to_numpy().any():

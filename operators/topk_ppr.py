@@ -156,7 +156,7 @@ def topk_ppr(
     ops = _workspace(index)
     b = src.size
     out = TopkPPR(
-        sources=labels,
+        sources=G.ids[src],  # the labels as the graph holds them (3.0 given is 3)
         vertices=np.zeros((b, k), dtype=np.int64),
         ppr=np.zeros((b, k)),
         rounds=np.zeros(b, dtype=np.int32),

@@ -73,6 +73,24 @@ def test_renumbering_integers_sorted_and_strings_by_first_appearance():
             g.internal_ids(np.array(bad, dtype=object))
 
 
+def test_an_unlabelled_graph_takes_whole_numbers_and_names_what_it_cannot():
+    g = CSRGraph(np.zeros(6, dtype=np.int64), np.zeros(0, dtype=np.int32))  # vertices 0..4
+    assert g.internal_ids([]).tolist() == [] and g.internal_ids(np.array([], dtype=object)).tolist() == []
+    assert g.internal_ids([3.0, 1]).tolist() == [3, 1]  # 3.0 == 3, as NetworkX finds it
+    assert g.internal_ids(np.array([4, 2.0], dtype=object)).tolist() == [4, 2]
+    mixed = np.array([0, "x"], dtype=object)
+    for bad, shown in (([1.5], [1.5]), (["3"], ["3"]), ([True], [True]), (mixed, ["x"]), ([np.nan], None),
+                       ([0, 2**70], [2**70]), ([5, 0, -1], [5, -1])):  # fmt: skip
+        with pytest.raises(graphs.LabelError) as info:
+            g.internal_ids(bad)
+        if shown is not None:
+            assert info.value.labels == shown
+        assert isinstance(info.value, KeyError) and "'" not in str(info.value)[:1]
+    message = "2 label(s) not in the graph, e.g. [5, -1]"
+    err = pickle.loads(pickle.dumps(graphs.LabelError(message, [5, -1], 2)))
+    assert (err.labels, err.count, str(err)) == ([5, -1], 2, message)
+
+
 def test_integer_labels_in_any_order_are_found_by_binary_search():
     ids = np.array([50, -3, 8, 2**40, 0], dtype=np.int64)  # internal id i has label ids[i]
     g = CSRGraph(np.zeros(6, dtype=np.int64), np.zeros(0, dtype=np.int32), ids=ids)

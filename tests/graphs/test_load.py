@@ -66,6 +66,15 @@ def test_pandas_and_pyarrow_engines_agree(tmp_path):
     assert a.token == b.token
 
 
+def test_ids_beyond_int64_name_their_line_on_both_engines(tmp_path):
+    edge = write(tmp_path, "edge.txt", f"0 1\n{2**63 - 1} {-(2**63)}\n")  # the extremes still read
+    assert read_edgelist(edge).ids.tolist() == [-(2**63), 0, 1, 2**63 - 1]
+    path = write(tmp_path, "big.txt", "0 1\n1 2\n5 99999999999999999999\n")
+    for engine in ("pandas", "pyarrow"):
+        with pytest.raises(GraphFormatError, match=r"big.txt, line 3: expected a vertex id in the int64"):
+            read_edgelist(path, engine=engine)
+
+
 def test_string_labels_weights_and_named_columns(tmp_path):
     path = write(tmp_path, "w.csv", "when,from,to,w\n1,alice,bob,0.5\n2,bob,carol,2\n3,carol,alice,1.25\n")
     g = read_edgelist(path, src_col="from", dst_col="to", weight_col="w")

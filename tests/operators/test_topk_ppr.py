@@ -80,7 +80,8 @@ def test_hand_checked_star():
     src = np.array([0, 0, 0, 0, 0, 1, 2, 3, 4, 5])
     dst = np.array([1, 2, 3, 4, 5, 0, 0, 0, 0, 0])
     g = graphs.from_edges(src, dst)
-    res = topk_ppr(build_ppr_index(g, seed=0), [0, 3], k=3)
+    res = topk_ppr(build_ppr_index(g, seed=0), [0, 3.0], k=3)  # 3.0 is vertex 3
+    assert res.sources.tolist() == [0, 3] and res.sources.dtype == np.int64
     # from 0: pi(0) = 0.2 / (1 - 0.64) = 5/9, every leaf 0.8 * 5/9 / 5 = 4/45
     assert res.vertices[0][0] == 0 and res.ppr[0][0] == pytest.approx(5 / 9, rel=0.05)
     np.testing.assert_allclose(res.ppr[0][1:], 4 / 45, rtol=0.05)
