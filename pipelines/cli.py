@@ -11,6 +11,7 @@ from operators import ConvergenceError
 
 from ._parser import parser
 from .job import WorkdirLockedError
+from .sources import SourceText
 
 USER_ERRORS = (GraphFormatError, ConvergenceError, OSError, ValueError, KeyError, ImportError, TimeoutError,
                WorkdirLockedError, MemoryError)  # fmt: skip
@@ -131,23 +132,8 @@ def _index(args) -> int:
     ))  # fmt: skip
 
 
-def _read_sources(path: str) -> list:
-    with open(path) as f:
-        items = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    if not items:
-        raise ValueError(f"{path}: no source labels (expected one label per line)")
-    return _read_sources_list(items)
-
-
-def _read_sources_list(items: list) -> list:
-    try:
-        return [int(x) for x in items]
-    except ValueError:
-        return items
-
-
 def _sources_arg(args):
-    return args.random if args.random is not None else _read_sources(args.sources)
+    return args.random if args.random is not None else SourceText.read(args.sources)
 
 
 def _run_batch(job, args, describe) -> int:
@@ -221,7 +207,7 @@ def _simrank(args) -> int:
     from .simrank import simrank_job
 
     if args.source is not None:
-        sources = _read_sources_list([args.source])
+        sources = SourceText([args.source], origin="--source")
     else:
         sources = _sources_arg(args)
     try:

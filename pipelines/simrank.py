@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
@@ -28,8 +26,9 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
     ----------
     source : path, generator spec or CSRGraph
         The graph, as in ``pagerank_job``; an undirected input is used as both directions.
-    sources : label, sequence of labels or int
-        Source vertices (original labels), or an int N for N distinct random vertices (by ``seed``).
+    sources : label, sequence of labels, SourceText or int
+        Source vertices (original labels; ``SourceText.read(path)`` for a file of them, typed as the
+        graph's labels), or an int N for N distinct random vertices (by ``seed``).
     k : int
         Most similar vertices kept per source (the source itself excluded).
     out : path
@@ -53,8 +52,6 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}
     )
-    if not isinstance(sources, int | np.integer) and np.ndim(sources) == 0:
-        sources = [sources]
     opts = dict(k=int(k), c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed)
     return batch_job("simrank", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
                      run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip

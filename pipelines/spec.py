@@ -107,8 +107,8 @@ def _sources(value, base: Path, path):
         if kind == "random" and isinstance(arg, int) and arg > 0:
             return arg
         if kind == "file":
-            from .cli import _read_sources
+            from .sources import SourceText
 
-            return _read_sources(str(base / arg))
+            return SourceText.read(str(base / arg))
     raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}} or {{file: PATH}}, "
                     f"got {value!r}")  # fmt: skip

@@ -22,6 +22,7 @@ from cluster.worker import worker_device
 from . import _output, _state
 from ._output import write_atomic
 from .job import Job
+from .sources import resolve_sources, sources_spec
 
 GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
 READ_OPTIONS = (
@@ -158,29 +159,6 @@ def _load(src, options, reorder, artifact) -> GraphHandle:
         g.save(artifact, overwrite=True)
     g = graphs.load(artifact, mmap=True, verify=False)
     return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)
-
-
-def sources_spec(sources, seed: int) -> tuple[tuple, int]:
-    """A hashable spec of a batch of sources (labels, or an int N for N random vertices) and its size."""
-    if isinstance(sources, int | np.integer):
-        count, spec = int(sources), ("random", int(sources), seed)
-    else:
-        spec = ("labels", np.asarray(sources))
-        count = spec[1].size
-    if count < 1:
-        raise ValueError("sources must name at least one vertex")
-    return spec, count
-
-
-def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
-    """Internal ids of the sources; a KeyError naming missing labels before any query runs."""
-    g = graph.get("cpu")
-    if spec[0] == "random":
-        _, count, seed = spec
-        if count > g.n:
-            raise ValueError(f"{count} random sources asked for, but the graph has only {g.n} vertices")
-        return np.random.default_rng(seed).choice(g.n, size=count, replace=False)
-    return g.internal_ids(spec[1])
 
 
 def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, chunk: int, out, workdir,

@@ -1,0 +1,120 @@
+"""The sources of a batch job: labels given in Python, N random vertices, or labels as text (a file of one
+label per line, or the command line) typed only once the graph's own labels are known.
+
+Text has no types: "17" is the integer 17 in a graph of integer labels and the string "17" in a graph of
+string labels. Guessing before the graph is loaded would lose one of them, so a ``SourceText`` keeps the
+lines and their numbers, and ``resolve_sources`` (a task, where the graph is) reads them; a label that is
+not in the graph, or cannot be one of its labels, is an error naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from graphs import GraphFormatError, LabelError
+
+if TYPE_CHECKING:
+    from .stages import GraphHandle
+
+
+class SourceText:
+    """Source labels as text: ``items``, where they came from (``origin``: a file's path, or e.g.
+    "--source") and, from a file, their 1-based ``lines``."""
+
+    def __init__(self, items, *, origin: str = "<sources>", lines=None):
+        self.items = [str(x).strip() for x in items]
+        self.origin = origin
+        self.lines = list(lines) if lines is not None else [None] * len(self.items)
+
+    @classmethod
+    def read(cls, path: str) -> SourceText:
+        """One label per line; blank lines and lines starting with ``#`` are skipped."""
+        items, lines = [], []
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such file (expected source labels, one per line)")
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                text = line.strip()
+                if text and not text.startswith("#"):
+                    items.append(text)
+                    lines.append(number)
+        if not items:
+            raise GraphFormatError(path, None, "expected source labels, one per line; found none")
+        return cls(items, origin=path, lines=lines)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __dask_tokenize__(self):
+        digest = hashlib.sha1("\n".join(self.items).encode()).hexdigest()
+        return ("graphjobs-source-text", self.origin, len(self.items), digest)
+
+    def error(self, i: int, expected: str) -> GraphFormatError:
+        return GraphFormatError(self.origin, self.lines[i], expected)
+
+    def labels_for(self, kind: str) -> np.ndarray:
+        """The labels typed as a graph whose labels have dtype kind ``kind`` holds them."""
+        if kind in "iu":
+            out = np.empty(len(self.items), dtype=np.int64)
+            for i, text in enumerate(self.items):
+                try:
+                    out[i] = int(text)
+                except (ValueError, OverflowError):
+                    raise self.error(i, f"expected an integer vertex label, got {text!r}") from None
+            return out
+        if kind == "f":
+            values = [_float(t) for t in self.items]
+            bad = next((i for i, v in enumerate(values) if v is None), None)
+            if bad is not None:
+                raise self.error(bad, f"expected a number (the graph's labels are), got {self.items[bad]!r}")
+            return np.array(values)
+        return np.array(self.items, dtype=object)
+
+
+def _float(text: str):
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def sources_spec(sources, seed: int) -> tuple[tuple, int]:
+    """A hashable spec of a batch of sources (labels, a ``SourceText``, or an int N for N random vertices)
+    and its size."""
+    if isinstance(sources, int | np.integer):
+        count, spec = int(sources), ("random", int(sources), seed)
+    elif isinstance(sources, SourceText):
+        count, spec = len(sources), ("text", sources)
+    else:
+        spec = ("labels", np.atleast_1d(np.asarray(sources)))  # one label is a batch of one
+        count = spec[1].size
+    if count < 1:
+        raise ValueError("sources must name at least one vertex")
+    return spec, count
+
+
+def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
+    """Internal ids of the sources; an error naming missing labels (and their lines) before any query runs."""
+    g = graph.get("cpu")
+    if spec[0] == "random":
+        _, count, seed = spec
+        if count > g.n:
+            raise ValueError(f"{count} random sources asked for, but the graph has only {g.n} vertices")
+        return np.random.default_rng(seed).choice(g.n, size=count, replace=False)
+    if spec[0] == "labels":
+        return g.internal_ids(spec[1])
+    text = spec[1]
+    labels = text.labels_for(g.ids.dtype.kind if g.has_labels else "i")
+    try:
+        return g.internal_ids(labels)
+    except LabelError as exc:
+        first = exc.labels[0] if exc.labels else None
+        i = next((j for j, x in enumerate(labels.tolist()) if x == first), 0)
+        others = f" ({exc.count} of the {len(text)} labels are not)" if exc.count > 1 else ""
+        raise text.error(i, f"vertex {labels.tolist()[i]!r} is not in the graph{others}") from None

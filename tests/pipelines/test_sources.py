@@ -1,0 +1,71 @@
+"""Sources given as text (a file, or --source): typed as the graph's labels; errors name the file and line."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pandas as pd
+import pytest
+
+import pipelines
+from graphs import GraphFormatError
+from pipelines import SourceText
+from pipelines.cli import main
+
+
+def test_text_labels_take_the_type_of_the_graphs_labels(tmp_path, sync):
+    path = tmp_path / "e.txt"
+    path.write_text("1 a\na b\nb 1\nb c\n")  # string labels, one of them "1"
+    (tmp_path / "s.txt").write_text("# sources\n1\n\nb\n")
+    src = SourceText.read(tmp_path / "s.txt")
+    assert (src.items, src.lines) == (["1", "b"], [2, 4])
+    job = pipelines.ppr_job(path, src, out=tmp_path / "o", workdir=tmp_path / "wd", topk=4, method="power")
+    pipelines.run(job, progress=False)
+    df = pd.read_parquet(tmp_path / "o")
+    assert sorted(set(df.source)) == ["1", "b"]
+    g = nx.DiGraph([("1", "a"), ("a", "b"), ("b", "1"), ("b", "c")])
+    for s, rows in df.groupby("source"):
+        want = nx.pagerank(g, alpha=0.8, personalization={s: 1}, tol=1e-12)
+        assert dict(zip(rows.vertex, rows.ppr, strict=True)) == pytest.approx(want, abs=1e-6)
+    # the same text against a graph of integer labels reads integers
+    ints = tmp_path / "i.txt"
+    ints.write_text("0 1\n1 2\n2 0\n")
+    (tmp_path / "t.txt").write_text("2\n0\n")
+    job = pipelines.ppr_job(ints, SourceText.read(tmp_path / "t.txt"), out=tmp_path / "o2", workdir=tmp_path)
+    pipelines.run(job, progress=False)
+    assert sorted(set(pd.read_parquet(tmp_path / "o2").source)) == [0, 2]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0\n\n# c\n7\n8\n", r"s.txt, line 4: vertex 7 is not in the graph \(2 of the 3 labels are not\)"),
+        ("0\n-1\n", r"s.txt, line 2: vertex -1 is not in the graph$"),
+        ("0\nfoo\n", r"s.txt, line 2: expected an integer vertex label, got 'foo'"),
+        ("1\n2.0\n", r"s.txt, line 2: expected an integer vertex label, got '2.0'"),
+        ("2\n99999999999999999999\n", r"s.txt, line 2: expected an integer vertex label"),
+    ],
+)
+def test_bad_source_files_name_the_line(tmp_path, sync, text, message):
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n1 2\n2 0\n")
+    (tmp_path / "s.txt").write_text(text)
+    job = pipelines.ppr_job(edges, SourceText.read(tmp_path / "s.txt"), out=tmp_path / "o", workdir=tmp_path)
+    with pytest.raises(GraphFormatError, match=message):
+        pipelines.run(job, progress=False)
+    assert not (tmp_path / "o").exists()
+
+
+def test_source_file_and_flag_errors_from_the_command_line(tmp_path, capsys):
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n1 2\n2 0\n")
+    (tmp_path / "none.txt").write_text("# nothing\n\n")
+    with pytest.raises(GraphFormatError, match=r"none\.txt: expected source labels, one per line"):
+        SourceText.read(tmp_path / "none.txt")
+    with pytest.raises(FileNotFoundError, match=r"nope\.txt: no such file"):
+        SourceText.read(tmp_path / "nope.txt")
+    base = ["--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--quiet", "--device", "cpu"]
+    assert main(["simrank", str(edges), "--source", "9", *base]) == 1
+    assert "--source: vertex 9 is not in the graph" in capsys.readouterr().err
+    assert main(["ppr", str(edges), "--sources", str(tmp_path / "nope.txt"), *base]) == 1
+    assert "nope.txt: no such file" in capsys.readouterr().err
+    assert main(["simrank", str(edges), "--source", "2", "-k", "2", *base]) == 0
