@@ -5,6 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import pandas as pd
 import pytest
+from dask.base import tokenize
 
 import pipelines
 from graphs import GraphFormatError
@@ -18,6 +19,8 @@ def test_text_labels_take_the_type_of_the_graphs_labels(tmp_path, sync):
     (tmp_path / "s.txt").write_text("# sources\n1\n\nb\n")
     src = SourceText.read(tmp_path / "s.txt")
     assert (src.items, src.lines) == (["1", "b"], [2, 4])
+    # the job's token follows the labels, not the file's path (a re-run from elsewhere resumes)
+    assert tokenize(src) == tokenize(SourceText(["1", "b"])) != tokenize(SourceText(["1", "c"]))
     job = pipelines.ppr_job(path, src, out=tmp_path / "o", workdir=tmp_path / "wd", topk=4, method="power")
     pipelines.run(job, progress=False)
     df = pd.read_parquet(tmp_path / "o")
