@@ -22,7 +22,7 @@ from graphs._device import array_module, to_host
 from graphs._mix import stream_key
 from graphs.store import write_directory
 
-from ._checks import check_graph, check_positive, check_probability
+from ._checks import check_graph, check_positive, check_probability, vertex_vector
 from ._irw import invert_walks, walk_ends
 
 FORMAT = "graphjobs-ppr-index"
@@ -184,8 +184,9 @@ def build_ppr_index(
         Failure probability (default 1/n).
     budget : float
         Extra walks, as a share of the base walks, given to the top of the PRO-rank list.
-    pagerank : array, optional
-        Global PageRank (with this alpha) to order the PRO-rank list; computed when omitted.
+    pagerank : array or dict, optional
+        Global PageRank (with this alpha) to order the PRO-rank list, an array of length n or a dict
+        keyed by label; computed when omitted.
     seed : int
         Seed of the walks: the same seed gives the same index on the CPU and the GPU.
 
@@ -210,6 +211,8 @@ def build_ppr_index(
     if pagerank is None:
         opts = dict(alpha=alpha, tol=1e-6 / n, max_iter=500, weighted=False, dtype=np.float64)
         pagerank = global_pagerank(G, **opts)
+    else:  # only its order matters: any finite non-negative scores, by label or as an array of length n
+        pagerank = vertex_vector(G, pagerank, "pagerank", normalize=False)
     deg = xp.maximum(G.out_degree(), 1).astype(np.float64)
     # PRO-rank list: pr(u) / d(u) decreasing, rounded to 9 digits and ties by vertex id, so that the
     # CPU and the GPU (whose sums round differently) build the same list and the same index

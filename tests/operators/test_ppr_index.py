@@ -8,7 +8,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, load_ppr_index, ppr, topk_ppr
+from operators import build_ppr_index, load_ppr_index, pagerank, ppr, topk_ppr
 from tests.conftest import DEVICES
 
 
@@ -119,3 +119,16 @@ def test_save_load_round_trip(tmp_path, rmat13, device):
         load_ppr_index(tmp_path / "idx", other)
     with pytest.raises(FileExistsError):
         idx.save(tmp_path / "idx")
+
+
+def test_given_pagerank_orders_the_same_index_and_is_checked():
+    g = graphs.rmat(9, seed=3, device="cpu")
+    pr = pagerank(g, alpha=0.8, tol=1e-6 / g.n, max_iter=500, weighted=False, dtype=np.float64)
+    own, given = build_ppr_index(g, seed=1), build_ppr_index(g, seed=1, pagerank=pr)
+    by_label = build_ppr_index(g, seed=1, pagerank={int(v): float(p) for v, p in zip(g.ids, pr, strict=True)})
+    for name, arr in own.arrays.items():
+        np.testing.assert_array_equal(given.arrays[name], arr)
+        np.testing.assert_array_equal(by_label.arrays[name], arr)
+    for bad, message in ((pr[:3], "length 512"), (-pr, "non-negative"), (np.full(g.n, np.nan), "finite")):
+        with pytest.raises(ValueError, match=message):
+            build_ppr_index(g, pagerank=bad)
