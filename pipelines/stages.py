@@ -8,6 +8,7 @@ worker loads a graph once (``pipelines._state``) and reuses it for every task.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,11 +97,24 @@ def parse_source(source):
             if not eq:
                 key, value = ("scale" if name == "rmat" else "n") if i == 0 else key, key
             kwargs[key.strip()] = _number(value.strip(), text)
+        _check_generator(name, kwargs, text)
         return ("generator", name, kwargs)
     path = Path(text)
     if not path.exists():
         raise FileNotFoundError(f"{text}: no such file (or generator spec like 'rmat:16', 'ba:n=1000,m=3')")
     return ("file", str(path.resolve()))
+
+
+def _check_generator(name: str, kwargs: dict, spec: str) -> None:
+    """Unknown or missing options of a generator spec are errors now, not a TypeError in a task later."""
+    params = inspect.signature(GENERATORS[name]).parameters
+    allowed = [p for p in params if p != "device"]  # the worker's device, or the job's
+    unknown = [k for k in kwargs if k not in allowed]
+    if unknown:
+        raise ValueError(f"{spec}: unknown option {unknown[0]!r}; {name} takes {', '.join(allowed)}")
+    missing = [p for p in allowed if params[p].default is inspect.Parameter.empty and p not in kwargs]
+    if missing:
+        raise ValueError(f"{spec}: {name} needs {' and '.join(missing)} (e.g. '{name}:{missing[0]}=...')")
 
 
 def _number(value: str, spec: str):

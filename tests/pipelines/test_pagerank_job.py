@@ -71,6 +71,21 @@ def test_reorder_at_load_keeps_results_by_label(tmp_path, sync):
         pipelines.pagerank_job("rmat:9", reorder="random")
 
 
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("rmat:16,foo=1", r"unknown option 'foo'; rmat takes scale, edge_factor"),
+        ("rmat:16,3", r"unknown option '3'"),
+        ("rmat:scale=x", r"'x' is not a number"),
+        ("ba:n=100", r"ba needs m"),
+        ("er:", r"er needs n"),
+    ],
+)
+def test_generator_specs_are_checked_when_the_job_is_built(tmp_path, spec, message):
+    with pytest.raises(ValueError, match=message):  # before any task, not a TypeError inside one
+        pipelines.pagerank_job(spec, out=tmp_path / "o.parquet", workdir=tmp_path)
+
+
 def test_changed_input_file_is_read_again(tmp_path, sync):
     path = write_edges(tmp_path, "1 2\n2 3\n")
     kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd")
