@@ -7,10 +7,12 @@ re-read the file line by line only when something failed, to name the line and w
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import math
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -40,6 +42,25 @@ class Layout:
 def split(line: str, delimiter: str | None) -> list[str]:
     line = line.rstrip("\r\n")
     return line.split() if delimiter is None else line.split(delimiter)
+
+
+@contextlib.contextmanager
+def decompression_errors(path):
+    """A truncated, damaged or mislabelled .gz / .bz2 file: a GraphFormatError naming it, not the
+    EOFError, OSError or zlib.error of whichever reader met it first."""
+    kind = {".gz": "gzip", ".bz2": "bzip2"}.get(os.path.splitext(str(path).lower())[1])
+    try:
+        yield
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (EOFError, OSError, zlib.error) as exc:
+        if kind is None:
+            raise
+        raise GraphFormatError(
+            path,
+            None,
+            f"expected {kind}-compressed text, but it does not decompress ({exc}): truncated or damaged?",
+        ) from exc
 
 
 def is_int(s: str) -> bool:

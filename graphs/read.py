@@ -94,11 +94,13 @@ def read_edgelist(
     if file_format(path) == "mtx":
         from ._mtx import read_mtx
 
-        g = read_mtx(path, weighted=weighted, directed=directed, dedupe=dedupe, self_loops=self_loops)
+        with _text.decompression_errors(path):
+            g = read_mtx(path, weighted=weighted, directed=directed, dedupe=dedupe, self_loops=self_loops)
         return g.to(device)
     cols = dict(src_col=src_col, dst_col=dst_col, weight_col=weight_col)
-    src, dst, w = read_edge_columns(path, comment=comment, delimiter=delimiter, header=header, engine=engine,
-                                    **cols)  # fmt: skip
+    with _text.decompression_errors(path):
+        src, dst, w = read_edge_columns(path, comment=comment, delimiter=delimiter, header=header,
+                                        engine=engine, **cols)  # fmt: skip
     xp = array_module(src)
     src, dst, ids = renumber_labels(xp, src, dst)
     g = assemble(src, dst, w, len(ids), directed=directed, dedupe=dedupe, self_loops=self_loops, ids=ids)

@@ -162,6 +162,25 @@ def test_errors_name_file_and_line(tmp_path, name, text, line, message):
     assert f"{path}, line {line}:" in str(info.value)
 
 
+def test_damaged_compressed_files_name_the_file(tmp_path):
+    rows = "".join(f"{i} {(i * 7919) % 100003}\n" for i in range(60000)).encode()
+    mtx = b"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3\n"
+    cases = {
+        "cut.txt.gz": gzip.compress(rows)[:-5000],  # a download that stopped early
+        "cut.txt.bz2": bz2.compress(rows)[:-5000],
+        "plain.txt.gz": rows[:100],  # not compressed at all
+        "cut.mtx.gz": gzip.compress(mtx)[:30],
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        kind = "bzip2" if name.endswith("bz2") else "gzip"
+        for engine in ("pyarrow", "pandas"):
+            with pytest.raises(GraphFormatError, match=rf"{name}: expected {kind}-compressed text, but"):
+                read_edgelist(tmp_path / name, engine=engine)
+    (tmp_path / "whole.txt.gz").write_bytes(gzip.compress(rows))
+    assert read_edgelist(tmp_path / "whole.txt.gz").m == 60000
+
+
 def test_whole_file_errors(tmp_path):
     with pytest.raises(GraphFormatError, match="empty file"):
         read_edgelist(write(tmp_path, "empty.txt", ""))
