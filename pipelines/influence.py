@@ -15,6 +15,7 @@ from dask.base import tokenize
 
 import operators
 
+from ._output import SEEDS_HEADER, check_result_file
 from .job import Job
 from .stages import GraphHandle, cluster_workers, default_workdir, load_stage, write_atomic
 
@@ -60,6 +61,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     imm = dask.delayed(_imm, pure=True)(load, opts, distributed, dask_key_name=f"influence-imm-{token}")
     mc = dask.delayed(_spread, pure=True)(load, imm, opts, int(n_sim), dask_key_name=f"influence-mc-{token}")
     out = str(Path(out).resolve())
+    check_result_file(out, "influence")  # before anything runs: never over an input
     name = f"graphjobs-influence-{token}"
     result = dask.delayed(_write, pure=True)(load, imm, mc, out, dask_key_name=name)
     stages = {"load": load, "imm": imm, "spread": mc, "summary": result}
@@ -107,11 +109,8 @@ def _spread(graph: GraphHandle, imm: dict, opts: dict, n_sim: int):
 def _write(graph: GraphHandle, imm: dict, spread, out: str) -> dict:
     import pandas as pd
 
-    table = pd.DataFrame({
-        "rank": np.arange(1, len(imm["seeds"]) + 1),
-        "vertex": imm["seeds"],
-        "round": imm["rounds"],
-        "gain": imm["gains"],
-    })  # fmt: skip
+    check_result_file(out, "influence")
+    columns = (np.arange(1, len(imm["seeds"]) + 1), imm["seeds"], imm["rounds"], imm["gains"])
+    table = pd.DataFrame(dict(zip(SEEDS_HEADER.split(","), columns, strict=True)))
     write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
     return {"job": "influence", "out": out, "n": graph.n, "m": graph.m, **imm, "mc_spread": spread}

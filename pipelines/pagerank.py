@@ -16,7 +16,7 @@ from graphs._device import free_memory, to_host
 from operators._pagerank_part import pagerank_bytes
 from operators.errors import InsufficientMemoryError
 
-from ._output import save_npy
+from ._output import check_result_file, save_npy
 from .ingest import dataset_files
 from .job import Job
 from .stages import cluster_workers, default_workdir, load_stage, write_parquet
@@ -78,6 +78,7 @@ def pagerank_job(
         Its result is a summary dict: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
     """
     workdir = Path(workdir or default_workdir())
+    check_result_file(out, "pagerank")  # before anything runs: never over an input
     files = dataset_files(source)
     if files is not None:
         from .pagerank_dataset import dataset_job
@@ -176,6 +177,7 @@ def _write(graph, ranks, out, token, top) -> dict:
     x = np.load(ranks["path"])
     ids = graph.get("cpu").ids
     written = False
+    check_result_file(out, "pagerank")
     if not (os.path.exists(out) and pq.read_schema(out).metadata.get(b"graphjobs.token") == token.encode()):
         table = pa.table({"vertex": pa.array(ids.tolist() if ids.dtype == object else ids), "pagerank": x})
         table = table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token})

@@ -19,7 +19,7 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 
-from ._output import save_npy
+from ._output import check_result_file, save_npy
 from .ingest import partition_files
 from .job import Job
 from .stages import cluster_workers, write_parquet
@@ -82,6 +82,7 @@ def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) ->
     ids = graphs.load_partitioned(ingested["out"], verify=False).ids
     vertex = np.arange(x.size, dtype=np.int64) if ids is None else ids
     table = pa.table({"vertex": vertex, "pagerank": x})
+    check_result_file(out, "pagerank")
     write_parquet(table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token}), out)
     best = np.argsort(-x, kind="stable")[:top]
     return {

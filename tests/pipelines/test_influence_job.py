@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import graphs
 import pipelines
@@ -22,6 +23,21 @@ def test_job_writes_the_operators_seeds(tmp_path, sync):
     np.testing.assert_allclose(df.gain.sum(), ref.spread)
     mc = summary["mc_spread"]
     assert abs(mc["mean"] - ref.spread) <= 0.2 * ref.spread and summary["theta"] == ref.theta
+
+
+def test_an_output_path_holding_anything_else_is_refused(tmp_path, sync):
+    edges = tmp_path / "edges.csv"
+    edges.write_text("0,1\n1,2\n2,0\n")
+    with pytest.raises(FileExistsError, match="not the output of a graphjobs influence job"):
+        pipelines.influence_job(edges, 1, out=edges, workdir=tmp_path)  # its own input
+    assert edges.read_text() == "0,1\n1,2\n2,0\n"
+    seeds = tmp_path / "s.csv"
+    for k in (1, 2):  # an earlier result of the job is replaced
+        job = pipelines.influence_job(edges, k, out=seeds, workdir=tmp_path, n_sim=10)
+        pipelines.run(job, progress=False)
+        assert len(pd.read_csv(seeds)) == k
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+        pipelines.influence_job(edges, 1, out=edges / "s.csv", workdir=tmp_path)
 
 
 def test_cli_exit_codes(tmp_path, capsys):

@@ -86,6 +86,22 @@ def test_generator_specs_are_checked_when_the_job_is_built(tmp_path, spec, messa
         pipelines.pagerank_job(spec, out=tmp_path / "o.parquet", workdir=tmp_path)
 
 
+def test_an_output_path_holding_anything_else_is_refused(tmp_path, sync):
+    edges = tmp_path / "edges.parquet"
+    pd.DataFrame({"src": [0, 1, 2], "dst": [1, 2, 0]}).to_parquet(edges)
+    before = edges.read_bytes()
+    for out in (edges, write_edges(tmp_path, "notes\n", "notes.txt")):  # its own input, any other file
+        with pytest.raises(FileExistsError, match="not the output of a graphjobs pagerank job"):
+            pipelines.pagerank_job(edges, out=out, workdir=tmp_path)
+    assert edges.read_bytes() == before
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        pipelines.pagerank_job(edges, out=tmp_path, workdir=tmp_path)
+    out = tmp_path / "pr.parquet"
+    for alpha in (0.85, 0.5):  # an earlier result of the job is replaced
+        pipelines.run(pipelines.pagerank_job(edges, alpha=alpha, out=out, workdir=tmp_path), progress=False)
+    assert ranks_by_label(out) == pytest.approx(dict(enumerate([1 / 3] * 3)))
+
+
 def test_changed_input_file_is_read_again(tmp_path, sync):
     path = write_edges(tmp_path, "1 2\n2 3\n")
     kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd")
