@@ -151,6 +151,8 @@ def load_stage(source, *, workdir, read_options=None, reorder=None) -> tuple[das
     if unknown:
         raise ValueError(f"unknown read options {sorted(unknown)}; allowed: {READ_OPTIONS}")
     token = tokenize("load", source_token(src), sorted(options.items()), reorder)
+    if Path(workdir).exists() and not Path(workdir).is_dir():
+        raise NotADirectoryError(f"{workdir}: exists and is not a folder (expected the job's work folder)")
     artifact = str(Path(workdir).resolve() / f"graph-{token}")
     call = dask.delayed(_load, pure=True)
     return call(src, options, reorder, artifact, dask_key_name=f"graphjobs-load-{token}"), token

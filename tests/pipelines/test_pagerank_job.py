@@ -96,6 +96,8 @@ def test_an_output_path_holding_anything_else_is_refused(tmp_path, sync):
     assert edges.read_bytes() == before
     with pytest.raises(IsADirectoryError, match="is a folder"):
         pipelines.pagerank_job(edges, out=tmp_path, workdir=tmp_path)
+    with pytest.raises(NotADirectoryError, match=r"edges\.parquet: exists and is not a folder"):
+        pipelines.index_job(edges, out=edges)  # an index folder (the job's work folder) over a file
     out = tmp_path / "pr.parquet"
     for alpha in (0.85, 0.5):  # an earlier result of the job is replaced
         pipelines.run(pipelines.pagerank_job(edges, alpha=alpha, out=out, workdir=tmp_path), progress=False)
