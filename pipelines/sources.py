@@ -60,13 +60,15 @@ class SourceText:
     def labels_for(self, kind: str) -> np.ndarray:
         """The labels typed as a graph whose labels have dtype kind ``kind`` holds them."""
         if kind in "iu":
-            out = np.empty(len(self.items), dtype=np.int64)
-            for i, text in enumerate(self.items):
-                try:
-                    out[i] = int(text)
-                except (ValueError, OverflowError):
-                    raise self.error(i, f"expected an integer vertex label, got {text!r}") from None
-            return out
+            try:
+                return np.array(self.items, dtype=str).astype(np.int64)
+            except (ValueError, OverflowError):  # find the first bad line
+                for i, text in enumerate(self.items):
+                    try:
+                        np.int64(int(text))
+                    except (ValueError, OverflowError):
+                        raise self.error(i, f"expected an integer vertex label, got {text!r}") from None
+                raise
         if kind == "f":
             values = [_float(t) for t in self.items]
             bad = next((i for i, v in enumerate(values) if v is None), None)
@@ -114,7 +116,8 @@ def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
     try:
         return g.internal_ids(labels)
     except LabelError as exc:
+        values = labels.tolist()
         first = exc.labels[0] if exc.labels else None
-        i = next((j for j, x in enumerate(labels.tolist()) if x == first), 0)
+        i = next((j for j, x in enumerate(values) if x == first), 0)
         others = f" ({exc.count} of the {len(text)} labels are not)" if exc.count > 1 else ""
-        raise text.error(i, f"vertex {labels.tolist()[i]!r} is not in the graph{others}") from None
+        raise text.error(i, f"vertex {values[i]!r} is not in the graph{others}") from None
