@@ -100,15 +100,15 @@ def _input(value, base: Path):
 
 
 def _sources(value, base: Path, path):
-    if isinstance(value, list) and value:
-        return value
+    from .sources import SourceText
+
+    if isinstance(value, list) and value:  # typed by the graph's labels, as a file's lines: [1, a] works
+        return SourceText([str(v) for v in value], origin=f"{path}: sources")
     if isinstance(value, dict) and len(value) == 1:
         ((kind, arg),) = value.items()
         if kind == "random" and isinstance(arg, int) and arg > 0:
             return arg
         if kind == "file":
-            from .sources import SourceText
-
             return SourceText.read(str(base / arg))
     raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}} or {{file: PATH}}, "
                     f"got {value!r}")  # fmt: skip

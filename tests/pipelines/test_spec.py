@@ -35,6 +35,13 @@ def test_batch_and_influence_specs(tmp_path, capsys):
     assert main(["run", str(spec), "--device", "cpu", "--quiet"]) == 0
     assert "first source 1" in capsys.readouterr().out
     assert sorted(pd.read_parquet(tmp_path / "ppr").source.unique()) == [1, 7]
+    (tmp_path / "e.txt").write_text("a 1\n1 b\nb a\n")  # string labels: an unquoted 1 in the list is "1"
+    spec = _write(tmp_path, "job: ppr\ninput: e.txt\nsources: [1, b]\nout: p2\nworkdir: wd\n", "l.yaml")
+    assert main(["run", str(spec), "--device", "cpu", "--quiet"]) == 0
+    assert sorted(pd.read_parquet(tmp_path / "p2").source.unique()) == ["1", "b"]
+    spec = _write(tmp_path, "job: ppr\ninput: e.txt\nsources: [a, c]\nout: p3\nworkdir: wd\n", "m.yaml")
+    assert main(["run", str(spec), "--device", "cpu", "--quiet"]) == 1
+    assert "m.yaml: sources: vertex 'c' is not in the graph" in capsys.readouterr().err
     spec = _write(tmp_path, "job: influence\ninput: ba:n=300,m=2\nk: 3\nparams: {epsilon: 0.5, n_sim: 100}\n"
                             "out: seeds.csv\nworkdir: wd\n", "im.yaml")  # fmt: skip
     assert main(["run", str(spec), "--device", "cpu", "--json"]) == 0
