@@ -175,8 +175,21 @@ GJ_ROW_SUMS_ENTRY(float, f32)
 
 
 def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
-    """A function ``run(sources, limit) -> (reserves, iterations or None, models, residual masses)``
-    solving up to ``batch`` sources at once: reserves (len(sources), n), one residual per source."""
+    """``run(sources, limit) -> (reserves (len(sources), n), iterations or None, models, residuals)``."""
+    work = workspace(G, dtype, cost, batch)
+
+    def run(sources, limit: int):
+        out = work(sources, limit, mode, alpha, tol)
+        run.last_kernel_ms, run.last_trace = work.last_kernel_ms, work.last_trace  # for tests, benchmarks
+        return out
+
+    return run
+
+
+def workspace(G, dtype, cost, batch: int = 1):
+    """``solver`` taking the model, alpha and tol per run: ``run(sources, limit, mode, alpha, tol)``; runs
+    of any model and tolerance share its arrays (each run leaves them as the next starts, as the hybrid's
+    iterations do between models)."""
     cp = import_cupy()
     if G.indices.dtype != np.int32:
         raise ValueError("the GPU push/pull PPR solver needs int32 vertex ids (n < 2**31)")
@@ -209,8 +222,6 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     r_in = cp.zeros(size, dtype=T)  # zero between iterations: the merge clears what the push added
     front, front2, touched = (cp.empty(size, dtype=np.int32) for _ in range(3))
     rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
-    if mode != HYBRID:  # no decision to make: null statistics arrays, the kernel skips their atomics
-        rdw = sqw = np.uint64(0)
     dm, src_dev = cp.zeros(2 * batch, np.float64), cp.zeros(batch, np.int32)
     from cupyx import empty_pinned  # host copies: sources go up, results come down, one sync in all
 
@@ -228,11 +239,11 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     args = [indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, None, msg, msg2, front, front2,
             touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, None, np.int32(stride), magic,
-            np.float64(alpha), np.float64(tol), None, np.int32(mode), None, np.float64(cost.l1),
+            None, None, None, None, None, np.float64(cost.l1),
             np.float64(cost.l2), np.float64(cost.l3), None, np.int32(dmax), trace,
             np.int32(TRACE)]  # fmt: skip
 
-    def run(sources, limit: int):
+    def run(sources, limit: int, mode: int, alpha: float, tol: float):
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
         ns = len(src)
         if not 1 <= ns <= batch:
@@ -251,6 +262,9 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
               np.int32(first), np.float64(rdw0), np.float64(ns * rdr), np.float64(alpha)))  # fmt: skip
         args[9], args[22], args[27] = p, np.int32(ns), np.int32(min(limit, 2**31 - 1))
         args[29], args[33] = np.float64(ns * rdr), np.int32(light)
+        args[25], args[26], args[28] = np.float64(alpha), np.float64(tol), np.int32(mode)
+        # push or pull alone make no decision: null statistics arrays, the kernel skips their atomics
+        args[16], args[17] = (rdw, sqw) if mode == HYBRID else (np.uint64(0), np.uint64(0))
         start.record()
         kernel((nb,), (wb,), tuple(args))
         stop.record()
@@ -268,18 +282,19 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
 
 
 def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
-    """``solver``'s run with the workspace kept by the graph for the next call of the same settings
-    (0.25 ms of set-up each); one idle per graph: concurrent runs (threads) each get their own."""
+    """``solver``'s run on the workspace kept by the graph for the next call of the same dtype, grid
+    and batch, whatever its model, alpha and tol (0.25-0.45 ms of set-up each); one idle per graph:
+    concurrent runs (threads) each get their own."""
     slot = G.derived("ppr_solver_idle", lambda g: [threading.Lock(), None])
-    key = (mode, float(alpha), float(tol), np.dtype(dtype).str, cost, batch)
+    key = (np.dtype(dtype).str, cost, batch)
 
     def run(sources, limit: int):
         with slot[0]:
             idle, slot[1] = slot[1], None
-        solve = idle[1] if idle and idle[0] == key else solver(G, mode, alpha, tol, dtype, cost, batch)
-        out = solve(sources, limit)
+        work = idle[1] if idle and idle[0] == key else workspace(G, dtype, cost, batch)
+        out = work(sources, limit, mode, alpha, tol)
         with slot[0]:  # after a run that ended: the kernel left r_in and the counters cleared
-            slot[1] = (key, solve)
+            slot[1] = (key, work)
         return out
 
     return run

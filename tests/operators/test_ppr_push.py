@@ -223,8 +223,9 @@ def test_a_dense_result_that_cannot_fit_fails_before_any_work(monkeypatch):
 
 @pytest.mark.gpu
 def test_gpu_solver_workspace_is_reused_and_private_to_a_run():
-    """ppr keeps one idle workspace per graph: the next call with the same settings reuses it, and
-    calls from concurrent threads each run in their own (answers as one at a time)."""
+    """ppr keeps one idle workspace per graph: the next call with the same dtype and grid reuses it,
+    whatever its model and tol, and calls from concurrent threads each run in their own (answers as
+    one at a time)."""
     from concurrent.futures import ThreadPoolExecutor
 
     g = graphs.rmat(12, seed=2, device="gpu")
@@ -233,10 +234,31 @@ def test_gpu_solver_workspace_is_reused_and_private_to_a_run():
     idle = g.derived("ppr_solver_idle", lambda _: None)[1]
     ppr(g, [labels[0]], method="hybrid", tol=1e-8)
     assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is idle[1]  # the same workspace again
-    ppr(g, [labels[0]], method="push", tol=1e-8)
-    assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is not idle[1]  # other settings: another
+    ppr(g, [labels[0]], method="push", tol=1e-8)  # the same grid (fit_grid): the same workspace
+    assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is idle[1]
+    ppr(g, [labels[0]], method="hybrid", tol=1e-8, dtype=np.float32)
+    assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is not idle[1]  # another dtype: another
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda s: to_host(ppr(g, [s], method="hybrid", tol=1e-8))[0], labels))
     for s, x in zip(labels, got, strict=True):
         np.testing.assert_allclose(x, one[int(s)], atol=1e-12)
         assert x.sum() > 0.5
+
+
+@pytest.mark.gpu
+def test_gpu_models_and_tolerances_share_one_workspace():
+    """Calls alternating push, pull and the hybrid at two tolerances on one grid run on the graph's
+    one idle workspace and answer as each model alone on a workspace of its own."""
+    from operators._ppr_push_gpu import solver
+    from operators.ppr import MODES
+
+    g = graphs.rmat(11, seed=5, device="gpu")
+    model = CostModel(2.3, 1.1, 1.0, blocks=8)  # given: every call on the same grid
+    used = set()
+    for method, tol in [("push", 1e-6), ("pull", 1e-6), ("hybrid", 1e-8), ("push", 1e-8), ("hybrid", 1e-6),
+                        ("pull", 1e-8), ("hybrid", 1e-9)]:  # fmt: skip
+        got = ppr(g, [3, 40], method=method, tol=tol, cost=model, block=2)
+        used.add(id(g.derived("ppr_solver_idle", lambda _: None)[1][1]))
+        alone = solver(g, MODES[method], 0.8, tol, np.float64, model, batch=2)([3, 40], 10**6)
+        np.testing.assert_allclose(to_host(got), to_host(alone[0]), atol=1e-12)
+    assert len(used) == 1
