@@ -98,9 +98,8 @@ def read_edgelist(
             g = read_mtx(path, weighted=weighted, directed=directed, dedupe=dedupe, self_loops=self_loops)
         return g.to(device)
     cols = dict(src_col=src_col, dst_col=dst_col, weight_col=weight_col)
-    with _text.decompression_errors(path):
-        src, dst, w = read_edge_columns(path, comment=comment, delimiter=delimiter, header=header,
-                                        engine=engine, **cols)  # fmt: skip
+    src, dst, w = read_edge_columns(path, comment=comment, delimiter=delimiter, header=header, engine=engine,
+                                    **cols)  # fmt: skip
     xp = array_module(src)
     src, dst, ids = renumber_labels(xp, src, dst)
     g = assemble(src, dst, w, len(ids), directed=directed, dedupe=dedupe, self_loops=self_loops, ids=ids)
@@ -109,13 +108,15 @@ def read_edgelist(
 
 def read_edge_columns(path, *, comment="#", delimiter=None, header=None, src_col=0, dst_col=1,
                       weight_col=None, engine="pyarrow"):  # fmt: skip
-    """The raw (source, destination, weight or None) columns of a text or Parquet edge file."""
+    """The raw (source, destination, weight or None) columns of a text or Parquet edge file (also what
+    ``pipelines.ingest`` reads dataset files with)."""
     if file_format(str(path)) == "parquet":
         src, dst, w, line_of = _read_parquet(path, src_col, dst_col, weight_col)
     else:
         cols = (src_col, dst_col, weight_col)
-        src, dst, w, line_of = read_text_columns(path, comment=comment, delimiter=delimiter, header=header,
-                                                 cols=cols, engine=engine)  # fmt: skip
+        with _text.decompression_errors(path):
+            src, dst, w, line_of = read_text_columns(path, comment=comment, delimiter=delimiter,
+                                                     header=header, cols=cols, engine=engine)  # fmt: skip
     if w is not None:
         w = check_weights(w, path, line_of=line_of)
     return src, dst, w

@@ -177,6 +177,8 @@ def test_damaged_compressed_files_name_the_file(tmp_path):
         for engine in ("pyarrow", "pandas"):
             with pytest.raises(GraphFormatError, match=rf"{name}: expected {kind}-compressed text, but"):
                 read_edgelist(tmp_path / name, engine=engine)
+    with pytest.raises(GraphFormatError, match=r"cut\.txt\.gz: expected gzip"):  # as dataset ingestion reads
+        graphs.read.read_edge_columns(str(tmp_path / "cut.txt.gz"))
     (tmp_path / "whole.txt.gz").write_bytes(gzip.compress(rows))
     assert read_edgelist(tmp_path / "whole.txt.gz").m == 60000
 
