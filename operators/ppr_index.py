@@ -9,21 +9,19 @@ the source, and a walk from them stops or returns).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
-from graphs.store import write_directory
 
 from ._checks import check_graph, check_positive, check_probability, vertex_vector
 from ._irw import invert_walks, walk_ends
+from ._ppr_index_io import save_index
 
 FORMAT = "graphjobs-ppr-index"
 VERSION = 1
@@ -97,64 +95,11 @@ class PPRIndex:
         arrays = {k: to_device(v, device) for k, v in self.arrays.items()}
         return PPRIndex(g, self.params, self.seed, self.budget, arrays, self.omega_i_ub, self.info)
 
-    def save(self, path, *, overwrite: bool = False) -> None:
-        """Write the index to a new directory (arrays as .npy, meta.json), atomically."""
-        p = self.params
-
-        def fill(tmp: Path) -> list[str]:
-            for name in ARRAYS:
-                np.save(tmp / f"{name}.npy", to_host(self.arrays[name]), allow_pickle=False)
-            meta = dict(
-                format=FORMAT,
-                version=VERSION,
-                graph_token=self.graph.token,
-                n=p.n,
-                m=p.m,
-                alpha=p.alpha,
-                epsilon=p.epsilon,
-                delta_min=p.delta_min,
-                p_fail=p.p_fail,
-                seed=self.seed,
-                budget=self.budget,
-                omega_i_ub=self.omega_i_ub,
-                info=self.info,
-            )
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-            return [*(f"{name}.npy" for name in ARRAYS), "meta.json"]
-
-        write_directory(path, fill, overwrite=overwrite)
-
-
-def load_ppr_index(path, G: CSRGraph, *, mmap: bool = False) -> PPRIndex:
-    """Load an index saved by ``PPRIndex.save`` for graph ``G`` (onto G's device).
-
-    Raises ValueError when the directory holds no index, another format version, or the index of a
-    different graph (its token differs from ``G.token``).
-    """
-    G = check_graph(G)
-    path = Path(path)
-    meta_file = path / "meta.json"
-    if not meta_file.is_file():
-        raise FileNotFoundError(f"{path}: no PPR index here (missing meta.json)")
-    meta = json.loads(meta_file.read_text())
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise ValueError(
-            f"{meta_file}: expected format {FORMAT} version {VERSION}, "
-            f"found {meta.get('format')} version {meta.get('version')}"
-        )
-    if meta["graph_token"] != G.token:
-        raise ValueError(
-            f"{path}: the index was built for graph {meta['graph_token']} (n={meta['n']}, m={meta['m']}), "
-            f"not for this one ({G.token}, n={G.n}, m={G.m})"
-        )
-    from graphs._device import to_device
-
-    arrays = {}
-    for name in ARRAYS:
-        a = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
-        arrays[name] = to_device(a, G.device)
-    params = PPRParams(*(meta[k] for k in ("n", "m", "alpha", "epsilon", "delta_min", "p_fail")))
-    return PPRIndex(G, params, meta["seed"], meta["budget"], arrays, meta["omega_i_ub"], meta["info"])
+    def save(self, path, *, overwrite: bool = False, graph=True) -> None:
+        """Write the index to a new directory (arrays as .npy, meta.json), atomically; ``graph``: True
+        saves the graph in it too, a folder records where ``CSRGraph.save`` put it, False neither
+        (``load_ppr_index`` then needs the graph)."""
+        save_index(self, path, overwrite=overwrite, graph=graph)
 
 
 def build_ppr_index(
@@ -193,7 +138,7 @@ def build_ppr_index(
     Returns
     -------
     PPRIndex
-        Arrays on the graph's device; ``.save(dir)`` and ``load_ppr_index(dir, G)`` keep it.
+        Arrays on the graph's device; ``.save(dir)`` and ``load_ppr_index(dir)`` keep it.
     """
     from .pagerank import pagerank as global_pagerank
 

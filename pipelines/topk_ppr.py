@@ -97,7 +97,8 @@ def _index(graph: GraphHandle, ranks: dict, params: dict, artifact: str) -> Inde
     if not (Path(artifact) / "meta.json").is_file():
         g = graph.get()
         pr = to_device(np.load(ranks["path"]), g.device)
-        operators.build_ppr_index(g, pagerank=pr, **params).save(artifact, overwrite=True)
+        index = operators.build_ppr_index(g, pagerank=pr, **params)
+        index.save(artifact, overwrite=True, graph=graph.path)  # load_ppr_index(artifact) finds it
     meta = json.loads((Path(artifact) / "meta.json").read_text())
     info = {**meta["info"], "build_seconds": time.perf_counter() - t0}
     return IndexHandle(artifact, tokenize(artifact, meta["graph_token"], meta["seed"]), info)

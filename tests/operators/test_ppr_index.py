@@ -3,10 +3,13 @@ the save/load round trip."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
 import graphs
+from graphs import GraphFormatError
 from graphs._device import to_host
 from operators import build_ppr_index, load_ppr_index, pagerank, ppr, topk_ppr
 from tests.conftest import DEVICES
@@ -119,6 +122,55 @@ def test_save_load_round_trip(tmp_path, rmat13, device):
         load_ppr_index(tmp_path / "idx", other)
     with pytest.raises(FileExistsError):
         idx.save(tmp_path / "idx")
+    # the one-argument form loads the graph saved with the index
+    alone = load_ppr_index(tmp_path / "idx", device=device)
+    assert alone.graph.token == g.token and alone.graph.device == device
+    np.testing.assert_array_equal(to_host(alone.graph.ids), to_host(g.ids))
+    for name, arr in idx.arrays.items():
+        np.testing.assert_array_equal(to_host(alone.arrays[name]), to_host(arr))
+
+
+def test_an_index_finds_its_graph_or_says_why_not(tmp_path):
+    g = graphs.barabasi_albert(300, 3, seed=2)
+    idx = build_ppr_index(g, seed=1)
+    g.save(tmp_path / "work" / "graph")
+    idx.save(tmp_path / "work" / "index", graph=tmp_path / "work" / "graph")  # beside it, recorded
+    (tmp_path / "work").rename(tmp_path / "moved")  # a relative pointer survives moving both
+    back = load_ppr_index(tmp_path / "moved" / "index")
+    assert back.graph.token == g.token and not (tmp_path / "moved" / "index" / "graph").exists()
+    np.testing.assert_array_equal(topk_ppr(back, [0, 5], k=10).vertices, topk_ppr(idx, [0, 5], k=10).vertices)
+    graphs.rmat(8).save(tmp_path / "g2")
+    with pytest.raises(ValueError, match="holds graph"):  # a pointer to another graph is refused
+        idx.save(tmp_path / "x", graph=tmp_path / "g2")
+    assert not (tmp_path / "x").exists()
+    idx.save(tmp_path / "bare", graph=False)
+    with pytest.raises(ValueError, match="saved without its graph"):
+        load_ppr_index(tmp_path / "bare")
+    assert load_ppr_index(tmp_path / "bare", g).graph is g
+    shutil.rmtree(tmp_path / "moved" / "graph")
+    with pytest.raises(FileNotFoundError, match="not there any more"):
+        load_ppr_index(tmp_path / "moved" / "index")
+
+
+def test_a_damaged_index_names_the_file(tmp_path):
+    g = graphs.barabasi_albert(200, 3, seed=4)
+    build_ppr_index(g, seed=2).save(tmp_path / "i")
+    with pytest.raises(FileNotFoundError, match="no PPR index here"):
+        load_ppr_index(tmp_path)
+    starts = np.load(tmp_path / "i" / "starts.npy")
+    np.save(tmp_path / "i" / "starts.npy", starts[:-3])
+    with pytest.raises(GraphFormatError, match=r"starts\.npy: expected \d+ entries \(ip1\.npy ends"):
+        load_ppr_index(tmp_path / "i", g)
+    np.save(tmp_path / "i" / "starts.npy", starts)
+    np.save(tmp_path / "i" / "omega.npy", np.ones(5, dtype=np.int32))
+    with pytest.raises(GraphFormatError, match=r"omega\.npy: expected 200 entries, one per vertex, found 5"):
+        load_ppr_index(tmp_path / "i", g)
+    (tmp_path / "i" / "omega.npy").unlink()
+    with pytest.raises(GraphFormatError, match=r"omega\.npy: expected this array"):
+        load_ppr_index(tmp_path / "i", g)
+    (tmp_path / "i" / "meta.json").write_text('{"format": ')
+    with pytest.raises(GraphFormatError, match=r"meta\.json, line 1: expected JSON"):
+        load_ppr_index(tmp_path / "i", g)
 
 
 def test_given_pagerank_orders_the_same_index_and_is_checked():

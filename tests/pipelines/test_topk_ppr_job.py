@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import graphs
+import operators
 import pipelines
 from graphs._device import to_host
 from operators import ppr
@@ -39,7 +40,9 @@ def test_job_from_a_labelled_file(tmp_path, sync):
     assert sorted(set(df.source)) == sorted(sources)
     _check_against_exact(graphs.read_edgelist(path), df, 15)
     # the index is found in the workdir the second time, and the graph and index load once per process
-    assert len(list((tmp_path / "wd").glob("ppr-index-*"))) == 1
+    (folder,) = (tmp_path / "wd").glob("ppr-index-*")
+    alone = operators.load_ppr_index(folder)  # the job's index knows where its graph is
+    assert alone.graph.token == graphs.read_edgelist(path).token and "v3" in set(alone.graph.ids)
     _state.clear()
     pipelines.run(
         pipelines.topk_ppr_job(path, 4, k=5, out=tmp_path / "o2", workdir=tmp_path / "wd"), progress=False
