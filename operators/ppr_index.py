@@ -149,8 +149,11 @@ def build_ppr_index(
     epsilon = check_positive("epsilon", epsilon)
     budget = check_positive("budget", budget) if budget else 0.0
     n, xp = G.n, array_module(G.indptr)
-    delta_min = min(16.0 / n, 1.0) if delta_min is None else check_probability("delta_min", delta_min)
-    p_fail = 1.0 / n if p_fail is None else check_probability("p_fail", p_fail)
+    positive = dict(closed_left=False)  # both divide: r_max and psi
+    delta_min = (
+        min(16.0 / n, 1.0) if delta_min is None else check_probability("delta_min", delta_min, **positive)
+    )
+    p_fail = 1.0 / n if p_fail is None else check_probability("p_fail", p_fail, **positive)
     params = PPRParams(n, G.m, alpha, epsilon, delta_min, p_fail)
     t0 = time.perf_counter()
     if pagerank is None:

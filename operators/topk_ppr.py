@@ -150,7 +150,7 @@ def topk_ppr(
     max_rounds = check_count("max_rounds", max_rounds)
     if delta_init is None:
         delta_init = 1.0 / (10 * k * math.log(G.n))
-    delta_init = check_probability("delta_init", delta_init)
+    delta_init = check_probability("delta_init", delta_init, closed_left=False)  # 0: an endless push
     labels = np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None))
     src = G.internal_ids(labels)
     ops = _workspace(index)

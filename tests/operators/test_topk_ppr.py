@@ -96,6 +96,12 @@ def test_bad_sources_fail_before_any_work(rmat13):
         topk_ppr(idx, [1, 2, 10**9], k=5)
     with pytest.raises(TypeError, match="PPRIndex"):
         topk_ppr(rmat13, [1], k=5)
+    # zero thresholds would push forever (delta_init) or divide by zero (delta_min, p_fail)
+    with pytest.raises(ValueError, match=r"delta_init must be in \(0, 1\], got 0"):
+        topk_ppr(idx, [1], k=5, delta_init=0)
+    for name in ("delta_min", "p_fail"):
+        with pytest.raises(ValueError, match=rf"{name} must be in \(0, 1\], got 0"):
+            build_ppr_index(rmat13, **{name: 0.0})
 
 
 def test_streams_are_checked(rmat13):
