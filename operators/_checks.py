@@ -28,7 +28,7 @@ def check_probability(name: str, value, *, closed_left: bool = True, closed_righ
 
 
 def check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < math.inf:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
     return float(value)
 
