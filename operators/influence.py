@@ -29,7 +29,7 @@ from graphs._mix import stream_key
 
 from . import _im_cpu
 from ._checks import check_count, check_graph, check_positive
-from ._im_model import check_model, diffusion_model
+from ._im_model import check_model, diffusion_model, weights_spec
 from .errors import InsufficientMemoryError
 
 # random streams of one seed: estimation samples, their roots, final samples, their roots
@@ -101,13 +101,10 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         total size) and ``seconds`` per phase.
     """
     G = check_graph(G)
-    k = min(check_count("k", k), G.n)
-    eps = check_positive("epsilon", epsilon)
-    ell = check_positive("ell", ell)
-    rounds = check_count("rounds", rounds)
-    if max_rr_sets is not None:
-        max_rr_sets = check_count("max_rr_sets", max_rr_sets)
-    kind = check_model(model)
+    o = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
+                          max_rr_sets=max_rr_sets)  # fmt: skip
+    k, eps, ell, rounds, max_rr_sets = min(o["k"], G.n), o["epsilon"], o["ell"], o["rounds"], o["max_rr_sets"]
+    kind = o["model"]
     t_start = time.perf_counter()
     n = G.n
     if client is None:
@@ -178,6 +175,21 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         theta_capped=bool(capped),
         device=device,
         workers=workers,
+    )
+
+
+def influence_options(
+    *, k, epsilon=0.1, ell=1.0, model="IC", weights="wc", rounds=1, max_rr_sets=None
+) -> dict:
+    """``influence_maximization``'s scalar options checked (jobs call it before any work)."""
+    weights_spec(weights)
+    return dict(
+        k=check_count("k", k),
+        epsilon=check_positive("epsilon", epsilon),
+        ell=check_positive("ell", ell),
+        model=check_model(model),
+        rounds=check_count("rounds", rounds),
+        max_rr_sets=None if max_rr_sets is None else check_count("max_rr_sets", max_rr_sets),
     )
 
 

@@ -98,10 +98,8 @@ def pagerank(
     if parted and client is None:
         raise ValueError("a partitioned graph needs client= (a distributed.Client to hold the parts)")
     G = G if parted else check_graph(G)
-    alpha = check_probability("alpha", alpha)
-    max_iter = check_count("max_iter", max_iter)
-    tol = check_positive("tol", tol)
-    method = check_choice("method", method, METHODS)
+    o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
+    alpha, max_iter, tol = o["alpha"], o["max_iter"], o["tol"]
     method = "pull" if method == "auto" else method
     if parted and method != "pull":
         raise ValueError("a partitioned graph is computed by pull (method='auto' or 'pull')")
@@ -165,6 +163,16 @@ def pagerank(
     if not err < n * tol:
         raise ConvergenceError("pagerank", iters, err, n * tol)
     return x if perm is None else back(x, perm)
+
+
+def pagerank_options(*, alpha=0.85, max_iter=100, tol=1e-6, method="auto") -> dict:
+    """``pagerank``'s scalar options checked (jobs call it before any work)."""
+    return dict(
+        alpha=check_probability("alpha", alpha),
+        max_iter=check_count("max_iter", max_iter),
+        tol=check_positive("tol", tol),
+        method=check_choice("method", method, METHODS),
+    )
 
 
 def inverse_out_weight(G: CSRGraph, weighted: bool):

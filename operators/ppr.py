@@ -97,16 +97,11 @@ def ppr(
         labels and the values of the top entries, two host arrays of shape (len(sources), topk).
     """
     G = check_graph(G)
-    alpha = check_probability("alpha", alpha, closed_right=False)
-    tol = check_positive("tol", tol)
-    check_choice("method", method, METHODS)
-    if max_iter is not None:
-        max_iter = check_count("max_iter", max_iter)
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    if topk is not None:
-        topk = min(check_count("topk", topk), G.n)
+    opts = ppr_options(
+        alpha=alpha, tol=tol, method=method, max_iter=max_iter, dtype=dtype, topk=topk, block=block
+    )
+    alpha, tol, max_iter, dtype, topk = (opts[k] for k in ("alpha", "tol", "max_iter", "dtype", "topk"))
+    topk = None if topk is None else min(topk, G.n)
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
     method = "hybrid" if method == "auto" else method
     if method == "power":
@@ -117,6 +112,24 @@ def ppr(
     else:
         step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost, block, len(src))
     return _collect(G, src, step, dtype, topk, info)
+
+
+def ppr_options(
+    *, alpha=0.8, tol=1e-6, method="auto", max_iter=None, dtype=np.float64, topk=None, block=None
+):
+    """``ppr``'s scalar options checked and normalised (jobs call it before any work)."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return dict(
+        alpha=check_probability("alpha", alpha, closed_right=False),
+        tol=check_positive("tol", tol),
+        method=check_choice("method", method, METHODS),
+        max_iter=None if max_iter is None else check_count("max_iter", max_iter),
+        dtype=dtype,
+        topk=None if topk is None else check_count("topk", topk),
+        block=None if block is None else check_count("block", block),
+    )
 
 
 def _collect(G, src, step, dtype, topk, info):

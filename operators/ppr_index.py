@@ -145,15 +145,11 @@ def build_ppr_index(
     G = check_graph(G)
     if G.n < 2:
         raise ValueError(f"the PPR index needs a graph with at least 2 vertices, got n={G.n}")
-    alpha = check_probability("alpha", alpha, closed_right=False)
-    epsilon = check_positive("epsilon", epsilon)
-    budget = check_positive("budget", budget) if budget else 0.0
+    o = index_options(alpha=alpha, epsilon=epsilon, delta_min=delta_min, p_fail=p_fail, budget=budget)
+    alpha, epsilon, budget = o["alpha"], o["epsilon"], o["budget"]
     n, xp = G.n, array_module(G.indptr)
-    positive = dict(closed_left=False)  # both divide: r_max and psi
-    delta_min = (
-        min(16.0 / n, 1.0) if delta_min is None else check_probability("delta_min", delta_min, **positive)
-    )
-    p_fail = 1.0 / n if p_fail is None else check_probability("p_fail", p_fail, **positive)
+    delta_min = min(16.0 / n, 1.0) if delta_min is None else o["delta_min"]
+    p_fail = 1.0 / n if p_fail is None else o["p_fail"]
     params = PPRParams(n, G.m, alpha, epsilon, delta_min, p_fail)
     t0 = time.perf_counter()
     if pagerank is None:
@@ -190,6 +186,18 @@ def build_ppr_index(
         seconds=dict(pagerank=t1 - t0, budget=t2 - t1, walks=t3 - t2, invert=t4 - t3),
     )
     return PPRIndex(G, params, int(seed), budget, arrays, ub, info)
+
+
+def index_options(*, alpha=0.8, epsilon=0.5, delta_min=None, p_fail=None, budget=0.2) -> dict:
+    """``build_ppr_index``'s scalar options checked (jobs call it before any work); None stays None."""
+    positive = dict(closed_left=False)  # delta_min and p_fail divide: r_max and psi
+    return dict(
+        alpha=check_probability("alpha", alpha, closed_right=False),
+        epsilon=check_positive("epsilon", epsilon),
+        delta_min=None if delta_min is None else check_probability("delta_min", delta_min, **positive),
+        p_fail=None if p_fail is None else check_probability("p_fail", p_fail, **positive),
+        budget=check_positive("budget", budget) if budget else 0.0,
+    )
 
 
 def _budget_levels(base_in_order: np.ndarray, budget: float) -> np.ndarray:

@@ -95,8 +95,8 @@ def simrank(G: CSRGraph, source, *, c: float = 0.6, epsilon: float = 1e-3, clip:
         When the walks needed exceed ``MAX_SAMPLES`` (2e13), before any is drawn.
     """
     G = check_graph(G)
-    c, epsilon = _check_unit("c", c), _check_unit("epsilon", epsilon)
-    samples = _check_samples(samples)
+    o = simrank_options(c=c, epsilon=epsilon, samples=samples)
+    c, epsilon, samples = o["c"], o["epsilon"], o["samples"]
     sid = int(G.internal_ids(np.asarray([source], dtype=object if G.has_labels else None))[0])
     return _single(G, sid, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed, info=info)
 
@@ -109,9 +109,8 @@ def simrank_topk(G: CSRGraph, sources, *, k: int = 100, c: float = 0.6, epsilon:
     is capped at n - 1. Ties are broken by internal vertex id. Returns a ``SimRankTopk``.
     """
     G = check_graph(G)
-    k = min(check_count("k", k), max(G.n - 1, 0))
-    c, epsilon = _check_unit("c", c), _check_unit("epsilon", epsilon)
-    samples = _check_samples(samples)
+    o = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)
+    k, c, epsilon, samples = min(o["k"], max(G.n - 1, 0)), o["c"], o["epsilon"], o["samples"]
     labels = np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None))
     ids = G.internal_ids(labels)
     xp = array_module(G.indptr)
@@ -192,6 +191,12 @@ def _lap(times: dict, name: str, gpu: bool) -> None:
     now = time.perf_counter()
     times[name] = now - times.pop("mark", times["start"])
     times["mark"] = now
+
+
+def simrank_options(*, k=100, c=0.6, epsilon=1e-3, samples="bound") -> dict:
+    """``simrank`` / ``simrank_topk``'s scalar options checked (jobs call it before any work)."""
+    return dict(k=check_count("k", k), c=_check_unit("c", c), epsilon=_check_unit("epsilon", epsilon),
+                samples=_check_samples(samples))  # fmt: skip
 
 
 def _check_unit(name: str, value) -> float:

@@ -145,12 +145,10 @@ def topk_ppr(
     if not isinstance(index, PPRIndex):
         raise TypeError(f"expected a PPRIndex (build_ppr_index / load_ppr_index), got {type(index).__name__}")
     G, P = index.graph, index.params
-    k = min(check_count("k", k), G.n)
-    eps = P.epsilon if epsilon is None else check_positive("epsilon", epsilon)
-    max_rounds = check_count("max_rounds", max_rounds)
-    if delta_init is None:
-        delta_init = 1.0 / (10 * k * math.log(G.n))
-    delta_init = check_probability("delta_init", delta_init, closed_left=False)  # 0: an endless push
+    o = topk_options(k=k, epsilon=epsilon, delta_init=delta_init, max_rounds=max_rounds)
+    k, max_rounds = min(o["k"], G.n), o["max_rounds"]
+    eps = P.epsilon if epsilon is None else o["epsilon"]
+    delta_init = 1.0 / (10 * k * math.log(G.n)) if delta_init is None else o["delta_init"]
     labels = np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None))
     src = G.internal_ids(labels)
     ops = _workspace(index)
@@ -256,3 +254,15 @@ def _failed(P, est, k, delta, eps, ub_walks, returned) -> bool:
     lb = x / (1 + e)
     theta = math.sqrt(delta * P.delta_min)  # eps' <= eps from here up
     return not (e < 1 and lb >= theta and pi_ub <= lb and x / (1 - e) <= (1 + eps) * lb)
+
+
+def topk_options(*, k=100, epsilon=None, delta_init=None, max_rounds=10) -> dict:
+    """``topk_ppr``'s scalar options checked (jobs call it before any work); None stays None."""
+    if delta_init is not None:  # 0 would push forever
+        delta_init = check_probability("delta_init", delta_init, closed_left=False)
+    return dict(
+        k=check_count("k", k),
+        epsilon=None if epsilon is None else check_positive("epsilon", epsilon),
+        delta_init=delta_init,
+        max_rounds=check_count("max_rounds", max_rounds),
+    )

@@ -14,6 +14,8 @@ import numpy as np
 from dask.base import tokenize
 
 import operators
+from operators._checks import check_count
+from operators.influence import influence_options
 
 from ._output import SEEDS_HEADER, check_result_file
 from .job import Job
@@ -50,11 +52,14 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     Job
         Its result is a summary dict: seeds, RR estimate and simulated spread, theta, timings.
     """
+    checked = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
+                                max_rr_sets=max_rr_sets)  # fmt: skip
+    n_sim = check_count("n_sim", n_sim, minimum=0)  # before anything runs
     workdir = Path(workdir or default_workdir())
     read = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read)
-    opts = dict(k=int(k), epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=int(rounds),
-                seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
+    opts = dict(k=checked["k"], epsilon=epsilon, ell=ell, model=model, weights=weights,
+                rounds=checked["rounds"], seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
     token = tokenize("influence", gtoken, opts)
     if distributed not in (True, False, "auto"):
         raise ValueError(f"distributed must be True, False or 'auto', got {distributed!r}")

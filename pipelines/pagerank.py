@@ -15,6 +15,7 @@ from cluster.worker import worker_device
 from graphs._device import free_memory, to_host
 from operators._pagerank_part import pagerank_bytes
 from operators.errors import InsufficientMemoryError
+from operators.pagerank import pagerank_options
 
 from ._output import check_result_file, save_npy
 from .ingest import dataset_files
@@ -78,6 +79,7 @@ def pagerank_job(
         Its result is a summary dict: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
     """
     workdir = Path(workdir or default_workdir())
+    pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)  # before anything runs
     check_result_file(out, "pagerank")  # before anything runs: never over an input
     files = dataset_files(source)
     if files is not None:

@@ -14,7 +14,7 @@ import numpy as np
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
-from operators._checks import check_count
+from operators.ppr import ppr_options
 
 from .job import Job
 from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
@@ -56,13 +56,14 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
     Job
         Its result is a summary dict: ``out``, ``queries``, ``parts``, mean seconds and iterations.
     """
+    checked = ppr_options(topk=topk, method=method, alpha=alpha, tol=tol, block=block)  # before any work
     workdir = Path(workdir or default_workdir())
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
     )
-    opts = dict(topk=int(topk), method=method, alpha=alpha, tol=tol, seed=seed)
+    opts = dict(topk=checked["topk"], method=method, alpha=alpha, tol=tol, seed=seed)
     if block is not None:
-        opts["block"] = check_count("block", block)
+        opts["block"] = checked["block"]
     return batch_job("ppr", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
                      run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
+from operators.simrank import simrank_options
 
 from .job import Job
 from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
@@ -48,11 +49,12 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
     Job
         Its result is a summary dict: ``out``, ``queries``, ``parts``, mean seconds per source.
     """
+    k = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)["k"]  # before anything runs
     workdir = Path(workdir or default_workdir())
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}
     )
-    opts = dict(k=int(k), c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed)
+    opts = dict(k=k, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed)
     return batch_job("simrank", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
                      run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
 

@@ -19,6 +19,7 @@ from dask.base import tokenize
 
 import graphs
 from cluster.worker import worker_device
+from operators._checks import check_count
 
 from . import _output, _state
 from ._output import write_atomic
@@ -185,7 +186,7 @@ def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, c
     (``pipelines._output``); an ``out`` folder of another job is refused unless ``overwrite``.
     """
     spec, count = sources_spec(sources, seed)
-    chunk = max(1, int(chunk))
+    chunk = check_count("chunk", chunk)
     jtoken = tokenize(name, gtoken, spec, opts, chunk)
     out = Path(out).resolve()
     _output.check_reusable(out, name, jtoken, overwrite)

@@ -22,6 +22,8 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_device, to_host
+from operators.ppr_index import index_options
+from operators.topk_ppr import topk_options
 
 from . import _state
 from .job import Job
@@ -61,6 +63,7 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, seed=0,
     Job
         Its result is a summary dict: ``index`` (folder), ``n``, ``m``, walks, sizes and timings.
     """
+    index_options(alpha=alpha, epsilon=epsilon)  # before anything runs
     workdir = Path(out or workdir or default_workdir())
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
@@ -166,6 +169,7 @@ def topk_ppr_job(
         Its result is a summary dict: ``out``, ``queries``, ``parts``, mean query seconds, fallbacks,
         exact answers (sources of small closed reach).
     """
+    k = topk_options(k=k)["k"]  # before anything runs
     if index is not None:
         manifest = (
             json.loads((Path(index) / MANIFEST).read_text()) if (Path(index) / MANIFEST).is_file() else None
@@ -187,7 +191,7 @@ def topk_ppr_job(
         built = index_job(source, workdir=workdir, alpha=alpha, epsilon=epsilon, seed=seed, directed=directed,
                           read_options=read_options, reorder=reorder)  # fmt: skip
         graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
-    opts = {"index": idx, "k": int(k), "seed": seed}
+    opts = {"index": idx, "k": k, "seed": seed}
     return batch_job("topk-ppr", graph, tokenize(graph), sources, opts, seed=seed, chunk=chunk, out=out,
                      workdir=workdir, run_chunk=_query_chunk, summarize=_summary,
                      overwrite=overwrite)  # fmt: skip
