@@ -18,9 +18,9 @@ def check_graph(G) -> CSRGraph:
 
 
 def check_probability(name: str, value, *, closed_left: bool = True, closed_right: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {value!r}")
-    ok = (0 <= value if closed_left else 0 < value) and (value <= 1 if closed_right else value < 1)
+    ok = (0 <= value if closed_left else 0 < value) and (value <= 1 if closed_right else value < 1)  # not NaN
     if not ok:
         interval = f"{'[' if closed_left else '('}0, 1{']' if closed_right else ')'}"
         raise ValueError(f"{name} must be in {interval}, got {value}")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+from graphs import GraphFormatError
+
 JOBS = {  # job -> (module, builder, required keys besides job/input)
     "pagerank": ("pagerank", "pagerank_job", ()),
     "topk-ppr": ("topk_ppr", "topk_ppr_job", ("sources",)),
@@ -84,12 +86,17 @@ def build_job(spec: dict, path="JOB.yaml"):
     if from_index:
         kw["index"] = str(base / params["index"])
     source = _input(spec["input"], base) if "input" in spec else None
+    args = (source,)
     if name == "influence":
-        return fn(source, spec["k"], **kw)
+        args += (spec["k"],)
     if name in ("topk-ppr", "ppr", "simrank"):
-        sources = _sources(spec["sources"], base, path)
-        return fn(source, sources, **kw)
-    return fn(source, **kw)
+        args += (_sources(spec["sources"], base, path),)
+    try:  # the job checks its options as it is built
+        return fn(*args, **kw)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, (SpecError, GraphFormatError)):
+            raise
+        raise SpecError(f"{path}: {exc}") from exc
 
 
 def _input(value, base: Path):

@@ -59,6 +59,11 @@ def test_batch_and_influence_specs(tmp_path, capsys):
         ("job: ppr\ninput: rmat:8\nsources: {random: -2}\n", "key 'sources' must be a list"),
         ("job: pagerank\ninput: a: b\n", "line 2: not valid YAML"),
         ("- just\n- a list\n", "expected a mapping of keys"),
+        # option values are checked as the job is built, not after the graph is loaded
+        ("job: pagerank\ninput: rmat:8\nparams: {alpha: high}\n", "alpha must be a real number, got 'high'"),
+        ("job: pagerank\ninput: rmat:8\nparams: {alpha: .nan}\n", "alpha must be in [0, 1], got nan"),
+        ("job: ppr\ninput: rmat:8\nsources: [1]\nparams: {chunk: 0}\n", "chunk must be an integer >= 1"),
+        ("job: influence\ninput: rmat:8\nk: 0\n", "k must be an integer >= 1, got 0"),
     ],
 )
 def test_spec_errors_name_the_key_and_what_is_allowed(tmp_path, text, message):
