@@ -12,6 +12,7 @@ import numpy as np
 from ._device import device_of, to_device, to_host
 from .csr import CSRGraph
 from .edges import from_edges
+from .errors import GraphFormatError
 
 
 def _with_labels(g: CSRGraph, ids) -> CSRGraph:
@@ -49,9 +50,31 @@ def from_networkx(G, *, weight: str | None = "weight", device: str = "cpu") -> C
     dst = np.fromiter((index[v] for _, v, _ in edges), dtype=np.int64, count=len(edges))
     w = None
     if weight is not None and any(weight in d for _, _, d in edges):
-        w = np.fromiter((d.get(weight, 1.0) for _, _, d in edges), dtype=np.float64, count=len(edges))
+        try:
+            w = np.fromiter((d.get(weight, 1.0) for _, _, d in edges), dtype=np.float64, count=len(edges))
+        except (TypeError, ValueError):  # name the first edge whose weight is not a number
+            i = next(i for i, e in enumerate(edges) if not _is_number(e[2].get(weight, 1.0)))
+            raise _edge_error(edges[i], weight, "a number") from None
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            raise _edge_error(edges[int(np.argmax(bad))], weight, "a finite, non-negative number")
     g = from_edges(src, dst, w, n=len(nodes), directed=G.is_directed(), renumber=False)
     return _with_labels(g, _labels(nodes)).to(device)
+
+
+def _edge_error(edge, weight: str, expected: str) -> GraphFormatError:
+    u, v, d = edge
+    return GraphFormatError(
+        None, None, f"edge ({u!r}, {v!r}): expected {expected} as its {weight!r}, got {d[weight]!r}"
+    )
+
+
+def _is_number(x) -> bool:
+    try:
+        float(x)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def to_networkx(G: CSRGraph, *, weight: str = "weight"):
@@ -95,6 +118,12 @@ def from_scipy(A, *, directed: bool = True, weighted: bool | None = None, ids=No
     if not directed and (A != A.T).nnz:
         raise ValueError("directed=False needs a symmetric matrix (entry (u, v) equal to (v, u))")
     data = np.asarray(A.data, dtype=np.float64)
+    bad = ~np.isfinite(data) | (data < 0)
+    if bad.any():  # the same rule as every other input: name the first bad entry
+        i = int(np.argmax(bad))
+        row = int(np.searchsorted(A.indptr, i, side="right")) - 1
+        what = f"a finite, non-negative edge weight, got {float(data[i])!r}"
+        raise GraphFormatError(None, None, f"entry ({row}, {int(A.indices[i])}): expected {what}")
     weighted = bool(np.any(data != 1)) if weighted is None else weighted
     n = A.shape[0]
     if ids is not None and len(ids) != n:

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 import graphs
 import operators
+from graphs import GraphFormatError
 from graphs._device import to_host
 
 
@@ -70,6 +71,25 @@ def test_scipy_round_trip():
         graphs.from_scipy(sp.csr_array(np.ones((2, 3))))
     with pytest.raises(ValueError, match="label the 50 rows"):
         graphs.from_scipy(A, ids=["x"])
+    # weights follow the rule of every other input: finite and non-negative, the first bad entry named
+    B = sp.csr_array(np.array([[0.0, 2.0, 0.0], [0.0, 0.0, -0.5], [np.nan, 0.0, 0.0]]))
+    with pytest.raises(GraphFormatError, match=r"entry \(1, 2\): expected a finite, non-negative"):
+        graphs.from_scipy(B)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("heavy", "a number"),
+        (-1.0, "a finite, non-negative number"),
+        (float("nan"), "a finite, non-negative n"),
+    ],
+)
+def test_networkx_weights_that_cannot_be_weights_name_the_edge(value, expected):
+    G = nx.DiGraph([("a", "b", {"weight": 2.0}), ("b", "c", {"weight": value})])
+    with pytest.raises(GraphFormatError, match=rf"edge \('b', 'c'\): expected {expected}"):
+        graphs.from_networkx(G)
+    assert not graphs.from_networkx(G, weight=None).weighted  # weights not asked for are not read
 
 
 @pytest.mark.parametrize(
