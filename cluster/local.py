@@ -41,6 +41,9 @@ def make_cluster(
     """
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
+    for name, value in (("n_workers", n_workers), ("threads_per_worker", threads_per_worker)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be an integer >= 1 (or None for the default), got {value!r}")
     use_gpu = device == "gpu" or (device == "auto" and _cuda_cluster_available())
     threads = threads_per_worker or 1
     cores = os.cpu_count() or 1

@@ -29,6 +29,13 @@ def test_bad_arguments():
         make_cluster(device="tpu")
     with pytest.raises(ValueError, match="apply only without"):
         connect("tcp://127.0.0.1:1", n_workers=2)
+    # a cluster of no workers would take jobs and never run them
+    with pytest.raises(
+        ValueError, match=r"n_workers must be an integer >= 1 \(or None for the default\), got -1"
+    ):
+        make_cluster(-1)
+    with pytest.raises(ValueError, match="threads_per_worker must be an integer >= 1"):
+        make_cluster(1, threads_per_worker=0)
 
 
 def test_gpu_cluster_refused_without_gpu(monkeypatch):
