@@ -132,8 +132,8 @@ def topk_ppr_job(
     out="topk-ppr",
     workdir=None,
     chunk=1000,
-    alpha=0.8,
-    epsilon=0.5,
+    alpha=None,
+    epsilon=None,
     seed=0,
     directed=True,
     read_options=None,
@@ -158,7 +158,9 @@ def topk_ppr_job(
     chunk : int
         Sources per task.
     workdir, alpha, epsilon, seed, directed, read_options, reorder
-        As in ``index_job``; ``seed`` also seeds random sources and the fallback walks.
+        As in ``index_job`` (alpha 0.8 and epsilon 0.5 by default), which builds the index. With
+        ``index``, alpha and epsilon are the index's (given, they must match it) and the graph's own
+        options do not apply. ``seed`` also seeds random sources and the fallback walks.
     overwrite : bool
         Replace the results of another job in ``out`` (otherwise refused). A re-run of the same job
         skips the chunks it finished before.
@@ -178,6 +180,8 @@ def topk_ppr_job(
             raise FileNotFoundError(
                 f"{index}: no {MANIFEST} here; build one with `graphjobs index INPUT --out {index}`"
             )
+        _check_unused(index, manifest, source, dict(alpha=alpha, epsilon=epsilon, workdir=workdir,
+                      directed=directed, read_options=read_options, reorder=reorder))  # fmt: skip
         keys = ("graph", "graph_token", "n", "m", "directed", "weighted")
         g = GraphHandle(*(manifest[key] for key in keys))
         graph, idx = (
@@ -188,6 +192,7 @@ def topk_ppr_job(
     else:
         if source is None:
             raise ValueError("give the graph (source) or a built index folder (index=...)")
+        alpha, epsilon = 0.8 if alpha is None else alpha, 0.5 if epsilon is None else epsilon
         built = index_job(source, workdir=workdir, alpha=alpha, epsilon=epsilon, seed=seed, directed=directed,
                           read_options=read_options, reorder=reorder)  # fmt: skip
         graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
@@ -195,6 +200,22 @@ def topk_ppr_job(
     return batch_job("topk-ppr", graph, tokenize(graph), sources, opts, seed=seed, chunk=chunk, out=out,
                      workdir=workdir, run_chunk=_query_chunk, summarize=_summary,
                      overwrite=overwrite)  # fmt: skip
+
+
+def _check_unused(index, manifest: dict, source, building: dict) -> None:
+    """With a built index, the options that build one must not ask for anything else (they go unused)."""
+    if source is not None:
+        raise ValueError(f"give the graph (source) or a built index folder (index={index!r}), not both")
+    meta = json.loads((Path(manifest["index"]) / "meta.json").read_text())
+    for name in ("alpha", "epsilon"):
+        if building[name] is not None and building[name] != meta[name]:
+            raise ValueError(f"{name}={building[name]!r} differs from the {name} of the index in {index} "
+                             f"({meta[name]!r}); build an index with it")  # fmt: skip
+    graph = dict(workdir=None, directed=manifest["directed"], read_options=None, reorder=None)
+    for name, have in graph.items():
+        if building[name] != have and (building[name] or name == "directed"):
+            raise ValueError(f"{name}={building[name]!r} applies only when the job builds the index; "
+                             f"the one in {index} has its graph")  # fmt: skip
 
 
 def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:

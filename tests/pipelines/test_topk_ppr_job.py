@@ -94,6 +94,26 @@ def test_cli_index_then_queries(tmp_path, capsys):
     assert "graphjobs index" in capsys.readouterr().err
 
 
+def test_a_built_index_is_not_mixed_with_other_options(tmp_path, sync):
+    idx = tmp_path / "idx"
+    pipelines.run(pipelines.index_job("rmat:scale=9,seed=3", out=idx, epsilon=0.4), progress=False)
+
+    def job(**kw):
+        return pipelines.topk_ppr_job(sources=[1, 2], index=idx, k=5, out=tmp_path / "o", **kw)
+
+    summary = pipelines.run(job(), progress=False)  # the index's own epsilon (0.4), not a default 0.5
+    assert summary["queries"] == 2
+    job(epsilon=0.4, alpha=0.8)  # the index's values may be repeated
+    with pytest.raises(ValueError, match=r"epsilon=0.5 differs from the epsilon of the index .* \(0.4\)"):
+        job(epsilon=0.5)
+    with pytest.raises(ValueError, match="reorder='degree' applies only when the job builds the index"):
+        job(reorder="degree")
+    with pytest.raises(ValueError, match="directed=False applies only when"):
+        job(directed=False)
+    with pytest.raises(ValueError, match="not both"):
+        pipelines.topk_ppr_job("rmat:scale=9,seed=3", [1], index=idx, out=tmp_path / "o2")
+
+
 def test_on_a_real_local_cluster(tmp_path):
     from distributed import Client
 
