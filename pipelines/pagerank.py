@@ -85,6 +85,10 @@ def pagerank_job(
     if files is not None:
         from .pagerank_dataset import dataset_job
 
+        if method not in ("auto", "pull") or reorder is not None:  # they would go unused
+            raise ValueError(f"a dataset of edge files is partitioned and computed by pull: "
+                             f"method={method!r} and reorder={reorder!r} do not apply")  # fmt: skip
+
         return dataset_job(files, alpha=alpha, personalization=personalization, max_iter=max_iter, tol=tol,
                             weighted=weighted, directed=directed, read_options=read_options, out=out,
                             workdir=workdir, top=top, partitions=partitions)  # fmt: skip

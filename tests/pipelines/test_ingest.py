@@ -128,6 +128,8 @@ def test_pagerank_job_on_a_folder_of_edge_files(tmp_path):
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
         with pytest.raises(ValueError, match="partitions=N"):
             pipelines.pagerank_job(folder, workdir=tmp_path)
+        with pytest.raises(ValueError, match="computed by pull: method='push' and reorder=None do not apply"):
+            pipelines.pagerank_job(folder, method="push", partitions=2, workdir=tmp_path)  # not silently pull
         opts = {"src_col": "src", "dst_col": "dst"}
         files = sorted(folder.glob("*.parquet"))  # the text files have numbered columns: one format here
         build = lambda: pipelines.pagerank_job(files, partitions=2, tol=1e-10, read_options=opts,  # noqa: E731
