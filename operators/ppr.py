@@ -24,6 +24,7 @@ from ._ppr_cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, ligh
 from ._top_rows import top_entries
 from .errors import ConvergenceError
 
+MC_CHUNK = 1 << 24  # Monte Carlo walks drawn at once (their ends: 64-128 MiB)
 METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
 MODES = {"push": PUSH, "pull": PULL, "hybrid": HYBRID}
 
@@ -185,15 +186,20 @@ def _top_entries(G, block, k):
 
 
 def _montecarlo(G, ids, alpha, walks, seed):
-    """Walks from the first source; the share of those that stop at t (returned walks restart)."""
+    """Walks from the first source; the share of those that stop at t (returned walks restart).
+    Drawn MC_CHUNK at a time (each chunk its own stream), so memory stays bounded at any tol."""
     xp = array_module(G.indptr)
     s = int(ids[0])
-    omega = xp.zeros(G.n, dtype=np.int64)
-    omega[s] = walks
-    end, _ = walk_ends(G.indptr, G.indices, omega, stream_key(seed, s), alpha)
-    hit = end[end >= 0]
-    counts = xp.bincount(hit, minlength=G.n).astype(np.float64)
-    return (counts / max(hit.size, 1))[None, :], 1, {}
+    counts, stopped = xp.zeros(G.n, dtype=np.float64), 0
+    for c, done in enumerate(range(0, walks, MC_CHUNK)):
+        omega = xp.zeros(G.n, dtype=np.int64)
+        omega[s] = min(MC_CHUNK, walks - done)
+        key = stream_key(seed, s) if c == 0 else stream_key(stream_key(seed, s), c)
+        end, _ = walk_ends(G.indptr, G.indices, omega, key, alpha)
+        hit = end[end >= 0]
+        counts += xp.bincount(hit, minlength=G.n)
+        stopped += int(hit.size)
+    return (counts / max(stopped, 1))[None, :], 1, {}
 
 
 def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):

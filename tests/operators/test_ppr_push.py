@@ -17,6 +17,8 @@ from operators._ppr_cost import HYBRID, PULL, CostModel, pull_static
 from tests.conftest import DEVICES, snap, to_networkx
 from tests.operators.test_ppr import _with_dangling
 
+ppr_module = importlib.import_module("operators.ppr")  # the module (operators.ppr is the function)
+
 ITERATIVE = ["push", "pull", "hybrid"]
 
 
@@ -72,7 +74,10 @@ def test_hybrid_on_snap_graph(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_montecarlo_within_its_standard_deviation(device):
+@pytest.mark.parametrize("chunk", [None, 30_000])
+def test_montecarlo_within_its_standard_deviation(device, chunk, monkeypatch):
+    if chunk is not None:  # walks drawn in chunks, as a small tol needs (1e-10: 10^10 walks)
+        monkeypatch.setattr(ppr_module, "MC_CHUNK", chunk)
     g = graphs.rmat(8, seed=9, device=device)
     s = int(to_host(g.ids)[4]) if g.ids is not None else 4
     exact = to_host(ppr(g, [s], method="power", tol=1e-12))[0]
