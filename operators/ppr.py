@@ -186,8 +186,8 @@ def _top_entries(G, block, k):
 
 
 def _montecarlo(G, ids, alpha, walks, seed):
-    """Walks from the first source; the share of those that stop at t (returned walks restart).
-    Drawn MC_CHUNK at a time (each chunk its own stream), so memory stays bounded at any tol."""
+    """Walks from the first source, MC_CHUNK at a time (one stream each); the share stopping at t
+    (returned walks restart)."""
     xp = array_module(G.indptr)
     s = int(ids[0])
     counts, stopped = xp.zeros(G.n, dtype=np.float64), 0
@@ -208,9 +208,7 @@ def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
         from ._ppr_push_gpu import reused_solver
         from ._ppr_push_plan import batch_size
 
-        if block is not None:
-            block = check_count("block", block)
-        full = cost or cost_model("gpu")
+        full = cost or cost_model("gpu")  # block was checked by ppr_options
         block = max(1, min(block or (batch_size(G.n, dtype, full, mode=mode) if count > 1 else 1), count))
         cost = cost or fit_grid(full, m=G.m, rows=block, tol=tol, mode=mode)
         solve = reused_solver(G, mode, alpha, tol, dtype, cost, batch=block)
