@@ -104,18 +104,23 @@ def assemble(src, dst, weights, n, *, directed, dedupe, self_loops, ids=None) ->
 
 def check_weights(weights, path, *, line_of=None):
     """float32 weights, or GraphFormatError naming the first NaN/inf/negative entry."""
-    xp = array_module(weights)
-    w = weights.astype(np.float64, copy=False)
-    bad = ~xp.isfinite(w) | (w < 0)
-    if bool(bad.any()):
-        i = int(xp.argmax(bad))
-        value = float(w[i])
+    i = first_bad_weight(weights)
+    if i is not None:
+        value = float(weights[i])
         what = f"a finite, non-negative edge weight, got {value!r}"
         if line_of is None:
             where = f"weights[{i}]" if path is None else f"row {i}"
             raise GraphFormatError(path, None, f"{where}: expected {what}")
         raise GraphFormatError(path, line_of(i), f"expected {what}")
     return weights.astype(np.float32, copy=False)
+
+
+def first_bad_weight(weights) -> int | None:
+    """The position of the first NaN, infinite or negative weight, or None: the rule of every input."""
+    xp = array_module(weights)
+    w = weights.astype(np.float64, copy=False)
+    bad = ~xp.isfinite(w) | (w < 0)
+    return int(xp.argmax(bad)) if bool(bad.any()) else None
 
 
 def _host_array(a) -> np.ndarray:

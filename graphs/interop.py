@@ -11,7 +11,7 @@ import numpy as np
 
 from ._device import device_of, to_device, to_host
 from .csr import CSRGraph
-from .edges import from_edges
+from .edges import first_bad_weight, from_edges
 from .errors import GraphFormatError
 
 
@@ -55,9 +55,9 @@ def from_networkx(G, *, weight: str | None = "weight", device: str = "cpu") -> C
         except (TypeError, ValueError):  # name the first edge whose weight is not a number
             i = next(i for i, e in enumerate(edges) if not _is_number(e[2].get(weight, 1.0)))
             raise _edge_error(edges[i], weight, "a number") from None
-        bad = ~np.isfinite(w) | (w < 0)
-        if bad.any():
-            raise _edge_error(edges[int(np.argmax(bad))], weight, "a finite, non-negative number")
+        i = first_bad_weight(w)
+        if i is not None:
+            raise _edge_error(edges[i], weight, "a finite, non-negative number")
     g = from_edges(src, dst, w, n=len(nodes), directed=G.is_directed(), renumber=False)
     return _with_labels(g, _labels(nodes)).to(device)
 
@@ -118,9 +118,8 @@ def from_scipy(A, *, directed: bool = True, weighted: bool | None = None, ids=No
     if not directed and (A != A.T).nnz:
         raise ValueError("directed=False needs a symmetric matrix (entry (u, v) equal to (v, u))")
     data = np.asarray(A.data, dtype=np.float64)
-    bad = ~np.isfinite(data) | (data < 0)
-    if bad.any():  # the same rule as every other input: name the first bad entry
-        i = int(np.argmax(bad))
+    i = first_bad_weight(data)
+    if i is not None:  # the same rule as every other input: name the first bad entry
         row = int(np.searchsorted(A.indptr, i, side="right")) - 1
         what = f"a finite, non-negative edge weight, got {float(data[i])!r}"
         raise GraphFormatError(None, None, f"entry ({row}, {int(A.indices[i])}): expected {what}")
