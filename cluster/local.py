@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import inspect
 import os
 
 from graphs._device import gpu_count
@@ -51,11 +53,12 @@ def make_cluster(
     kw.setdefault("dashboard_address", "127.0.0.1:8787")
     if kw.get("security") is not None and kw["security"].require_encryption:
         kw.setdefault("protocol", "tls://")
+    if use_gpu and not _cuda_cluster_available():
+        raise RuntimeError(
+            "device='gpu' needs a visible GPU, CuPy and dask-cuda (pip install 'graphjobs[gpu]')"
+        )
+    _check_options(kw, use_gpu)
     if use_gpu:
-        if not _cuda_cluster_available():
-            raise RuntimeError(
-                "device='gpu' needs a visible GPU, CuPy and dask-cuda (pip install 'graphjobs[gpu]')"
-            )
         from dask_cuda import LocalCUDACluster
 
         workers = n_workers or gpu_count()
@@ -71,6 +74,32 @@ def make_cluster(
         )
     print(f"graphjobs: Dask dashboard at {cluster.dashboard_link}", flush=True)
     return cluster
+
+
+def _check_options(kw: dict, use_gpu: bool) -> None:
+    """Refuse an option that neither the cluster class nor its nannies, workers or their servers take:
+    passed on, it fails only inside each worker process ("Nanny failed to start", the cause in a log)."""
+    from distributed import LocalCluster, Nanny, Worker
+    from distributed.core import Server
+
+    classes = [LocalCluster, Nanny, Worker, Server]
+    if use_gpu:
+        from dask_cuda import LocalCUDACluster
+
+        classes.insert(0, LocalCUDACluster)
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    known = {
+        p.name
+        for c in classes
+        for p in inspect.signature(c.__init__).parameters.values()
+        if p.kind in named and p.name != "self"
+    }
+    for name in sorted(set(kw) - known):
+        near = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        owner = classes[0].__name__
+        raise TypeError(f"make_cluster got an unknown option {name!r} (an option of neither {owner} nor its"
+                        f" workers){hint}")  # fmt: skip
 
 
 def connect(address: str | None = None, *, security=None, **kw):

@@ -36,6 +36,11 @@ def test_bad_arguments():
         make_cluster(-1)
     with pytest.raises(ValueError, match="threads_per_worker must be an integer >= 1"):
         make_cluster(1, threads_per_worker=0)
+    # refused before any process starts, not as "Nanny failed to start" with the cause in a worker's log
+    with pytest.raises(
+        TypeError, match=r"unknown option 'memlimit' .*LocalCluster.*did you mean 'memory_limit'"
+    ):
+        make_cluster(1, device="cpu", memlimit="1GB")
 
 
 def test_gpu_cluster_refused_without_gpu(monkeypatch):
@@ -53,3 +58,5 @@ def test_cuda_cluster_one_worker_per_gpu():
     with make_cluster(dashboard_address=":0") as cluster, Client(cluster) as client:
         assert type(cluster).__name__ == "LocalCUDACluster" and len(cluster.workers) == gpu_count()
         assert {s[0] for s in client.run(_worker_state).values()} == {"gpu"}
+    with pytest.raises(TypeError, match=r"'rmm_pool' .*LocalCUDACluster.*did you mean 'rmm_pool_size'"):
+        make_cluster(rmm_pool="1GB")
