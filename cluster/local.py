@@ -113,7 +113,14 @@ def connect(address: str | None = None, *, security=None, **kw):
     if address:
         if kw:
             raise ValueError(f"cluster options {sorted(kw)} apply only without a scheduler address")
-        client = Client(address, security=security)
+        try:
+            client = Client(address, security=security)
+        except ValueError as exc:  # e.g. "invalid literal for int() with base 10: '8786x'"
+            raise ValueError(f"scheduler address {address!r}: {exc} (expected HOST:PORT or"
+                             " PROTOCOL://HOST:PORT, e.g. tcp://10.0.0.5:8786)") from exc  # fmt: skip
+        except OSError as exc:
+            raise OSError(f"no Dask scheduler answered at {address!r} ({exc}); is one running there, e.g."
+                          " started by `graphjobs cluster`?") from exc  # fmt: skip
         client.register_plugin(GraphjobsWorker("auto"))
         print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", flush=True)
         return client

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import pytest
 from distributed import Client, LocalCluster
 
@@ -29,6 +30,15 @@ def test_bad_arguments():
         make_cluster(device="tpu")
     with pytest.raises(ValueError, match="apply only without"):
         connect("tcp://127.0.0.1:1", n_workers=2)
+    with pytest.raises(ValueError, match=r"scheduler address '127.0.0.1:8786x': .*expected HOST:PORT"):
+        connect("127.0.0.1:8786x")
+    with pytest.raises(ValueError, match=r"scheduler address 'nohost': missing port number"):
+        connect("nohost")
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):  # nothing listens on port 1
+        with pytest.raises(
+            OSError, match=r"no Dask scheduler answered at 'tcp://127.0.0.1:1' .*graphjobs cluster"
+        ):
+            connect("tcp://127.0.0.1:1")
     # a cluster of no workers would take jobs and never run them
     with pytest.raises(
         ValueError, match=r"n_workers must be an integer >= 1 \(or None for the default\), got -1"
