@@ -9,7 +9,7 @@ import pytest
 import graphs
 from graphs._device import to_host
 from operators import ConvergenceError, ppr
-from operators.ppr import _ppr_reference
+from operators._ppr_reference import _ppr_reference
 from operators.ppr_metrics import ndcg_at_k, precision_at_k
 from tests.conftest import DEVICES, to_networkx
 

@@ -14,7 +14,7 @@ from graphs._device import to_host
 from operators import ppr
 from operators._ppr_cost import HYBRID, PULL, PUSH, CostModel, light_degree, phi_reference, pull_static
 from operators._ppr_push_cpu import rdw_bound, solve
-from operators.ppr import _push_reference
+from operators._ppr_reference import _push_reference
 
 
 def test_solver_statistics_follow_the_reference():
