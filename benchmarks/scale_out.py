@@ -93,11 +93,24 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
     base = None
     for g in counts:
         with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
-            warm = pipelines.topk_ppr_job(index=folder, sources=250 * 4 * g, chunk=250, seed=100 + g,
-                                          out=f"{workdir}/warm-{g}", overwrite=True)  # fmt: skip
+            warm = pipelines.topk_ppr_job(
+                index=folder,
+                sources=pipelines.RandomSources(250 * 4 * g),
+                chunk=250,
+                seed=100 + g,
+                out=f"{workdir}/warm-{g}",
+                overwrite=True,
+            )
             pipelines.run(warm, client, progress=False)  # every worker loads the graph and the index once
-            job = pipelines.topk_ppr_job(index=folder, sources=batch, chunk=500, seed=7, k=100,
-                                         out=f"{workdir}/batch-{g}", overwrite=True)  # fmt: skip
+            job = pipelines.topk_ppr_job(
+                index=folder,
+                sources=pipelines.RandomSources(batch),
+                chunk=500,
+                seed=7,
+                k=100,
+                out=f"{workdir}/batch-{g}",
+                overwrite=True,
+            )
             t0 = time.perf_counter()
             summary = pipelines.run(job, client, progress=False)
             seconds = time.perf_counter() - t0

@@ -5,13 +5,14 @@ from .job import Job, WorkdirLockedError, run
 from .pagerank import pagerank_job
 from .ppr import ppr_job
 from .simrank import simrank_job
-from .sources import SourceText
+from .sources import RandomSources, SourceText
 from .stages import GraphHandle, load_stage
 from .topk_ppr import index_job, topk_ppr_job
 
 __all__ = [
     "GraphHandle",
     "Job",
+    "RandomSources",
     "SourceText",
     "WorkdirLockedError",
     "index_job",

@@ -11,7 +11,7 @@ from operators import ConvergenceError
 
 from ._parser import parser
 from .job import WorkdirLockedError
-from .sources import SourceText
+from .sources import RandomSources, SourceText
 
 USER_ERRORS = (GraphFormatError, ConvergenceError, OSError, ValueError, KeyError, ImportError, TimeoutError,
                WorkdirLockedError, MemoryError)  # fmt: skip
@@ -133,7 +133,7 @@ def _index(args) -> int:
 
 
 def _sources_arg(args):
-    return args.random if args.random is not None else SourceText.read(args.sources)
+    return RandomSources(args.random) if args.random is not None else SourceText.read(args.sources)
 
 
 def _run_batch(job, args, describe) -> int:

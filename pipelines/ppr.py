@@ -29,9 +29,10 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
     ----------
     source : path, generator spec or CSRGraph
         The graph, as in ``pagerank_job``.
-    sources : label, sequence of labels, SourceText or int
+    sources : label, sequence of labels, SourceText or RandomSources
         Source vertices (original labels; ``SourceText.read(path)`` for a file of them, typed as the
-        graph's labels), or an int N for N distinct random vertices (by ``seed``).
+        graph's labels; an integer label goes in a list), or ``RandomSources(N)`` for N distinct random
+        vertices (by ``seed``).
     out : path
         Folder of Parquet partitions ``part-NNNNN.parquet`` (source, rank, vertex, ppr).
     topk : int

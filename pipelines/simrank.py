@@ -27,9 +27,10 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
     ----------
     source : path, generator spec or CSRGraph
         The graph, as in ``pagerank_job``; an undirected input is used as both directions.
-    sources : label, sequence of labels, SourceText or int
+    sources : label, sequence of labels, SourceText or RandomSources
         Source vertices (original labels; ``SourceText.read(path)`` for a file of them, typed as the
-        graph's labels), or an int N for N distinct random vertices (by ``seed``).
+        graph's labels; an integer label goes in a list), or ``RandomSources(N)`` for N distinct random
+        vertices (by ``seed``).
     k : int
         Most similar vertices kept per source (the source itself excluded).
     out : path

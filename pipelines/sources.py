@@ -1,5 +1,5 @@
-"""The sources of a batch job: labels given in Python, N random vertices, or labels as text (a file of one
-label per line, or the command line) typed only once the graph's own labels are known.
+"""The sources of a batch job: labels given in Python, N random vertices (``RandomSources(N)``), or labels
+as text (a file of one label per line, or the command line) typed only once the graph's own labels are known.
 
 Text has no types: "17" is the integer 17 in a graph of integer labels and the string "17" in a graph of
 string labels. Guessing before the graph is loaded would lose one of them, so a ``SourceText`` keeps the
@@ -20,6 +20,19 @@ from graphs import GraphFormatError, LabelError
 
 if TYPE_CHECKING:
     from .stages import GraphHandle
+
+
+class RandomSources:
+    """``count`` distinct vertices drawn uniformly by the job's ``seed`` (``--random N`` on the command line,
+    ``{random: N}`` in a job file)."""
+
+    def __init__(self, count: int):
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+            raise ValueError(f"the number of random sources must be an integer >= 1, got {count!r}")
+        self.count = int(count)
+
+    def __repr__(self) -> str:
+        return f"RandomSources({self.count})"
 
 
 class SourceText:
@@ -87,10 +100,16 @@ def _float(text: str):
 
 
 def sources_spec(sources, seed: int) -> tuple[tuple, int]:
-    """A hashable spec of a batch of sources (labels, a ``SourceText``, or an int N for N random vertices)
-    and its size."""
+    """A hashable spec of a batch of sources (labels, a ``SourceText`` or ``RandomSources``) and its size.
+
+    A bare integer is refused as ambiguous: one vertex to ``operators``, N random vertices to earlier jobs.
+    """
     if isinstance(sources, int | np.integer):
-        count, spec = int(sources), ("random", int(sources), seed)
+        v = int(sources)
+        raise ValueError(f"sources={v} is ambiguous: pass RandomSources({v}) for {v} random vertices,"
+                         f" or [{v}] for the vertex labelled {v}")  # fmt: skip
+    if isinstance(sources, RandomSources):
+        count, spec = sources.count, ("random", sources.count, seed)
     elif isinstance(sources, SourceText):
         count, spec = len(sources), ("text", sources)
     else:

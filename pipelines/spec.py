@@ -107,14 +107,14 @@ def _input(value, base: Path):
 
 
 def _sources(value, base: Path, path):
-    from .sources import SourceText
+    from .sources import RandomSources, SourceText
 
     if isinstance(value, list) and value:  # typed by the graph's labels, as a file's lines: [1, a] works
         return SourceText([str(v) for v in value], origin=f"{path}: sources")
     if isinstance(value, dict) and len(value) == 1:
         ((kind, arg),) = value.items()
-        if kind == "random" and isinstance(arg, int) and arg > 0:
-            return arg
+        if kind == "random" and isinstance(arg, int) and not isinstance(arg, bool) and arg > 0:
+            return RandomSources(arg)
         if kind == "file":
             return SourceText.read(str(base / arg))
     raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}} or {{file: PATH}}, "

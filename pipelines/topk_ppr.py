@@ -146,9 +146,10 @@ def topk_ppr_job(
     ----------
     source : path, generator spec or CSRGraph, optional
         The graph; the index is built (or found) in the workdir. Omit it when ``index`` is given.
-    sources : label, sequence of labels, SourceText or int
+    sources : label, sequence of labels, SourceText or RandomSources
         Source vertices (original labels; ``SourceText.read(path)`` for a file of them, typed as the
-        graph's labels), or an int N for N distinct random vertices (by ``seed``).
+        graph's labels; an integer label goes in a list), or ``RandomSources(N)`` for N distinct random
+        vertices (by ``seed``).
     index : path, optional
         A folder written by ``index_job(out=...)`` / ``graphjobs index``.
     k : int

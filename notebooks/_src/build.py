@@ -139,8 +139,8 @@ fig'''),
         ("code", SETUP),
         ("code", '''from distributed import progress
 
-job = pipelines.topk_ppr_job("rmat:scale=14,seed=0", 10_000, k=20, chunk=1000, out=work / "topk",
-                             workdir=work / "wd")
+job = pipelines.topk_ppr_job("rmat:scale=14,seed=0", pipelines.RandomSources(10_000), k=20, chunk=1000,
+                             out=work / "topk", workdir=work / "wd")
 future = client.compute(job.result)
 progress(future)
 summary = future.result()
@@ -150,8 +150,9 @@ print(summary["queries"], "queries in", summary["parts"], "parts")'''),
         ("code", '''df = pd.read_parquet(work / "topk")
 assert df.source.nunique() == 10_000 and len(df) == 10_000 * 20
 df.head()'''),
-        ("code", '''again = pipelines.run(pipelines.topk_ppr_job("rmat:scale=14,seed=0", 10_000, k=20, chunk=1000,
-                                             out=work / "topk", workdir=work / "wd"), client, progress=False)
+        ("code", '''again = pipelines.run(pipelines.topk_ppr_job("rmat:scale=14,seed=0", pipelines.RandomSources(10_000), k=20,
+                                             chunk=1000, out=work / "topk", workdir=work / "wd"),
+                      client, progress=False)
 print("chunks found finished:", again["resumed_parts"], "of", again["parts"])'''),
         ("code", "local = client.cluster\nclient.close()\nlocal.close()"),
     ],

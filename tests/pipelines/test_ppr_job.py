@@ -75,7 +75,12 @@ def test_on_a_real_local_cluster(tmp_path):
 
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
         job = pipelines.ppr_job(
-            "rmat:scale=10,seed=4", 30, topk=5, out=tmp_path / "o", workdir=tmp_path, chunk=4
+            "rmat:scale=10,seed=4",
+            pipelines.RandomSources(30),
+            topk=5,
+            out=tmp_path / "o",
+            workdir=tmp_path,
+            chunk=4,
         )
         summary = pipelines.run(job, client, progress=False)
         assert summary["queries"] == 30 and summary["parts"] == 8
@@ -86,7 +91,7 @@ def test_on_a_real_local_cluster(tmp_path):
 def test_block_is_checked_when_the_job_is_built(tmp_path):
     g = graphs.barabasi_albert(50, 2, seed=1)
     with pytest.raises(ValueError, match="block"):
-        pipelines.ppr_job(g, 4, block=0, out=tmp_path / "bad", workdir=tmp_path)
+        pipelines.ppr_job(g, pipelines.RandomSources(4), block=0, out=tmp_path / "bad", workdir=tmp_path)
 
 
 @pytest.mark.gpu
@@ -94,7 +99,16 @@ def test_job_batches_sources_on_the_gpu(tmp_path, sync):
     g = graphs.barabasi_albert(2000, 4, seed=3)
     for block in (None, 8):  # one task of 40 sources: one batch of 40, or 5 of 8
         out = tmp_path / f"out-{block}"
-        job = pipelines.ppr_job(g, 40, topk=20, tol=1e-8, chunk=40, block=block, out=out, workdir=tmp_path)
+        job = pipelines.ppr_job(
+            g,
+            pipelines.RandomSources(40),
+            topk=20,
+            tol=1e-8,
+            chunk=40,
+            block=block,
+            out=out,
+            workdir=tmp_path,
+        )
         summary = pipelines.run(job, progress=False)
         assert summary["queries"] == 40 and summary["parts"] == 1 and summary["device"] == "gpu"
         _check(g, pd.read_parquet(out), 20, tol=1e-8)

@@ -30,7 +30,9 @@ def _every_source_once(out, count, k):
 
 
 def test_resume_skips_finished_chunks(tmp_path, sync):
-    job = pipelines.ppr_job(GRAPH, 10, topk=4, chunk=2, out=tmp_path / "o", workdir=tmp_path)
+    job = pipelines.ppr_job(
+        GRAPH, pipelines.RandomSources(10), topk=4, chunk=2, out=tmp_path / "o", workdir=tmp_path
+    )
     dask.compute(*job.stages["queries"][:2])  # an interrupted run: two of five chunks finished
     parts = sorted((tmp_path / "o").glob("part-*.parquet"))
     assert len(parts) == 2
@@ -39,8 +41,12 @@ def test_resume_skips_finished_chunks(tmp_path, sync):
     assert summary["parts"] == 5 and summary["resumed_parts"] == 2
     assert [p.stat().st_mtime_ns for p in parts] == stamps  # not rewritten
     first = _every_source_once(tmp_path / "o", 10, 4)
-    again = pipelines.run(pipelines.ppr_job(GRAPH, 10, topk=4, chunk=2, out=tmp_path / "o", workdir=tmp_path),
-                          progress=False)  # fmt: skip
+    again = pipelines.run(
+        pipelines.ppr_job(
+            GRAPH, pipelines.RandomSources(10), topk=4, chunk=2, out=tmp_path / "o", workdir=tmp_path
+        ),
+        progress=False,
+    )
     assert again["resumed_parts"] == 5
     pd.testing.assert_frame_equal(first, _every_source_once(tmp_path / "o", 10, 4))
     manifest = json.loads((tmp_path / "o" / "_manifest.json").read_text())
@@ -48,7 +54,9 @@ def test_resume_skips_finished_chunks(tmp_path, sync):
 
 
 def test_chunk_killed_while_writing_is_recomputed(tmp_path, sync):
-    job = pipelines.ppr_job(GRAPH, 6, topk=3, chunk=2, out=tmp_path / "o", workdir=tmp_path)
+    job = pipelines.ppr_job(
+        GRAPH, pipelines.RandomSources(6), topk=3, chunk=2, out=tmp_path / "o", workdir=tmp_path
+    )
     pipelines.run(job, progress=False)
     out = tmp_path / "o"
     (out / "_chunks" / "part-00001.json").unlink()  # died after writing its part, before its record
@@ -62,10 +70,17 @@ def test_chunk_killed_while_writing_is_recomputed(tmp_path, sync):
 
 def test_output_of_another_job_is_refused_or_replaced(tmp_path, sync, capsys):
     out = tmp_path / "o"
-    pipelines.run(pipelines.ppr_job(GRAPH, 12, topk=3, chunk=2, out=out, workdir=tmp_path), progress=False)
+    pipelines.run(
+        pipelines.ppr_job(GRAPH, pipelines.RandomSources(12), topk=3, chunk=2, out=out, workdir=tmp_path),
+        progress=False,
+    )
     with pytest.raises(FileExistsError, match="another ppr job"):
-        pipelines.ppr_job(GRAPH, 4, topk=3, chunk=2, out=out, workdir=tmp_path, seed=1)
-    job = pipelines.ppr_job(GRAPH, 4, topk=3, chunk=2, out=out, workdir=tmp_path, seed=1, overwrite=True)
+        pipelines.ppr_job(
+            GRAPH, pipelines.RandomSources(4), topk=3, chunk=2, out=out, workdir=tmp_path, seed=1
+        )
+    job = pipelines.ppr_job(
+        GRAPH, pipelines.RandomSources(4), topk=3, chunk=2, out=out, workdir=tmp_path, seed=1, overwrite=True
+    )
     summary = pipelines.run(job, progress=False)
     assert summary["resumed_parts"] == 0
     assert len(list(out.glob("part-*.parquet"))) == 2  # the earlier job's four extra parts are gone
@@ -78,7 +93,7 @@ def test_output_of_another_job_is_refused_or_replaced(tmp_path, sync, capsys):
 
 
 def test_a_second_job_on_a_workdir_is_refused(tmp_path, sync):
-    job = pipelines.ppr_job(GRAPH, 2, topk=3, out=tmp_path / "o", workdir=tmp_path)
+    job = pipelines.ppr_job(GRAPH, pipelines.RandomSources(2), topk=3, out=tmp_path / "o", workdir=tmp_path)
     with workdir_lock(tmp_path, "simrank"), pytest.raises(pipelines.WorkdirLockedError, match="simrank job"):
         pipelines.run(job, progress=False)
     assert not (tmp_path / LOCK).exists()
@@ -98,7 +113,9 @@ def test_worker_killed_mid_job(tmp_path):
     out, count, k = tmp_path / "o", 160, 5
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
         pids = client.run(os.getpid)
-        job = pipelines.ppr_job("rmat:scale=12,seed=3", count, topk=k, chunk=2, out=out, workdir=tmp_path)
+        job = pipelines.ppr_job(
+            "rmat:scale=12,seed=3", pipelines.RandomSources(count), topk=k, chunk=2, out=out, workdir=tmp_path
+        )
         killed = {}
 
         def kill_one_when_work_started():

@@ -44,7 +44,9 @@ def test_job_from_a_labelled_undirected_file(tmp_path, sync):
 
 
 def test_unknown_source_fails_before_queries(tmp_path, sync):
-    job = pipelines.simrank_job("rmat:scale=8,seed=1", 300, out=tmp_path / "o", workdir=tmp_path, chunk=100)
+    job = pipelines.simrank_job(
+        "rmat:scale=8,seed=1", pipelines.RandomSources(300), out=tmp_path / "o", workdir=tmp_path, chunk=100
+    )
     with pytest.raises(ValueError, match="random sources"):
         pipelines.run(job, progress=False)
     job = pipelines.simrank_job("rmat:scale=8,seed=1", [3, 10**7], out=tmp_path / "o", workdir=tmp_path)
@@ -72,8 +74,8 @@ def test_on_a_real_local_cluster(tmp_path):
     from cluster import make_cluster
 
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
-        job = pipelines.simrank_job("rmat:scale=9,seed=4", 12, k=4, epsilon=0.05, out=tmp_path / "o",
-                                    workdir=tmp_path, chunk=3)  # fmt: skip
+        job = pipelines.simrank_job("rmat:scale=9,seed=4", pipelines.RandomSources(12), k=4, epsilon=0.05,
+                                    out=tmp_path / "o", workdir=tmp_path, chunk=3)  # fmt: skip
         summary = pipelines.run(job, client, progress=False)
         assert summary["queries"] == 12 and summary["parts"] == 4
     df = pd.read_parquet(tmp_path / "o")

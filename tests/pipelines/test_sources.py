@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 import pytest
 from dask.base import tokenize
@@ -72,3 +73,25 @@ def test_source_file_and_flag_errors_from_the_command_line(tmp_path, capsys):
     assert main(["ppr", str(edges), "--sources", str(tmp_path / "nope.txt"), *base]) == 1
     assert "nope.txt: no such file" in capsys.readouterr().err
     assert main(["simrank", str(edges), "--source", "2", "-k", "2", *base]) == 0
+
+
+def test_a_bare_integer_is_refused_and_random_sources_are_explicit(tmp_path, sync):
+    path = tmp_path / "i.txt"
+    path.write_text("".join(f"{u} {u + 1}\n" for u in range(1, 12)))  # labels 1..12, none of them 0
+    # operators read an int as one vertex; jobs once read it as that many random ones: now neither guess
+    for build in (pipelines.ppr_job, pipelines.simrank_job, pipelines.topk_ppr_job):
+        for bare in (5, np.int64(5)):
+            with pytest.raises(
+                ValueError, match=r"sources=5 is ambiguous: pass RandomSources\(5\) .* or \[5\]"
+            ):
+                build(path, bare, out=tmp_path / "never", workdir=tmp_path)
+    assert not (tmp_path / "never").exists()
+    for bad in (0, -2, True, 2.5):
+        with pytest.raises(ValueError, match="random sources must be an integer >= 1"):
+            pipelines.RandomSources(bad)
+    job = pipelines.ppr_job(path, [5], out=tmp_path / "one", workdir=tmp_path, topk=3)
+    pipelines.run(job, progress=False)
+    assert set(pd.read_parquet(tmp_path / "one").source) == {5}  # the vertex labelled 5
+    job = pipelines.ppr_job(path, pipelines.RandomSources(5), out=tmp_path / "five", workdir=tmp_path, topk=3)
+    drawn = set(pd.read_parquet(pipelines.run(job, progress=False)["out"]).source)
+    assert len(drawn) == 5 and drawn <= set(range(1, 13))

@@ -45,7 +45,10 @@ def test_job_from_a_labelled_file(tmp_path, sync):
     assert alone.graph.token == graphs.read_edgelist(path).token and "v3" in set(alone.graph.ids)
     _state.clear()
     pipelines.run(
-        pipelines.topk_ppr_job(path, 4, k=5, out=tmp_path / "o2", workdir=tmp_path / "wd"), progress=False
+        pipelines.topk_ppr_job(
+            path, pipelines.RandomSources(4), k=5, out=tmp_path / "o2", workdir=tmp_path / "wd"
+        ),
+        progress=False,
     )
     assert len(_state.loaded()) == 1 and len(_state._INDEXES) == 1
 
@@ -121,7 +124,12 @@ def test_on_a_real_local_cluster(tmp_path):
 
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
         job = pipelines.topk_ppr_job(
-            "rmat:scale=10,seed=4", 40, k=10, out=tmp_path / "o", workdir=tmp_path, chunk=5
+            "rmat:scale=10,seed=4",
+            pipelines.RandomSources(40),
+            k=10,
+            out=tmp_path / "o",
+            workdir=tmp_path,
+            chunk=5,
         )
         summary = pipelines.run(job, client, progress=False)
         assert summary["queries"] == 40 and summary["parts"] == 8
