@@ -102,6 +102,24 @@ def _check_options(kw: dict, use_gpu: bool) -> None:
                         f" workers){hint}")  # fmt: skip
 
 
+def _restoring_scheduler(make):
+    """``make()``, putting dask's default scheduler back if it raises: a ``distributed.Client`` that fails
+    to connect has already made itself the default (cleared only by ``close``), and every later dask
+    computation in the process would fail with "no Client active"."""
+    import dask
+
+    conf = dask.config.config
+    had, old = "scheduler" in conf, conf.get("scheduler")
+    try:
+        return make()
+    except BaseException:
+        if had:
+            conf["scheduler"] = old
+        else:
+            conf.pop("scheduler", None)
+        raise
+
+
 def connect(address: str | None = None, *, security=None, **kw):
     """A ``distributed.Client``: to the scheduler at ``address``, or to a fresh ``make_cluster(**kw)``.
 
@@ -114,7 +132,7 @@ def connect(address: str | None = None, *, security=None, **kw):
         if kw:
             raise ValueError(f"cluster options {sorted(kw)} apply only without a scheduler address")
         try:
-            client = Client(address, security=security)
+            client = _restoring_scheduler(lambda: Client(address, security=security))
         except ValueError as exc:  # e.g. "invalid literal for int() with base 10: '8786x'"
             raise ValueError(f"scheduler address {address!r}: {exc} (expected HOST:PORT or"
                              " PROTOCOL://HOST:PORT, e.g. tcp://10.0.0.5:8786)") from exc  # fmt: skip

@@ -39,6 +39,9 @@ def test_bad_arguments():
             OSError, match=r"no Dask scheduler answered at 'tcp://127.0.0.1:1' .*graphjobs cluster"
         ):
             connect("tcp://127.0.0.1:1")
+    # a failed connection leaves dask's default scheduler as it was: local work still runs
+    assert dask.config.get("scheduler", None) is None
+    assert dask.delayed(sum)([1, 2]).compute() == 3
     # a cluster of no workers would take jobs and never run them
     with pytest.raises(
         ValueError, match=r"n_workers must be an integer >= 1 \(or None for the default\), got -1"
