@@ -119,11 +119,14 @@ class CSRGraph:
             flat = labels.reshape(-1)
             if flat.size == 0:
                 return np.empty(0, dtype=np.int64)
-            if labels.dtype.kind not in "iu":  # 3.0 is vertex 3, as in NetworkX; 3.5, "3" or True are not
+            bad = []  # 3.0 is vertex 3, as in NetworkX; 3.5, "3" or True are not
+            if labels.dtype.kind == "f":  # vectorised: a million float sources took seconds one by one
+                bad = flat[~(np.isfinite(flat) & (flat == np.trunc(flat)))][:5].tolist()
+            elif labels.dtype.kind not in "iu":
                 bad = [x for x in flat.tolist() if not whole_label(x)][:5]
-                if bad:
-                    want = f"vertices must be integers 0..{self.n - 1}; got {labels.dtype} values, e.g. {bad}"
-                    raise LabelError(want, bad)
+            if bad:
+                want = f"vertices must be integers 0..{self.n - 1}; got {labels.dtype} values, e.g. {bad}"
+                raise LabelError(want, bad)
             try:
                 out = labels.astype(np.int64).reshape(-1)
             except OverflowError:  # a Python int beyond int64

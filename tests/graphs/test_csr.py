@@ -80,7 +80,8 @@ def test_an_unlabelled_graph_takes_whole_numbers_and_names_what_it_cannot():
     assert g.internal_ids(np.array([4, 2.0], dtype=object)).tolist() == [4, 2]
     mixed = np.array([0, "x"], dtype=object)
     for bad, shown in (([1.5], [1.5]), (["3"], ["3"]), ([True], [True]), (mixed, ["x"]), ([np.nan], None),
-                       ([0, 2**70], [2**70]), ([5, 0, -1], [5, -1])):  # fmt: skip
+                       ([0, 2**70], [2**70]), ([5, 0, -1], [5, -1]), ([np.inf, 1.0], [np.inf]),
+                       (np.array([2.0, 3.25], dtype=np.float32), [3.25])):  # fmt: skip
         with pytest.raises(graphs.LabelError) as info:
             g.internal_ids(bad)
         if shown is not None:
