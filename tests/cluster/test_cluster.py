@@ -26,6 +26,7 @@ def test_cpu_cluster_with_plugin_and_connect():
 
 
 def test_bad_arguments():
+    before = dask.config.get("scheduler", None)  # failed connections below must leave it so
     with pytest.raises(ValueError, match="device"):
         make_cluster(device="tpu")
     with pytest.raises(ValueError, match="apply only without"):
@@ -34,13 +35,12 @@ def test_bad_arguments():
         connect("127.0.0.1:8786x")
     with pytest.raises(ValueError, match=r"scheduler address 'nohost': missing port number"):
         connect("nohost")
-    before = dask.config.get("scheduler", None)
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):  # nothing listens on port 1
         with pytest.raises(
             OSError, match=r"no Dask scheduler answered at 'tcp://127.0.0.1:1' .*graphjobs cluster"
         ):
             connect("tcp://127.0.0.1:1")
-    # a failed connection leaves dask's default scheduler as it was: local work still runs
+    # the failed connections left dask's default scheduler as it was: local work still runs
     assert dask.config.get("scheduler", None) == before
     assert dask.delayed(sum)([1, 2]).compute() == 3
     # a cluster of no workers would take jobs and never run them
