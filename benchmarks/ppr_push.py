@@ -177,27 +177,12 @@ def run_job(rep: Reporter, name: str, source, *, sources: int = 10_000, workdir:
     with make_cluster(1, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
         for block in (None, 1):
             tag = "default" if block is None else block
-            warm = pipelines.ppr_job(
-                source,
-                pipelines.RandomSources(500),
-                chunk=500,
-                seed=100,
-                block=block,
-                workdir=workdir,
-                out=f"{workdir}/warm-{name}-{tag}",
-                overwrite=True,
-            )
+            same = dict(chunk=500, block=block, workdir=workdir, overwrite=True)
+            warm = pipelines.ppr_job(source, pipelines.RandomSources(500), seed=100,
+                                     out=f"{workdir}/warm-{name}-{tag}", **same)  # fmt: skip
             pipelines.run(warm, client, progress=False)
-            job = pipelines.ppr_job(
-                source,
-                pipelines.RandomSources(sources),
-                chunk=500,
-                seed=7,
-                block=block,
-                workdir=workdir,
-                out=f"{workdir}/batch-{name}-{tag}",
-                overwrite=True,
-            )
+            job = pipelines.ppr_job(source, pipelines.RandomSources(sources), seed=7,
+                                    out=f"{workdir}/batch-{name}-{tag}", **same)  # fmt: skip
             t0 = time.perf_counter()
             summary = pipelines.run(job, client, progress=False)
             rates[tag] = summary["queries"] / (time.perf_counter() - t0)

@@ -13,7 +13,6 @@ def _ppr_reference(G: CSRGraph, s: int, alpha: float = 0.8) -> np.ndarray:
     import scipy.sparse as sp
 
     n = G.n
-
     g = G.to("cpu")
     A = sp.csr_matrix((np.ones(g.m), g.indices, g.indptr), shape=(n, n)).toarray()  # multi-edges add up
     P = np.zeros((n, n))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from graphs import GraphFormatError, LabelError
+from operators._checks import check_count
 
 if TYPE_CHECKING:
     from .stages import GraphHandle
@@ -27,9 +28,7 @@ class RandomSources:
     ``{random: N}`` in a job file)."""
 
     def __init__(self, count: int):
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
-            raise ValueError(f"the number of random sources must be an integer >= 1, got {count!r}")
-        self.count = int(count)
+        self.count = check_count("the number of random sources", count)
 
     def __repr__(self) -> str:
         return f"RandomSources({self.count})"

@@ -113,8 +113,11 @@ def _sources(value, base: Path, path):
         return SourceText([str(v) for v in value], origin=f"{path}: sources")
     if isinstance(value, dict) and len(value) == 1:
         ((kind, arg),) = value.items()
-        if kind == "random" and isinstance(arg, int) and not isinstance(arg, bool) and arg > 0:
-            return RandomSources(arg)
+        if kind == "random":
+            try:
+                return RandomSources(arg)
+            except ValueError:
+                pass  # the SpecError below names the forms allowed
         if kind == "file":
             return SourceText.read(str(base / arg))
     raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}} or {{file: PATH}}, "
