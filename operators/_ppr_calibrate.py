@@ -2,9 +2,11 @@
 
 Three kernels over an R-MAT graph (scale ``SCALE``, seed 0), a warp per vertex as in the solver:
 atomic adds along every out-edge that, like the push's, read the old value back to list each vertex
-the first time it receives (push); gathers along every in-edge with a warp reduction (pull); and one
-update of every vertex in order (pull's sweep). Each time is divided by its number of warp steps
-(``sum ceil(d / 32)``, or ``n / 32``); the weights are those per-step costs relative to the last.
+the first time it receives (push); gathers along every in-edge with a warp reduction, the warp taking
+32 vertices at a time and skipping those without in-edges, as the solver's pull does since version 4
+(pull); and one update of every vertex in order (pull's sweep). Each time is divided by its number
+of warp steps (``sum ceil(d / 32)``, or ``n / 32``); the weights are those per-step costs relative to
+the last.
 The sweep takes a few microseconds, so timed alone between CUDA events it measured about twice its
 own time, plus whatever a launch cost on the day: l1 came out at 5.8-8.1 on H100s of one model (2.5
 and 6.0 in two of five rounds on one of them), l1 / l2 steady at 4.4-4.7. It is timed as the extra
@@ -42,13 +44,22 @@ extern "C" __global__ void gj_cal_atomic(const long long* indptr, const int* ind
 }
 extern "C" __global__ void gj_cal_read(const long long* tptr, const int* tind, int n, const double* x,
                                       double* y) {
+    const unsigned full = 0xffffffffu;
     const int lane = threadIdx.x & 31;
-    for (long long u = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; u < n;
-         u += (long long)gridDim.x * blockDim.x / 32) {
+    const long long warps = (long long)gridDim.x * blockDim.x / 32;
+    for (long long u0 = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; u0 < n; u0 += 32 * warps) {
+        const long long u = u0 + lane * warps;  // 32 vertices at a time, one per lane, as the solver's pull
+        const long long lo = u < n ? tptr[u] : 0, hi = u < n ? tptr[u + 1] : 0;
         double acc = 0.0;
-        for (long long e = tptr[u] + lane; e < tptr[u + 1]; e += 32) acc += x[tind[e]];
-        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        if (lane == 0) y[u] = acc;
+        for (unsigned todo = __ballot_sync(full, hi > lo); todo; todo &= todo - 1) {
+            const int j = __ffs(todo) - 1;
+            const long long a = __shfl_sync(full, lo, j), z = __shfl_sync(full, hi, j);
+            double s = 0.0;
+            for (long long e = a + lane; e < z; e += 32) s += x[tind[e]];
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(full, s, o);
+            if (lane == j) acc = s;
+        }
+        if (u < n) y[u] = acc;
     }
 }
 extern "C" __global__ void gj_cal_sweep(int n, const double* x, double* y) {

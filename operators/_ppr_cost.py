@@ -32,7 +32,7 @@ WARPS = 8
 BLOCKS = 1056  # 8 blocks of 256 threads on each of the H100's 132 SMs; also the CPU's virtual layout
 DEFAULT_WEIGHTS = (2.3, 1.1, 1.0)
 SMALL_WORK = 2**22  # edges that an iteration may read, below which the solvers run half the grid (fit_grid)
-CALIBRATION = 3  # version of the micro-benchmarks (``_ppr_calibrate``): older cached weights are re-measured
+CALIBRATION = 4  # version of the micro-benchmarks (``_ppr_calibrate``): older cached weights are re-measured
 PUSH, PULL, HYBRID = 0, 1, 2  # solver modes (the hybrid picks PUSH or PULL per iteration)
 
 

@@ -1,14 +1,13 @@
 """GPU (CuPy RawKernel) solver of single-source PPR by forward push, forward pull, or the hybrid.
 
-Same iteration as the CPU solver (see ``_ppr_push_cpu``). One cooperative launch runs the whole
-solve on a resident grid of ``blocks`` blocks of ``warps`` warps; slot q (frontier position or vertex
-id) goes to warp q % warps of block (q / warps) % blocks, as the cost model assumes. A warp handles a
-vertex of fewer than ``lanes * warps`` edges; larger ones are handled by the whole block. Statistics
-for the next decision (the hybrid only) are counted as vertices join the next frontier or receive
-mass; the last block to finish an iteration reduces them and picks the next model, so the host reads
-the counters and the per-iteration trace once, at the end. After a push, a bound from the frontier's
-size and its largest out-degrees often settles the choice alone (``gj_ppr_next``); push's statistics
-are then not counted at all, which keeps a sparse solve as fast as push alone.
+Same iteration as the CPU solver (``_ppr_push_cpu``). One cooperative launch runs the whole solve on a
+resident grid of ``blocks`` blocks of ``warps`` warps; slot q (frontier position or vertex id) goes to
+warp q % warps of block (q / warps) % blocks, as the cost model assumes. A warp handles a vertex of
+fewer than ``lanes * warps`` edges, the whole block a larger one. The hybrid's statistics are counted
+as vertices join the next frontier or receive mass; the last block to finish an iteration reduces
+them and picks the next model, so the host reads the counters and the trace once, at the end. After
+a push, a bound from the frontier's size and its largest out-degrees often settles the choice alone
+(``gj_ppr_next``), which keeps a sparse solve as fast as push alone.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from graphs._device import get_kernel, import_cupy, resident_blocks
 
 from ._cuda_blocks import SCAN_CUDA
 from ._ppr_cost import HYBRID, PULL, cost_model, frontier_rdw, light_degree
+from ._ppr_pull_steps import PPR_PULL_DEVICE
 from ._ppr_push_plan import MAX_ITEMS, build_plan, row_stride
 from ._ppr_push_steps import PPR_STEP_DEVICE
 
@@ -30,21 +30,8 @@ HEAD_ROWS = 128  # trace rows copied with the counters after each run (more: a s
 
 PPR_PUSH_KERNEL = (
     PPR_STEP_DEVICE
+    + PPR_PULL_DEVICE
     + r"""
-// push's statistics, when the merge did not count them and the bound did not settle the choice: sqw of
-// the vertices that received mass (the touched list), rdw of the next frontier by its slots
-template <bool MANY>
-__device__ void gj_push_stats(const int* deg, const int* cnt, const int* touched, const int* front2, u32* rdw,
-        u32* sqw, int nb, const Rows R) {
-    const int t = cnt[2], f = cnt[1];
-    const long long step = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < t; i += step)
-        gj_add_slot(sqw, nb, touched[i], RED_B, RED_W);
-    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < f; q += step) {
-        const int d = deg[gj_vertex<MANY>(R, front2[q])];
-        gj_add_slot(rdw, nb, q, (u32)((d + WB - 1) / WB), (u32)((d + W - 1) / W));
-    }
-}
 // True in the last block of the grid to get here (its writes and everyone's before them visible).
 __device__ __forceinline__ bool gj_last_block(int* ticket) {
     __shared__ bool last;
@@ -67,7 +54,8 @@ __device__ void gj_ppr_solve(const long long* indptr, const int* indices, const 
         const int* tind, const int* deg, int n, int* cnt, T* r, T* r_in, T* p, T* msg, T* msg2, int* front,
         int* front2, int* touched, double* dm, u32* rdw, u32* sqw, const u32* sblk, const u32* swrp,
         int nb, const Rows R, double alpha, double tol, int limit, int mode, double rdr, double l1,
-        double l2, double l3, int light, int dmax, double* trace, int ntrace) {
+        double l2, double l3, int light, int dmax, double* trace, int ntrace, const int* bptr,
+        const int* bv) {
     cg::grid_group grid = cg::this_grid();
     const int ns = R.ns;
     for (int pulls = 0;;) {  // the frontier arrays swap every iteration, the message arrays after a pull
@@ -88,7 +76,7 @@ __device__ void gj_ppr_solve(const long long* indptr, const int* indices, const 
                                   counting ? sqw : nullptr, nb, light, R, alpha, tol);
             } else {
                 gj_pull<T, MANY>(tptr, tind, deg, n, cnt, r, p, ma, pulls & 1 ? msg : msg2, fb, dm, dm + ns,
-                                 rdw, sqw, nb, R, it == 0, alpha, tol);
+                                 rdw, sqw, nb, R, it == 0, alpha, tol, bptr, bv);
                 ++pulls;
             }
         }
@@ -104,11 +92,11 @@ extern "C" __global__ void __launch_bounds__(WB, 2048 / WB) gj_ppr_solve_##S(con
         T* r_in, T* p, T* msg, T* msg2, int* front, int* front2, int* touched, double* dm, u32* rdw,      \
         u32* sqw, const u32* sblk, const u32* swrp, int nb, const int* src, int ns, int stride, u64 magic,\
         double alpha, double tol, int limit, int mode, double rdr, double l1, double l2, double l3,       \
-        int light, int dmax, double* trace, int ntrace) {                                                 \
+        int light, int dmax, double* trace, int ntrace, const int* bptr, const int* bv) {                 \
     const Rows R = {src, magic, ns, stride};                                                              \
     gj_ppr_solve<T, MANY>(indptr, indices, tptr, tind, deg, n, cnt, r, r_in, p, msg, msg2, front, front2, \
                           touched, dm, rdw, sqw, sblk, swrp, nb, R, alpha, tol, limit, mode, rdr, l1, l2, \
-                          l3, light, dmax, trace, ntrace);                                                \
+                          l3, light, dmax, trace, ntrace, bptr, bv);                                      \
 }
 GJ_PPR_ENTRY(double, false, f64)
 GJ_PPR_ENTRY(float, false, f32)
@@ -198,7 +186,7 @@ def workspace(G, dtype, cost, batch: int = 1):
         raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes, a multiple of 4 blocks (vector "
                          "loads of the statistics); the cost model must say so")  # fmt: skip
     plan = G.derived(f"ppr_push_plan_{cost}", lambda g: build_plan(g, cost))
-    tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max, dmax = plan
+    tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max, dmax, bptr, bv = plan
     T = np.float64 if dtype == np.float64 else np.float32
     name = f"gj_ppr_solve_{'batch_' if batch > 1 else ''}{'f64' if T is np.float64 else 'f32'}"
     kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
@@ -241,7 +229,7 @@ def workspace(G, dtype, cost, batch: int = 1):
             touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, None, np.int32(stride), magic,
             None, None, None, None, None, np.float64(cost.l1),
             np.float64(cost.l2), np.float64(cost.l3), None, np.int32(dmax), trace,
-            np.int32(TRACE)]  # fmt: skip
+            np.int32(TRACE), bptr, bv]  # fmt: skip
 
     def run(sources, limit: int, mode: int, alpha: float, tol: float):
         src = np.asarray(sources, dtype=np.int64).reshape(-1)

@@ -35,14 +35,29 @@ def batch_size(n: int, dtype, cost, *, mode: int = HYBRID, limit_bytes: int | No
     return int(max(1, min(128, most, by_memory, MAX_ITEMS // stride)))
 
 
+def big_lists(in_deg: np.ndarray, cost) -> tuple[np.ndarray, np.ndarray]:
+    """The vertices that the pull sweep sums with a whole block (in-degree >= lanes * warps), grouped by
+    the block whose slots they are: block i's are ``vertices[ptr[i]:ptr[i + 1]]``, in increasing order."""
+    big = np.flatnonzero(np.asarray(in_deg) >= cost.lanes * cost.warps).astype(np.int32)
+    block = (big // cost.warps) % cost.blocks
+    order = np.argsort(block, kind="stable")
+    ptr = np.zeros(cost.blocks + 1, np.int32)
+    np.cumsum(np.bincount(block, minlength=cost.blocks), out=ptr[1:])
+    return ptr, big[order]
+
+
 def build_plan(G, cost):
-    """Transposed CSR, out-degrees (also on the host, for the hybrid's first decision) and the pull
-    sweep's fixed statistics (on the GPU, and the largest block plus warp term of one row)."""
+    """Transposed CSR, out-degrees (also on the host, for the hybrid's first decision), the pull
+    sweep's fixed statistics (on the GPU, and the largest block plus warp term of one row) and its
+    lists of large vertices per block."""
     cp = import_cupy()
     t = G.transpose()
     deg = cp.diff(G.indptr).astype(np.int32)
-    blk, wrp, rdr = pull_static(cp.diff(t.indptr).get(), cost)
+    in_deg = cp.diff(t.indptr).get()
+    blk, wrp, rdr = pull_static(in_deg, cost)
     static_max = max(int(blk.max() + wrp.max()), 1)
     blk_dev, wrp_dev = cp.asarray(blk, np.uint32), cp.asarray(wrp, np.uint32)
+    bptr, bv = (cp.asarray(a) for a in big_lists(in_deg, cost))
     deg_host = deg.get()
-    return t.indptr, t.indices, deg, deg_host, blk_dev, wrp_dev, rdr, static_max, int(deg_host.max(initial=0))
+    dmax = int(deg_host.max(initial=0))
+    return t.indptr, t.indices, deg, deg_host, blk_dev, wrp_dev, rdr, static_max, dmax, bptr, bv

@@ -1,5 +1,6 @@
-"""Device steps of the GPU push/pull PPR solver: push, merge and pull of one iteration, the cost model's
-statistics and the choice of the next model (``gj_ppr_next``), as CUDA C++ that ``_ppr_push_gpu`` launches.
+"""Device steps of the GPU push/pull PPR solver: push and merge of one iteration, the cost model's
+statistics and the choice of the next model (``gj_ppr_next``), as CUDA C++ that ``_ppr_push_gpu`` launches
+(the pull step is in ``_ppr_pull_steps``).
 
 A batch of ``ns`` sources shares one iteration: the residue matrix is ``ns`` rows of ``stride``
 entries (``stride`` >= n, a multiple of B * nb so that every row assigns its vertices to the
@@ -151,68 +152,19 @@ __device__ void gj_merge(const int* deg, int* cnt, T* r, T* r_in, T* msg, const 
         if (on) gj_activate<T>(u, d, ru, q, front2, msg, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
     }
 }
-// every item sums the messages of its vertex's in-neighbours in its row: no atomics on residues.
-// first: the first iteration, where each source pays out whatever its residue.
-template <typename T, bool MANY>
-__device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, int n, int* cnt, T* r,
-        T* p, const T* msg, T* msg2, int* front2, const double* dm, double* dm_next, u32* rdw, u32* sqw,
-        int nb, const Rows R, bool first, double alpha, double tol) {
-    __shared__ double s_acc[B];
-    __shared__ u32 s_sqw[1 + B];  // this block's sqw counters: its own items are all it sweeps
-    const int warp = threadIdx.x / W, lane = threadIdx.x % W;
-    const long long total = (long long)R.ns * R.stride;
-    if (threadIdx.x <= B) s_sqw[threadIdx.x] = 0u;
-    for (long long base = (long long)blockIdx.x * B; base < total; base += (long long)gridDim.x * B) {
-        const int u = (int)(base + warp), v = u < total ? gj_vertex<MANY>(R, u) : n, row = u - v;
-        const bool real = v < n;  // rows are padded to `stride`: the padding does nothing
-        long long lo = real ? tptr[v] : 0, hi = real ? tptr[v + 1] : 0;
-        bool big = hi - lo >= WB;
-        double acc = 0.0;
-        if (!big) {
-            for (long long e = lo + lane; e < hi; e += W) acc += (double)msg[row + tind[e]];
-            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        }
-        if (lane == 0) s_acc[warp] = big ? 0.0 : acc;
-        __syncthreads();
-        for (int j = 0; j < B; ++j) {  // in-degree >= WB: the whole block sums
-            long long y = base + j;
-            if (y >= total) break;
-            int vj = gj_vertex<MANY>(R, (int)y), rj = (int)y - vj;
-            if (vj >= n || tptr[vj + 1] - tptr[vj] < WB) continue;
-            double part = 0.0;
-            for (long long e = tptr[vj] + threadIdx.x; e < tptr[vj + 1]; e += WB)
-                part += (double)msg[rj + tind[e]];
-            for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
-            if (lane == 0) atomicAdd(&s_acc[j], part);
-        }
-        __syncthreads();
-        bool on = false;
-        T nr = (T)0;
-        int d = 0;
-        if (real && lane == 0) {
-            const int k = gj_row<MANY>(R, u);
-            const bool source = v == R.src[k];
-            acc = s_acc[warp] + (source ? alpha * dm[k] : 0.0);
-            d = deg[v];
-            double thr = tol * (d > 1 ? d : 1);
-            T ru = r[u];
-            if ((double)ru > thr || (first && source)) { p[u] += (T)((1.0 - alpha) * (double)ru); ru = (T)0; }
-            nr = (T)((double)ru + acc);
-            r[u] = nr;
-            msg2[u] = (T)0;
-            if (acc > 0.0 && sqw != nullptr) {  // item u is this block's slot (u / B) % nb, warp u % B
-                s_sqw[1 + warp] += RED_W;
-                atomicAdd(&s_sqw[0], RED_B);
-            }
-            on = (double)nr > thr;
-        }
-        long long q = gj_append(on, &cnt[1]);
-        if (on) gj_activate<T>(u, d, nr, q, front2, msg2, dm_next + gj_row<MANY>(R, u), rdw, nb, alpha);
-        __syncthreads();
+// push's statistics, when the merge did not count them and the bound did not settle the choice: sqw of
+// the vertices that received mass (the touched list), rdw of the next frontier by its slots
+template <bool MANY>
+__device__ void gj_push_stats(const int* deg, const int* cnt, const int* touched, const int* front2, u32* rdw,
+        u32* sqw, int nb, const Rows R) {
+    const int t = cnt[2], f = cnt[1];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < t; i += step)
+        gj_add_slot(sqw, nb, touched[i], RED_B, RED_W);
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < f; q += step) {
+        const int d = deg[gj_vertex<MANY>(R, front2[q])];
+        gj_add_slot(rdw, nb, q, (u32)((d + WB - 1) / WB), (u32)((d + W - 1) / W));
     }
-    const int slot = threadIdx.x == 0 ? blockIdx.x : nb + blockIdx.x * B + threadIdx.x - 1;
-    if (sqw != nullptr && threadIdx.x <= B && s_sqw[threadIdx.x] != 0u)  // one add per counter, not per item
-        atomicAdd(&sqw[slot], s_sqw[threadIdx.x]);
 }
 // The last block to finish an iteration picks the next model (the hybrid: push when Psi < 0), writes its
 // trace row (model, Phi_rdw, Phi_sqw, frontier size, bounded) and moves the counters on. After a push,
