@@ -1,0 +1,62 @@
+"""The GPU PPR solver's kernel time per method: for each graph and tol, the median solve-kernel ms
+(CUDA events) of push, pull and the hybrid over the same random sources, float64, with iterations,
+pull iterations, ms per iteration, the first source's reserve sum (to compare versions) and the
+hybrid's models. Run it from two trees in turn on one machine to compare versions of the kernels:
+
+    python -m benchmarks.ppr_kernels new rmat:22,soc-Epinions1 1e-6,1e-9 --sources 5
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+import graphs
+from benchmarks.run import dataset_dir
+from graphs._device import to_host
+from operators._ppr_cost import HYBRID, PULL, PUSH, cost_model, fit_grid
+from operators._ppr_push_gpu import solver
+
+
+def _graph(name: str):
+    if name.startswith("rmat:"):
+        return graphs.rmat(int(name[5:]), seed=0, device="gpu")
+    return graphs.read_edgelist(dataset_dir() / f"{name}.txt.gz").to("gpu")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tag", help="a label printed at the start of each line (e.g. the commit)")
+    ap.add_argument("graphs", help="comma-separated SNAP names or rmat:SCALE")
+    ap.add_argument("tols", help="comma-separated residue thresholds")
+    ap.add_argument("--sources", type=int, default=5)
+    args = ap.parse_args(argv)
+    c = cost_model("gpu")
+    print(args.tag, "weights", c.l1, c.l2, c.l3, flush=True)
+    for name in args.graphs.split(","):
+        g = _graph(name)
+        deg = np.diff(to_host(g.indptr))
+        rng = np.random.default_rng(1)
+        ids = [int(v) for v in rng.choice(np.flatnonzero(deg > 0), args.sources, replace=False)]
+        for tol in (float(t) for t in args.tols.split(",")):
+            row, models = [], ""
+            for method, mode in (("push", PUSH), ("pull", PULL), ("hybrid", HYBRID)):
+                run = solver(g, mode, 0.8, tol, np.float64, fit_grid(c, m=g.m, rows=1, tol=tol, mode=mode))
+                run([ids[0]], 10**6)  # compile, plan
+                ms, its, pulls, first = [], [], [], None
+                for v in ids:
+                    p, it, models, _ = run([v], 10**6)
+                    ms.append(run.last_kernel_ms)
+                    its.append(it)
+                    pulls.append(models.count("L"))
+                    first = float(p.sum()) if first is None else first
+                k, it = float(np.median(ms)), float(np.mean(its))
+                row.append(f"{method} {k:8.3f} ms it {it:5.1f} L {np.mean(pulls):5.1f} per-it {k / it:6.3f} "
+                           f"sum {first:.12f}")  # fmt: skip
+            print(f"{args.tag} {name} {tol:g}: " + " | ".join(row), flush=True)
+            print(f"{args.tag}   hybrid models {models}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
