@@ -3,11 +3,11 @@ appends to ``_ppr_push_steps.PPR_STEP_DEVICE``.
 
 Every item sums the messages of its vertex's in-neighbours in its row, with no atomics on residues.
 The cost model's layout holds: item q is slot q (warp q % B of block (q / B) % nb); a warp sums a
-vertex of fewer than W * B in-edges, the whole block a larger one. How a warp goes through its
-items is free, and here it takes 32 of them at once: each lane loads one item's row bounds, the
-warp then sums only the items with in-edges, one after another, and the 32 items' residues are
-settled by their own lanes together. The block's large vertices come after, from a list per block
-built with the plan (``big_lists``), so the warps never wait on block barriers during the sweep.
+vertex of fewer than W * B in-edges, the whole block a larger one. The block takes 32 of its chunks
+of B consecutive items at a time: its threads load the chunks' row bounds and later settle their
+residues in item order (coalesced), and in between warp j sums item j of each chunk, one vertex with
+in-edges after another (items without any cost it nothing). The block's large vertices come after
+the sweep, from a list per block built with the plan (``big_lists``).
 """
 
 PPR_PULL_DEVICE = r"""
@@ -45,34 +45,49 @@ template <typename T, bool MANY>
 __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, int n, int* cnt, T* r,
         T* p, const T* msg, T* msg2, int* front2, const double* dm, double* dm_next, u32* rdw, u32* sqw,
         int nb, const Rows R, bool first, double alpha, double tol, const int* bptr, const int* bv) {
-    __shared__ double s_acc[B];
+    __shared__ double s_acc[B], s_sum[WB];
+    __shared__ long long s_lo[WB];
+    __shared__ int s_len[WB];
     __shared__ u32 s_sqw[1 + B];  // this block's sqw counters: its own items are all it sweeps
     const unsigned full = 0xffffffffu;
     const int warp = threadIdx.x / W, lane = threadIdx.x % W;
     const long long total = (long long)R.ns * R.stride, span = (long long)nb * B;
     if (threadIdx.x <= B) s_sqw[threadIdx.x] = 0u;
-    __syncthreads();
-    for (long long g0 = (long long)blockIdx.x * B + warp; g0 < total; g0 += W * span) {
-        const long long q = g0 + lane * span;  // this warp's next 32 items, one per lane
+    // 32 of the block's chunks of B consecutive items at a time: thread t loads and settles item t % B
+    // of chunk t / B (consecutive threads, consecutive items); warp j sums item j of every chunk
+    for (long long g0 = (long long)blockIdx.x * B; g0 < total; g0 += W * span) {
+        const long long q = g0 + (threadIdx.x / B) * span + threadIdx.x % B;
         const int u = (int)q, v = q < total ? gj_vertex<MANY>(R, u) : n;
         const bool real = v < n;  // rows are padded to `stride`: the padding does nothing
         const long long lo = real ? tptr[v] : 0, hi = real ? tptr[v + 1] : 0;
         const bool small = hi - lo < WB;
+        s_lo[threadIdx.x] = lo;
+        s_len[threadIdx.x] = small ? (int)(hi - lo) : 0;  // larger ones: after the sweep
+        __syncthreads();
+        const int mine = lane * B + warp;  // item `warp` of chunk `lane`
+        const long long qm = g0 + lane * span + warp;
+        const int rm = qm < total ? (int)qm - gj_vertex<MANY>(R, (int)qm) : 0;
+        const long long lm = s_lo[mine];
+        const int len = s_len[mine];
         double acc = 0.0;
-        for (unsigned todo = __ballot_sync(full, hi > lo && small); todo; todo &= todo - 1) {
-            const int j = __ffs(todo) - 1, row = __shfl_sync(full, u - v, j);
-            const long long a = __shfl_sync(full, lo, j), z = __shfl_sync(full, hi, j);
+        for (unsigned todo = __ballot_sync(full, len > 0); todo; todo &= todo - 1) {
+            const int j = __ffs(todo) - 1, row = __shfl_sync(full, rm, j);
+            const long long a = __shfl_sync(full, lm, j), z = a + __shfl_sync(full, len, j);
             double s = 0.0;
             for (long long e = a + lane; e < z; e += W) s += (double)msg[row + tind[e]];
             for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(full, s, o);
             if (lane == j) acc = s;
         }
-        const bool got = gj_pull_settle<T, MANY>(real && small, u, v, acc, deg, cnt, r, p, msg2, front2, dm,
-                                                 dm_next, rdw, nb, R, first, alpha, tol);
-        const unsigned k = __popc(__ballot_sync(full, got));
-        if (sqw != nullptr && lane == 0 && k) {  // these items are this warp's slots of this block
-            atomicAdd(&s_sqw[1 + warp], k * RED_W);
-            atomicAdd(&s_sqw[0], k * RED_B);
+        s_sum[mine] = acc;
+        __syncthreads();
+        const double pulled = s_sum[threadIdx.x];
+        const bool got = gj_pull_settle<T, MANY>(real && small, u, v, pulled, deg, cnt, r, p, msg2, front2,
+                                                 dm, dm_next, rdw, nb, R, first, alpha, tol);
+        const unsigned mask = __ballot_sync(full, got);  // lane l settled item l % B of its chunk
+        if (sqw != nullptr && lane < B && mask) {
+            const unsigned k = __popc(mask & (0x01010101u << lane));
+            if (k) atomicAdd(&s_sqw[1 + lane], k * RED_W);
+            if (lane == 0) atomicAdd(&s_sqw[0], __popc(mask) * RED_B);
         }
     }
     const int b0 = bptr[blockIdx.x], nbig = bptr[blockIdx.x + 1] - b0, items = nbig * R.ns;
