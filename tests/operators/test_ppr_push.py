@@ -207,8 +207,9 @@ def test_batch_size_rule():
     assert batch_size(1000, np.float64, model, limit_bytes=2**40) == 128
     assert batch_size(2**24, np.float64, model, limit_bytes=2**40) == 127  # 128 rows pass 2**31 items
     assert batch_size(2**28, np.float32, model, limit_bytes=2**50) == 7  # int32 items: 7 rows of 2**28
-    assert batch_size(7115, np.float64, model, mode=PULL, limit_bytes=2**40) == 15  # 2**17 residues
-    assert batch_size(75_879, np.float64, model, mode=PULL, limit_bytes=2**40) == 1
+    assert batch_size(7115, np.float64, model, mode=PULL, limit_bytes=2**40) == 124  # 2**20 residues
+    assert batch_size(75_879, np.float64, model, mode=PULL, limit_bytes=2**40) == 13
+    assert batch_size(10**6, np.float64, model, mode=PULL, limit_bytes=2**40) == 1
 
 
 def test_a_dense_result_that_cannot_fit_fails_before_any_work(monkeypatch):
