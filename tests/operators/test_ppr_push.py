@@ -212,6 +212,24 @@ def test_batch_size_rule():
     assert batch_size(10**6, np.float64, model, mode=PULL, limit_bytes=2**40) == 1
 
 
+def test_big_lists_hold_each_large_vertex_once_in_its_blocks_slice():
+    """The pull sweep leaves vertices of in-degree >= lanes * warps to their block: block i's list holds
+    exactly the large vertices of its slots ((v // warps) % blocks == i), in increasing order."""
+    from operators._ppr_push_plan import big_lists
+
+    model = CostModel(blocks=12)
+    rng = np.random.default_rng(3)
+    in_deg = rng.choice([0, 1, 255, 256, 300, 4000], size=5000, p=[0.5, 0.3, 0.05, 0.05, 0.05, 0.05])
+    ptr, vertices = big_lists(in_deg, model)
+    assert ptr.dtype == vertices.dtype == np.int32 and ptr[0] == 0 and ptr[-1] == len(vertices)
+    assert sorted(vertices.tolist()) == np.flatnonzero(in_deg >= 256).tolist()
+    for i in range(model.blocks):
+        mine = vertices[ptr[i] : ptr[i + 1]]
+        assert ((mine // model.warps) % model.blocks == i).all() and (np.diff(mine) > 0).all()
+    empty_ptr, empty = big_lists(np.zeros(10, np.int64), model)
+    assert len(empty) == 0 and (empty_ptr == 0).all() and len(empty_ptr) == model.blocks + 1
+
+
 def test_a_dense_result_that_cannot_fit_fails_before_any_work(monkeypatch):
     module = importlib.import_module("operators.ppr")  # the package exports the function under this name
 
