@@ -1,7 +1,9 @@
 """The GPU PPR solver's kernel time per method: for each graph and tol, the median solve-kernel ms
 (CUDA events) of push, pull and the hybrid over the same random sources, float64, with iterations,
 pull iterations, ms per iteration, the first source's reserve sum (to compare versions) and the
-hybrid's models. Run it from two trees in turn on one machine to compare versions of the kernels:
+hybrid's models; ``--forced-pull`` adds the hybrid under weights that make it pull every time, whose
+difference from pull alone is the cost of the hybrid's statistics. Run it from two trees in turn on
+one machine to compare versions of the kernels:
 
     python -m benchmarks.ppr_kernels new rmat:22,soc-Epinions1 1e-6,1e-9 --sources 5
 """
@@ -15,7 +17,7 @@ import numpy as np
 import graphs
 from benchmarks.run import dataset_dir
 from graphs._device import to_host
-from operators._ppr_cost import HYBRID, PULL, PUSH, cost_model, fit_grid
+from operators._ppr_cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid
 from operators._ppr_push_gpu import solver
 
 
@@ -31,6 +33,7 @@ def main(argv=None) -> None:
     ap.add_argument("graphs", help="comma-separated SNAP names or rmat:SCALE")
     ap.add_argument("tols", help="comma-separated residue thresholds")
     ap.add_argument("--sources", type=int, default=5)
+    ap.add_argument("--forced-pull", action="store_true", help="also the hybrid forced to pull")
     args = ap.parse_args(argv)
     c = cost_model("gpu")
     print(args.tag, "weights", c.l1, c.l2, c.l3, flush=True)
@@ -40,9 +43,13 @@ def main(argv=None) -> None:
         rng = np.random.default_rng(1)
         ids = [int(v) for v in rng.choice(np.flatnonzero(deg > 0), args.sources, replace=False)]
         for tol in (float(t) for t in args.tols.split(",")):
-            row, models = [], ""
-            for method, mode in (("push", PUSH), ("pull", PULL), ("hybrid", HYBRID)):
-                run = solver(g, mode, 0.8, tol, np.float64, fit_grid(c, m=g.m, rows=1, tol=tol, mode=mode))
+            row, hybrid_models = [], ""
+            runs = [("push", PUSH, c), ("pull", PULL, c), ("hybrid", HYBRID, c)]
+            if args.forced_pull:  # Psi = 1000 Phi_rdw >= 0: pull every time, statistics counted
+                runs.append(("hybrid-pull", HYBRID, CostModel(1000.0, 0.0, 0.0, blocks=c.blocks)))
+            for method, mode, model in runs:
+                grid = fit_grid(model, m=g.m, rows=1, tol=tol, mode=mode)
+                run = solver(g, mode, 0.8, tol, np.float64, grid)
                 run([ids[0]], 10**6)  # compile, plan
                 ms, its, pulls, first = [], [], [], None
                 for v in ids:
@@ -50,12 +57,13 @@ def main(argv=None) -> None:
                     ms.append(run.last_kernel_ms)
                     its.append(it)
                     pulls.append(models.count("L"))
+                    hybrid_models = models if method == "hybrid" else hybrid_models
                     first = float(p.sum()) if first is None else first
                 k, it = float(np.median(ms)), float(np.mean(its))
                 row.append(f"{method} {k:8.3f} ms it {it:5.1f} L {np.mean(pulls):5.1f} per-it {k / it:6.3f} "
                            f"sum {first:.12f}")  # fmt: skip
             print(f"{args.tag} {name} {tol:g}: " + " | ".join(row), flush=True)
-            print(f"{args.tag}   hybrid models {models}", flush=True)
+            print(f"{args.tag}   hybrid models {hybrid_models}", flush=True)
 
 
 if __name__ == "__main__":
