@@ -14,17 +14,10 @@ import argparse
 
 import numpy as np
 
-import graphs
-from benchmarks.run import dataset_dir
+from benchmarks.profile_ppr import gpu_graph
 from graphs._device import to_host
 from operators._ppr_cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid
 from operators._ppr_push_gpu import solver
-
-
-def _graph(name: str):
-    if name.startswith("rmat:"):
-        return graphs.rmat(int(name[5:]), seed=0, device="gpu")
-    return graphs.read_edgelist(dataset_dir() / f"{name}.txt.gz").to("gpu")
 
 
 def main(argv=None) -> None:
@@ -38,7 +31,7 @@ def main(argv=None) -> None:
     c = cost_model("gpu")
     print(args.tag, "weights", c.l1, c.l2, c.l3, flush=True)
     for name in args.graphs.split(","):
-        g = _graph(name)
+        g = gpu_graph(name)
         deg = np.diff(to_host(g.indptr))
         rng = np.random.default_rng(1)
         ids = [int(v) for v in rng.choice(np.flatnonzero(deg > 0), args.sources, replace=False)]

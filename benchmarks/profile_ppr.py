@@ -22,7 +22,8 @@ from operators._ppr_push_gpu import solver
 from operators.ppr import MODES
 
 
-def _graph(name: str):
+def gpu_graph(name: str):
+    """A SNAP graph from the datasets folder by name, or R-MAT (seed 0) by ``rmat:SCALE``, on the GPU."""
     if name.startswith("rmat:"):
         return graphs.rmat(int(name[5:]), seed=0, device="gpu")
     return graphs.read_edgelist(dataset_dir() / f"{name}.txt.gz").to("gpu")
@@ -36,7 +37,7 @@ def profile(name: str, tol: float, method: str, sources: int, blocks=None, quiet
     cost = cost_model("gpu")
     cost = dataclasses.replace(cost, blocks=blocks) if blocks else cost
     sync = cp.cuda.Device().synchronize
-    g = _graph(name)
+    g = gpu_graph(name)
     srcs = _sources(g, sources, seed=1)
     ppr(g, srcs[:2], tol=tol, method=method, cost=cost)  # compile, plan, cost model
     sync()

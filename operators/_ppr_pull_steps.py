@@ -104,7 +104,7 @@ __device__ void gj_pull(const long long* tptr, const int* tind, const int* deg, 
         }
         __syncthreads();
         if (warp == 0) {  // lane j settles item i0 + j
-            const int i = i0 + lane, k = i / (nbig > 0 ? nbig : 1);
+            const int i = i0 + lane, k = i / nbig;  // nbig > 0: items > 0 here
             const bool live = lane < B && i < items;
             const int v = live ? bv[b0 + i - k * nbig] : 0, u = k * R.stride + v;
             const double acc = live ? s_acc[lane] : 0.0;
