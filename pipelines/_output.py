@@ -93,36 +93,41 @@ def check_reusable(out, job: str, token: str, overwrite: bool) -> None:
 SEEDS_HEADER = "rank,vertex,round,gain"  # the influence job's CSV
 
 
-def check_result_file(out, job: str) -> None:
+def check_result_file(out, job: str) -> dict | None:
     """Refuse a single-file ``out`` (PageRank's Parquet, influence's CSV) that exists but was not written
-    by a ``job`` job, e.g. the job's own input, or whose folder is a file; an earlier result is replaced."""
+    by a ``job`` job, e.g. the job's own input, or whose folder is a file; an earlier result is replaced.
+    Returns None when ``out`` does not exist, else the earlier result's Parquet schema metadata (read
+    once here; empty for a CSV)."""
     out = Path(out)
     folder = next((p for p in out.parents if p.exists()), None)
     if folder is not None and not folder.is_dir():
         raise NotADirectoryError(f"{out}: {folder} is a file, not a folder")
     if not out.exists():
-        return
+        return None
     if out.is_dir():
         raise IsADirectoryError(f"{out}: is a folder; expected the path of the {job} result file")
-    if not _written_by(out, job):
+    meta = _result_metadata(out, job)
+    if meta is None:
         raise FileExistsError(
             f"{out}: exists and is not the output of a graphjobs {job} job (an input?); choose another "
             "output path, or remove the file"
         )
+    return meta
 
 
-def _written_by(path: Path, job: str) -> bool:
+def _result_metadata(path: Path, job: str) -> dict | None:
+    """The file's schema metadata when a ``job`` job wrote it ({} for the influence CSV), else None."""
     if job == "influence":
         with open(path, errors="replace") as f:
-            return f.readline().rstrip("\r\n") == SEEDS_HEADER
+            return {} if f.readline().rstrip("\r\n") == SEEDS_HEADER else None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         meta = pq.read_schema(path).metadata or {}
     except (pa.ArrowInvalid, OSError):
-        return False
-    return meta.get(b"graphjobs.job") == job.encode()
+        return None
+    return meta if meta.get(b"graphjobs.job") == job.encode() else None
 
 
 def finish(out, job: str, token: str, parts: list[str], summary: dict) -> None:

@@ -178,13 +178,12 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
 
 def _write(graph, ranks, out, token, top) -> dict:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     x = np.load(ranks["path"])
     ids = graph.get("cpu").ids
     written = False
-    check_result_file(out, "pagerank")
-    if not (os.path.exists(out) and pq.read_schema(out).metadata.get(b"graphjobs.token") == token.encode()):
+    earlier = check_result_file(out, "pagerank")  # its footer, read once
+    if earlier is None or earlier.get(b"graphjobs.token") != token.encode():
         table = pa.table({"vertex": pa.array(ids.tolist() if ids.dtype == object else ids), "pagerank": x})
         table = table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token})
         write_parquet(table, out)
