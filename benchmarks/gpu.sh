@@ -75,7 +75,10 @@ for w in "${what[@]}"; do
     cugraph) cugraph || status=1 ;;
     rapids) rapids || status=1 ;;
     gputest) python3 -m pytest -q -m gpu -p no:cacheprovider "${files[@]}" 2>&1 | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
-    tests) python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    tests)  # the GPU tests, then nvcc's spill check of every kernel source (nvcc is there too; not marked gpu)
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]}))
+      python3 -m pytest -q -p no:cacheprovider tests/operators/test_kernels_compile.py -k spills 2>&1 \
+        | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     alltests) python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/all-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     bench) python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     *) echo "unknown step $w"; exit 2 ;;
