@@ -2,8 +2,9 @@
 (CUDA events) of push, pull and the hybrid over the same random sources, float64, with iterations,
 pull iterations, ms per iteration, the first source's reserve sum (to compare versions) and the
 hybrid's models; ``--forced-pull`` adds the hybrid under weights that make it pull every time, whose
-difference from pull alone is the cost of the hybrid's statistics. Run it from two trees in turn on
-one machine to compare versions of the kernels:
+difference from pull alone is the cost of the hybrid's statistics; ``--trace`` prints, for the
+hybrid's last source, which of its decisions the frontier bound settled without statistics and the
+frontier sizes. Run it from two trees in turn on one machine to compare versions of the kernels:
 
     python -m benchmarks.ppr_kernels new rmat:22,soc-Epinions1 1e-6,1e-9 --sources 5
 """
@@ -27,6 +28,7 @@ def main(argv=None) -> None:
     ap.add_argument("tols", help="comma-separated residue thresholds")
     ap.add_argument("--sources", type=int, default=5)
     ap.add_argument("--forced-pull", action="store_true", help="also the hybrid forced to pull")
+    ap.add_argument("--trace", action="store_true", help="the hybrid's bounded decisions and frontiers")
     args = ap.parse_args(argv)
     c = cost_model("gpu")
     print(args.tag, "weights", c.l1, c.l2, c.l3, flush=True)
@@ -36,7 +38,7 @@ def main(argv=None) -> None:
         rng = np.random.default_rng(1)
         ids = [int(v) for v in rng.choice(np.flatnonzero(deg > 0), args.sources, replace=False)]
         for tol in (float(t) for t in args.tols.split(",")):
-            row, hybrid_models = [], ""
+            row, hybrid_models, hybrid_trace = [], "", None
             runs = [("push", PUSH, c), ("pull", PULL, c), ("hybrid", HYBRID, c)]
             if args.forced_pull:  # Psi = 1000 Phi_rdw >= 0: pull every time, statistics counted
                 runs.append(("hybrid-pull", HYBRID, CostModel(1000.0, 0.0, 0.0, blocks=c.blocks)))
@@ -50,13 +52,18 @@ def main(argv=None) -> None:
                     ms.append(run.last_kernel_ms)
                     its.append(it)
                     pulls.append(models.count("L"))
-                    hybrid_models = models if method == "hybrid" else hybrid_models
+                    if method == "hybrid":
+                        hybrid_models, hybrid_trace = models, run.last_trace
                     first = float(p.sum()) if first is None else first
                 k, it = float(np.median(ms)), float(np.mean(its))
                 row.append(f"{method} {k:8.3f} ms it {it:5.1f} L {np.mean(pulls):5.1f} per-it {k / it:6.3f} "
                            f"sum {first:.12f}")  # fmt: skip
             print(f"{args.tag} {name} {tol:g}: " + " | ".join(row), flush=True)
             print(f"{args.tag}   hybrid models {hybrid_models}", flush=True)
+            if args.trace:  # trace columns: model, Phi_rdw, Phi_sqw, frontier size, bounded
+                bounded = "".join(str(int(b)) for b in hybrid_trace[:, 4])
+                print(f"{args.tag}   hybrid bounded {bounded} (row 0: the host's first decision)", flush=True)
+                print(f"{args.tag}   hybrid frontiers {[int(f) for f in hybrid_trace[:, 3]]}", flush=True)
 
 
 if __name__ == "__main__":
