@@ -1,5 +1,6 @@
 """Every CUDA kernel source compiles for Hopper (sm_90) without register spills (needs nvcc, not a GPU),
-and the GPU's own compile (NVRTC, through CuPy) gives no kernel more local memory than nvcc's (marked gpu).
+and the GPU's own compile (NVRTC, through CuPy) keeps each kernel's local memory within ``LOCAL_BUDGET``
+(marked gpu; that compile differs from nvcc's for two kernels).
 
 One stated exception: the fused PPR solver runs 8 resident blocks of 256 threads per SM (its cost
 model's layout, and a cooperative grid must be resident), which caps it at 32 registers; it may spill
