@@ -127,8 +127,9 @@ class CSRGraph:
             if bad:
                 want = f"vertices must be integers 0..{self.n - 1}; got {labels.dtype} values, e.g. {bad}"
                 raise LabelError(want, bad)
-            try:
-                out = labels.astype(np.int64).reshape(-1)
+            try:  # a float beyond int64 casts outside 0..n-1 (quietly): reported as missing below
+                with np.errstate(invalid="ignore"):
+                    out = labels.astype(np.int64).reshape(-1)
             except OverflowError:  # a Python int beyond int64
                 bad = [x for x in flat.tolist() if not -(2**63) <= int(x) < 2**63][:5]
                 raise LabelError(f"{len(bad)} label(s) not in the graph, e.g. {bad}", bad) from None
