@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.util
 import inspect
@@ -103,16 +104,24 @@ def _check_options(kw: dict, use_gpu: bool) -> None:
 
 
 def _restoring_scheduler(make):
-    """``make()``, putting dask's default scheduler back if it raises: a ``distributed.Client`` that fails
-    to connect has already made itself the default (cleared only by ``close``), and every later dask
-    computation in the process would fail with "no Client active"."""
+    """``make()``, undoing what a ``distributed.Client`` that fails to connect leaves behind if it raises:
+    it has already made itself dask's default scheduler (cleared only by ``close``), and with some
+    failures (a malformed address) it stays registered as the global client, not closed. Either way every
+    later dask computation in the process would fail with "no Client active", or wait on it forever."""
     import dask
+    from distributed import client as dclient
 
     conf = dask.config.config
     had, old = "scheduler" in conf, conf.get("scheduler")
+    registry = getattr(dclient, "_global_clients", {})  # distributed's own registry (private)
+    known = set(registry)
     try:
         return make()
     except BaseException:
+        for key in set(registry) - known:
+            stale = registry.pop(key, None)
+            with contextlib.suppress(Exception):
+                stale.close(timeout=1)
         if had:
             conf["scheduler"] = old
         else:
@@ -120,19 +129,26 @@ def _restoring_scheduler(make):
         raise
 
 
-def connect(address: str | None = None, *, security=None, **kw):
+def connect(address: str | None = None, *, security=None, timeout: float | None = None, **kw):
     """A ``distributed.Client``: to the scheduler at ``address``, or to a fresh ``make_cluster(**kw)``.
 
     Workers of an existing scheduler get the graphjobs worker plugin (device 'auto'). ``security``
-    (``distributed.security.Security``) is used for the connection, or for the new cluster.
+    (``distributed.security.Security``) is used for the connection, or for the new cluster. ``timeout``:
+    seconds to wait for the scheduler at ``address`` to answer (default: dask's
+    ``distributed.comm.timeouts.connect``, 30 s unless configured).
     """
     from distributed import Client
 
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):  # fmt: skip
+        raise ValueError(f"timeout must be a number of seconds > 0 (or None for dask's default), "
+                         f"got {timeout!r}")  # fmt: skip
     if address:
         if kw:
             raise ValueError(f"cluster options {sorted(kw)} apply only without a scheduler address")
         try:
-            client = _restoring_scheduler(lambda: Client(address, security=security))
+            wait = {} if timeout is None else {"timeout": timeout}  # Client(timeout=None) would wait forever
+            client = _restoring_scheduler(lambda: Client(address, security=security, **wait))
         except ValueError as exc:  # e.g. "invalid literal for int() with base 10: '8786x'"
             raise ValueError(f"scheduler address {address!r}: {exc} (expected HOST:PORT or"
                              " PROTOCOL://HOST:PORT, e.g. tcp://10.0.0.5:8786)") from exc  # fmt: skip
@@ -142,5 +158,7 @@ def connect(address: str | None = None, *, security=None, **kw):
         client.register_plugin(GraphjobsWorker("auto"))
         print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", flush=True)
         return client
+    if timeout is not None:
+        raise ValueError("timeout applies only with a scheduler address")
     cluster = make_cluster(security=security, **kw)
     return Client(cluster, security=security)

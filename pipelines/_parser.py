@@ -64,6 +64,12 @@ def _batch_options(p, *, chunk: int) -> None:
 def _run_options(p) -> None:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     p.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --scheduler: how long to wait for it to answer (default: dask's, 30 s)",
+    )
+    p.add_argument(
         "--cluster", action="store_true", help="start a local Dask cluster (dashboard) for the job"
     )
     p.add_argument(

@@ -109,8 +109,10 @@ def _execute(job, args) -> dict:
 
     from .job import run
 
+    if args.connect_timeout is not None and not args.scheduler:
+        raise ValueError("--connect-timeout applies only with --scheduler")
     if args.scheduler or args.cluster:
-        opts = {} if args.scheduler else {"device": args.device}
+        opts = {"timeout": args.connect_timeout} if args.scheduler else {"device": args.device}
         security = tls(args.tls_ca_file, args.tls_cert, args.tls_key)
         with connect(args.scheduler, security=security, **opts) as client:
             return run(job, client, progress=not (args.quiet or args.json))

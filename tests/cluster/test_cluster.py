@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import dask
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, default_client
 
 from cluster import connect, make_cluster, worker_device
 
@@ -40,8 +42,21 @@ def test_bad_arguments():
             OSError, match=r"no Dask scheduler answered at 'tcp://127.0.0.1:1' .*graphjobs cluster"
         ):
             connect("tcp://127.0.0.1:1")
-    # the failed connections left dask's default scheduler as it was: local work still runs
+    # the timeout keyword overrides dask's (30 s here): the error names it, well before 30 s
+    t0 = time.perf_counter()
+    with pytest.raises(OSError, match=r"no Dask scheduler answered .*after 1 s"):
+        connect("tcp://127.0.0.1:1", timeout=1)
+    assert time.perf_counter() - t0 < 20
+    for bad in (0, -1, True, "5s"):
+        with pytest.raises(ValueError, match=r"timeout must be a number of seconds > 0"):
+            connect("tcp://127.0.0.1:1", timeout=bad)
+    with pytest.raises(ValueError, match="timeout applies only with a scheduler address"):
+        connect(timeout=5, n_workers=1)
+    # the failed connections left dask's default scheduler as it was, and no client behind (a malformed
+    # address used to leave one registered, on which the compute below waited forever): local work runs
     assert dask.config.get("scheduler", None) == before
+    with pytest.raises(ValueError, match="No clients found"):
+        default_client()
     assert dask.delayed(sum)([1, 2]).compute() == 3
     # a cluster of no workers would take jobs and never run them
     with pytest.raises(

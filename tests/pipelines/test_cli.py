@@ -51,6 +51,20 @@ def test_user_errors_are_one_line(tmp_path, capsys, text, args, message):
     assert main(["pagerank", str(tmp_path / "nope.txt")]) == 1
 
 
+def test_scheduler_connect_timeout(tmp_path, capsys):
+    edges = tmp_path / "e.txt"
+    edges.write_text("1 2\n2 3\n")
+    out = tmp_path / "o.pq"
+    base = ["pagerank", str(edges), "--workdir", str(tmp_path / "wd"), "--out", str(out), "--quiet"]
+    # nothing listens on port 1: one line naming the address and the timeout given
+    assert main([*base, "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no Dask scheduler answered at 'tcp://127.0.0.1:1'" in err[0] and "1 s" in err[0]
+    assert main([*base, "--connect-timeout", "1"]) == 1
+    assert "--connect-timeout applies only with --scheduler" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_help_and_module_entry_point():
     out = subprocess.run(
         [sys.executable, "-m", "pipelines", "pagerank", "--help"], capture_output=True, text=True
