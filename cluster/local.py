@@ -161,4 +161,8 @@ def connect(address: str | None = None, *, security=None, timeout: float | None 
     if timeout is not None:
         raise ValueError("timeout applies only with a scheduler address")
     cluster = make_cluster(security=security, **kw)
-    return Client(cluster, security=security)
+    try:
+        return _restoring_scheduler(lambda: Client(cluster, security=security))
+    except BaseException:  # its worker processes would outlive the error
+        cluster.close()
+        raise

@@ -89,3 +89,24 @@ def test_cuda_cluster_one_worker_per_gpu():
         assert {s[0] for s in client.run(_worker_state).values()} == {"gpu"}
     with pytest.raises(TypeError, match=r"'rmm_pool' .*LocalCUDACluster.*did you mean 'rmm_pool_size'"):
         make_cluster(rmm_pool="1GB")
+
+
+def test_connect_closes_the_new_cluster_when_its_client_fails(monkeypatch):
+    import distributed
+
+    import cluster.local as local
+
+    made = []
+
+    def tracked(*args, **kw):
+        made.append(make_cluster(*args, **kw))
+        return made[-1]
+
+    def refuse(*args, **kw):
+        raise OSError("refused")
+
+    monkeypatch.setattr(local, "make_cluster", tracked)
+    monkeypatch.setattr(distributed, "Client", refuse)
+    with pytest.raises(OSError, match="refused"):
+        connect(n_workers=1, device="cpu", dashboard_address=":0")
+    assert len(made) == 1 and made[0].status.name == "closed"
