@@ -20,12 +20,17 @@ from ._checks import check_count
 # schedule at e821395); soc-Epinions1 and soc-Slashdot0902 (80k vertices, queries of a few ms, mostly
 # Python and launches) 0.57-0.67x as fast at e821395: the threads only contend for the GIL.
 CONCURRENT_FROM = 1 << 20
+# Below this many vertices at most 4 at once: a query's GPU work is small enough that more threads
+# mostly contend for the GIL. R-MAT 22 at 82d6c1b (2,000 sources, two passes): k=100 2,078-2,158
+# queries/s on 3-4 streams against 1,517-1,526 on 8; R-MAT 24 gains from 8 (k=10: 1,509-1,577
+# against 1,379-1,391 on 4; k=100 alike).
+WIDE_FROM = 1 << 23
 
 
 def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
     """How many queries to run at once: ``streams`` if given (GPU only), else 1 below
-    ``CONCURRENT_FROM`` vertices and up to 8 that fit twice in free device memory; never more than
-    ``queries``."""
+    ``CONCURRENT_FROM`` vertices and, of those that fit twice in free device memory, up to 4 below
+    ``WIDE_FROM`` and up to 8 from there; never more than ``queries``."""
     if streams is not None:
         streams = check_count("streams", streams)
         if streams > 1 and G.device != "gpu":
@@ -35,7 +40,8 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
     if streams is None:
         if G.n < CONCURRENT_FROM:
             return 1
-        streams = max(1, min(8, free_memory("gpu") // (2 * bytes_per_vertex * max(G.n, 1))))
+        most = 8 if G.n >= WIDE_FROM else 4
+        streams = max(1, min(most, free_memory("gpu") // (2 * bytes_per_vertex * max(G.n, 1))))
     return max(1, min(streams, queries))
 
 

@@ -113,6 +113,24 @@ def test_streams_are_checked(rmat13):
     assert topk_ppr(idx, [1, 2], k=5, streams=1).vertices.shape == (2, 5)
 
 
+def test_default_streams_by_graph_size(monkeypatch):
+    """The default concurrency on the GPU: 1 below 2**20 vertices, at most 4 below 2**23, at most 8
+    from there, fewer when free memory holds fewer than two workspaces each; never more than the queries."""
+    from types import SimpleNamespace
+
+    import operators._streams as st
+
+    monkeypatch.setattr(st, "free_memory", lambda device: 80 * 2**30)
+    count = lambda n, queries=100: st.stream_count(SimpleNamespace(n=n, device="gpu"), queries, None, 81)  # noqa: E731
+    assert [count(2**19), count(2**20), count(2**22), count(2**23 - 1), count(2**23), count(2**24)] == [
+        1, 4, 4, 4, 8, 8
+    ]  # fmt: skip
+    assert count(2**24, queries=3) == 3
+    monkeypatch.setattr(st, "free_memory", lambda device: 3 * 2 * 81 * 2**26)  # three workspaces at 2**26
+    assert count(2**26) == 3 and count(2**22) == 4
+    assert st.stream_count(SimpleNamespace(n=2**24, device="gpu"), 100, 6, 81) == 6  # as given
+
+
 @pytest.mark.gpu
 def test_gpu_streams_answer_as_one_at_a_time(rmat13):
     """Sources answered at once on 4 streams (workspaces kept for the next call) equal those in turn."""
