@@ -23,9 +23,10 @@ CONCURRENT_FROM = 1 << 20
 # Below this many vertices at most 4 at once: a query's GPU work is small enough that more threads
 # mostly contend for the GIL. R-MAT 22, 2,000 sources, two passes on each of two H100 instances
 # (82d6c1b, then 2e4c8f9 alternating 4 and 8), queries/s on 4 against 8 streams: k=100 2,158 and
-# 1,852 against 1,526 and 1,517, then 1,812 and 2,195 against 1,750 and 1,748; k=10 1,867-1,907
+# 1,852 against 1,526 and 1,517, then 1,812 and 2,195 against 1,750 and 1,748; k=10 1,432-1,907
 # against 1,379-1,600 (noisy); k=1000 767-769 against 793-797 (8 ahead by 3%). R-MAT 23: within 4%
-# either way; R-MAT 24 k=100 is 7% faster on 8 (1,006-1,022 against 938-941).
+# either way. R-MAT 24 (left at 8) is mixed: k=10 8 ahead on the first instance (1,509-1,577 against
+# 1,379-1,391), behind on the second (1,187-1,230 against 1,256-1,390); k=100 level, then 8 ahead by 7%.
 WIDE_FROM = 1 << 23
 
 
