@@ -187,9 +187,10 @@ class CSRGraph:
         """Whether ``derived(key, ...)`` was computed already."""
         return self._cache.get(key) is not None
 
-    def forget_derived(self, key: str) -> None:
-        """Drop a derived value (e.g. a large copy of the graph) so that its memory can be freed."""
-        self._cache.pop(key, None)
+    def forget_derived(self, key: str | None = None) -> None:
+        """Drop a derived value (e.g. a large copy of the graph) so that its memory can be freed; without
+        ``key``, all of them: operators' plans, copies and GPU workspaces, and the cached transpose."""
+        self._cache.clear() if key is None else self._cache.pop(key, None)
 
     def derived(self, key: str, factory):
         """``factory(self)``, computed once and kept with the graph (e.g. an operator's plan)."""

@@ -70,7 +70,8 @@ def pagerank(
         computes in float64.
     reorder : bool
         Iterate on a copy of the graph renumbered by decreasing degree, built on the first call and
-        kept with the graph (about twice its memory, with the transpose); the result comes back in
+        kept with the graph (about twice its memory, with the transpose; ``G.forget_derived()``
+        frees it and every other plan or copy kept with ``G``); the result comes back in
         the graph's own numbering. On skewed graphs this halves the GPU pull iteration (R-MAT 24:
         4.2 -> 2.0 ms) but the first call pays the build (0.3 s there): for repeated runs. Ignored
         for partitioned graphs.

@@ -88,6 +88,12 @@ class PPRIndex:
     def nbytes(self) -> int:
         return sum(int(a.nbytes) for a in self.arrays.values())
 
+    def forget_workspaces(self) -> None:
+        """Drop what queries keep with the index for the next call, so that its memory can be freed:
+        their workspaces (on the GPU about 81 bytes per vertex for each stream) and round constants."""
+        for key in ("_workspaces", "_stream_pool", "_round_constants"):
+            self.__dict__.pop(key, None)
+
     def to(self, device: str) -> PPRIndex:
         from graphs._device import to_device
 

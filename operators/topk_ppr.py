@@ -132,8 +132,8 @@ def topk_ppr(
         that one query's kernels run while another waits on a host read. Default: 1 below 2**20
         vertices (there the threads only contend for the GIL), up to 4 below 2**23, else up to 8;
         fewer when the free device memory holds fewer workspaces (about 81 bytes per vertex each;
-        they are kept with the index for the next call). 1 answers the sources one after another,
-        as the CPU always does.
+        they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
+        1 answers the sources one after another, as the CPU always does.
         Each source's answer does not depend on this.
 
     Returns

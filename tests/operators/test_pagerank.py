@@ -175,6 +175,11 @@ def test_degree_order_inside_pagerank_returns_the_graph_numbering(device, method
     assert default["degree_order"] is False
     g.forget_derived("pagerank_degree_order")  # its memory can go
     assert not g.has_derived("pagerank_degree_order")
+    pagerank(g, reorder=True, **opts)
+    assert g.has_derived("pagerank_degree_order") and g.has_derived("transpose")
+    g.forget_derived()  # everything kept with the graph: the copy, the plans, the transpose
+    assert not any(g.has_derived(key) for key in ("pagerank_degree_order", "pagerank_pull_plan", "transpose"))
+    np.testing.assert_allclose(to_host(pagerank(g, reorder=True, **opts)), plain, atol=1e-13)  # rebuilt
 
 
 @settings(max_examples=60, deadline=None)

@@ -113,6 +113,20 @@ def test_streams_are_checked(rmat13):
     assert topk_ppr(idx, [1, 2], k=5, streams=1).vertices.shape == (2, 5)
 
 
+def test_forget_workspaces(rmat13):
+    """The workspace a query keeps with the index goes with ``forget_workspaces``; the next query
+    builds a new one and answers alike."""
+    idx = build_ppr_index(rmat13, seed=0)
+    srcs = _sources(rmat13, 3)
+    first = topk_ppr(idx, srcs, k=20)
+    assert idx.__dict__.get("_workspaces")
+    idx.forget_workspaces()
+    assert "_workspaces" not in idx.__dict__
+    again = topk_ppr(idx, srcs, k=20)
+    np.testing.assert_array_equal(again.vertices, first.vertices)
+    np.testing.assert_allclose(again.ppr, first.ppr, rtol=1e-12)
+
+
 def test_default_streams_by_graph_size(monkeypatch):
     """The default concurrency on the GPU: 1 below 2**20 vertices, at most 4 below 2**23, at most 8
     from there, fewer when free memory holds fewer than two workspaces each; never more than the queries."""
