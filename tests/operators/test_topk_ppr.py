@@ -113,18 +113,22 @@ def test_streams_are_checked(rmat13):
     assert topk_ppr(idx, [1, 2], k=5, streams=1).vertices.shape == (2, 5)
 
 
-def test_forget_workspaces(rmat13):
-    """The workspace a query keeps with the index goes with ``forget_workspaces``; the next query
-    builds a new one and answers alike."""
-    idx = build_ppr_index(rmat13, seed=0)
-    srcs = _sources(rmat13, 3)
-    first = topk_ppr(idx, srcs, k=20)
-    assert idx.__dict__.get("_workspaces")
+@pytest.mark.parametrize("device", DEVICES)
+def test_forget_workspaces(rmat13, device):
+    """The workspaces queries keep with the index (one per thread; on the GPU also the streams') go
+    with ``forget_workspaces``; the next queries build new ones and answer alike."""
+    idx = build_ppr_index(rmat13.to(device), seed=0)
+    srcs = _sources(rmat13, 6)
+    streams = 2 if device == "gpu" else 1
+    first = topk_ppr(idx, srcs, k=20, streams=streams)
+    kept = ("_workspaces", "_stream_pool") if device == "gpu" else ("_workspaces",)
+    assert all(idx.__dict__.get(key) for key in kept)
     idx.forget_workspaces()
-    assert "_workspaces" not in idx.__dict__
-    again = topk_ppr(idx, srcs, k=20)
-    np.testing.assert_array_equal(again.vertices, first.vertices)
-    np.testing.assert_allclose(again.ppr, first.ppr, rtol=1e-12)
+    assert not any(key in idx.__dict__ for key in (*kept, "_round_constants"))
+    again = topk_ppr(idx, srcs, k=20, streams=streams)
+    same = [list(x) == list(y) for x, y in zip(again.vertices, first.vertices, strict=True)]
+    assert np.mean(same) >= 5 / 6  # on the GPU atomic float adds may reorder near-ties
+    np.testing.assert_allclose(again.ppr, first.ppr, rtol=1e-6)
 
 
 def test_default_streams_by_graph_size(monkeypatch):
