@@ -70,7 +70,8 @@ class PPRParams:
 
 @dataclass(frozen=True, eq=False)
 class PPRIndex:
-    """A built kPAR index: the graph it belongs to, its parameters and arrays (on the graph's device)."""
+    """A built kPAR index: the graph it belongs to, its parameters and arrays (on the graph's device).
+    Queries keep their state with it for the next call in private entries ("_name") of its __dict__."""
 
     graph: CSRGraph
     params: PPRParams
@@ -91,8 +92,8 @@ class PPRIndex:
     def forget_workspaces(self) -> None:
         """Drop what queries keep with the index for the next call, so that its memory can be freed:
         their workspaces (on the GPU about 81 bytes per vertex for each stream) and round constants."""
-        for key in ("_workspaces", "_stream_pool", "_round_constants"):
-            self.__dict__.pop(key, None)
+        for key in [k for k in self.__dict__ if k.startswith("_")]:  # every one, whichever module made it
+            del self.__dict__[key]
 
     def to(self, device: str) -> PPRIndex:
         from graphs._device import to_device
