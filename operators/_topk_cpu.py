@@ -180,6 +180,16 @@ class CPUQuery:
         best = select_top(cand, est_c, k)
         return cand[best], est_c[best], ncand, self.returned_mass
 
+    # the query driver's round protocol (``topk_ppr._query``): on the CPU the round runs at launch
+    def estimate_launch(self, tau: float, k: int, *, high_irw: bool, tiling: bool) -> None:
+        self.round = self.estimate(tau, k, high_irw=high_irw, tiling=tiling)
+
+    def ready(self) -> bool:
+        return True
+
+    def estimate_finish(self):
+        return self.round
+
     def candidates(self, tau: float, exclude_h: bool):
         t = self.touched[: self.nt]
         keep = self.pi0[t] >= tau

@@ -25,7 +25,7 @@ from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
 from ._topk_gpu_push import VERTEX_CUDA, persistent_blocks, push_persistent
 from ._topk_gpu_seen import list_seen
-from ._topk_gpu_select import round_top
+from ._topk_gpu_select import launch_round_top, read_round_top
 
 THREADS = 256
 
@@ -77,7 +77,7 @@ def _kernel(name):
 
 
 class GPUQuery:
-    """The workspace and round of Algorithm 3 on the GPU (one per thread, or stream, and index).
+    """The workspace and round of Algorithm 3 on the GPU (one per calling thread, or stream, and index).
 
     ``counts``: [0:3] frontier sizes (a ring in ``push_frontiers``; [0:2] in the persistent push),
     [3] touched (listed from ``seen`` after each push), [4:6] big-vertex lists, [6] candidates,
@@ -127,6 +127,8 @@ class GPUQuery:
         self.bound_by_vertex, self.bound_smem = self.nh <= BY_VERTEX_H, bound_smem_plan(self.nh)
         self.launches = 0
         self.record = np.zeros(6)
+        self.done = cp.cuda.Event(block=False, disable_timing=True)  # recorded after a round's last copy
+        self.round = None  # what ``estimate_finish`` reads: (ids, offset, k)
 
     def thresholds(self, adaptive: bool):
         """The push thresholds in double: d_out(v) beta(v) (``adaptive``) or d_out(v), at least 1."""
@@ -176,15 +178,26 @@ class GPUQuery:
             push_frontiers(self, np.float64(rmax), adaptive, tiling)
         list_seen(self)
 
-    def estimate(self, tau: float, k: int, *, high_irw: bool, tiling: bool):
-        """The round's top k (host arrays: internal ids, unnormalised estimates), the number of
-        candidates and the returned mass sum r(v) b_v."""
+    def estimate_launch(self, tau: float, k: int, *, high_irw: bool, tiling: bool) -> None:
+        """Queue the rest of the round on the current stream: candidates, Alg. 4, Alg. 6 and the top k,
+        copied to the host; ``ready()`` tells when it has arrived."""
         nh = self.nh
         select_and_bound_gpu(self, tau, high_irw)
         offset = nh if high_irw else 0  # with H: the list is H, then the candidates outside H
         ids = self.ids[nh - offset :]
         compute_ppr_gpu(self, ids, offset, TSIZE if tiling else 1)
-        verts, est = round_top(self, ids, offset, k)
+        launch_round_top(self, ids, offset, k)
+        self.done.record()
+        self.round = (ids, offset, k)
+
+    def ready(self) -> bool:
+        return self.done.done
+
+    def estimate_finish(self):
+        """The round's top k (host arrays: internal ids, unnormalised estimates), the number of
+        candidates and the returned mass sum r(v) b_v (waits for ``estimate_launch``'s work)."""
+        self.done.synchronize()
+        verts, est = read_round_top(self, *self.round)
         return verts, est, int(self.record[0]), float(self.record[2])
 
     def pushes(self) -> int:

@@ -124,11 +124,9 @@ class RoundTop:
         self.blocks = min(BLOCKS, resident_blocks(_kernel(), THREADS) or BLOCKS)
 
 
-def round_top(q, ids, offset: int, k: int):
-    """The round's record (``q.record``) and its list's top k: host arrays of vertex ids and
-    estimates, decreasing, ties ranked as ``select_top`` ranks them (``q`` is the GPUQuery; its list is
-    ``ids[:offset + candidates]`` with estimates ``q.est``)."""
-    cp = import_cupy()
+def launch_round_top(q, ids, offset: int, k: int) -> None:
+    """Queue the kernel and the copy of its buffer into pinned host memory on the current stream (``q`` is
+    the GPUQuery; its list is ``ids[:offset + candidates]`` with estimates ``q.est``)."""
     top = q.round_top
     if top is None or top.k != k:
         top = q.round_top = RoundTop(k)
@@ -137,7 +135,14 @@ def round_top(q, ids, offset: int, k: int):
         (q.est, ids, np.int32(offset), q.counts, q.est_h, np.int32(q.nh), q.stats, np.int32(k),
          np.int32(top.cap), top.hist[:1024], top.hist[1024:], top.out),
     )  # fmt: skip
-    top.out.get(out=top.host, blocking=True)
+    top.out.get(out=top.host, blocking=False)
+
+
+def read_round_top(q, ids, offset: int, k: int):
+    """Once ``launch_round_top``'s copy has arrived: the round's record (``q.record``) and its list's top
+    k, host arrays of vertex ids and estimates, decreasing, ties ranked as ``select_top`` ranks them."""
+    cp = import_cupy()
+    top = q.round_top
     h = top.host
     q.record = h[:6].copy()
     above, ties = int(h[6]), int(h[7])

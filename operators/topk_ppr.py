@@ -32,7 +32,7 @@ from graphs._device import to_host
 from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
-from ._streams import StreamPool, stream_count
+from ._streams import StreamPool, exhaust, stream_count
 from ._topk_exact import EXACT_REACH, closed_reach_topk
 from .ppr_index import PPRIndex
 
@@ -128,9 +128,9 @@ def topk_ppr(
         is unchanged; rounds that the bounds of the failed one already show to be too coarse are
         skipped. False halves once per round, as Algorithm 3 does.
     streams : int, optional
-        GPU only: sources answered at once, each in its own thread, CUDA stream and workspace, so
-        that one query's kernels run while another waits on a host read. Default: 1 below 2**20
-        vertices (there the threads only contend for the GIL), up to 4 below 2**23, else up to 8;
+        GPU only: sources answered at once, each on its own CUDA stream and workspace, driven in turn
+        from the calling thread, so that one query's kernels run while the host reads another's
+        round. Default: 1 below 2**20 vertices, up to 4 below 2**23, else up to 8;
         fewer when the free device memory holds fewer workspaces (about 81 bytes per vertex each;
         they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
         1 answers the sources one after another, as the CPU always does.
@@ -171,30 +171,30 @@ def topk_ppr(
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)
 
-    def answer(i, s, ops):
+    def answer(i, s, ops):  # a generator: it yields while a round runs on the GPU (see ``_query``)
         t0 = time.perf_counter()
-        verts, est, stats = _query(ops, index, s, key=stream_key(seed, s), **opts)
+        verts, est, stats = yield from _query(ops, index, s, key=stream_key(seed, s), **opts)
         out.vertices[i], out.ppr[i] = verts, est
         out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.exact[i], out.delta[i] = stats
         out.seconds[i] = time.perf_counter() - t0
 
     todo = list(enumerate(src.tolist()))
-    if streams > 1:  # the first alone (it builds every kernel), the others at once
+    if streams > 1:  # the first alone (it builds every kernel), the others interleaved
         from ._topk_gpu import GPUQuery
         from ._topk_gpu_push import persistent_blocks
 
-        answer(*todo[0], ops)
+        exhaust(answer(*todo[0], ops))
         blocks = persistent_blocks(streams)  # cooperative grids in flight together must all fit
 
         def answer_in(item, work):
             work.blocks = blocks
-            answer(*item, work)
+            return answer(*item, work)
 
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
-        pool.map(answer_in, todo[1:], streams)
+        pool.interleave(answer_in, todo[1:], streams)
     else:
         for i, s in todo:
-            answer(i, s, ops)
+            exhaust(answer(i, s, ops))
     out.vertices = G.ids[out.vertices] if G.ids is not None else out.vertices
     return out
 
@@ -216,13 +216,17 @@ def _workspace(index: PPRIndex):
 def _query(
     ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, persistent, jump, ub_walks, key
 ):
+    """Algorithm 3 for source ``s``, a generator returning (vertices, estimates, stats): it yields once a
+    round's work is queued (on the GPU, on the current stream) and reads its result when resumed."""
     P = index.params
     ops.start(s)
     for rnd in range(1, max_rounds + 1):
         rmax, tau = P.r_max(delta), 0.5 * delta  # line 4-6 (Eq. 5, 6)
         ops.push(rmax, adaptive=adaptive, tiling=tiling, persistent=persistent)  # ParallelAFP
         # candidates pi0(s, v) >= tau, Alg. 4 over H, Alg. 6 over the candidates, the top k
-        verts, est, ncand, returned = ops.estimate(tau, k, high_irw=high_irw, tiling=tiling)
+        ops.estimate_launch(tau, k, high_irw=high_irw, tiling=tiling)
+        yield
+        verts, est, ncand, returned = ops.estimate_finish()
         est = est / (1.0 - returned)
         if not _failed(P, est, k, delta, eps, ub_walks, returned):
             return verts, est, (rnd, ops.pushes(), ncand, False, False, delta)

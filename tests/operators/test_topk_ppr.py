@@ -157,7 +157,7 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
     one = topk_ppr(idx, srcs, k=50, streams=1)
     for _ in range(2):
         many = topk_ppr(idx, srcs, k=50, streams=4)
-        assert idx._stream_pool.size == 4  # one workspace per thread, reused by the second call
+        assert idx._stream_pool.size == 4  # one workspace per stream, reused by the second call
         same = [list(x) == list(y) for x, y in zip(one.vertices, many.vertices, strict=True)]
         assert np.mean(same) >= 0.95  # atomic float adds may reorder near-ties
         np.testing.assert_allclose(many.ppr, one.ppr, rtol=1e-6)
