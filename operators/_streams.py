@@ -21,25 +21,20 @@ from graphs._device import free_memory, import_cupy
 
 from ._checks import check_count
 
-# Default concurrency from this many vertices. Measured on an H100, top-k PPR over 2,000 sources:
-# R-MAT 22 and 24 answered 1.5-1.7x faster on 8 streams (ba534ae; 1.4-2.4x with the paper's push
-# schedule at e821395); soc-Epinions1 and soc-Slashdot0902 (80k vertices, queries of a few ms, mostly
-# Python and launches) 0.57-0.67x as fast at e821395: the threads only contend for the GIL.
-CONCURRENT_FROM = 1 << 20
-# Below this many vertices at most 4 at once: a query's GPU work is small enough that more threads
-# mostly contend for the GIL. R-MAT 22, 2,000 sources, two passes on each of two H100 instances
-# (82d6c1b, then 2e4c8f9 alternating 4 and 8), queries/s on 4 against 8 streams: k=100 2,158 and
-# 1,852 against 1,526 and 1,517, then 1,812 and 2,195 against 1,750 and 1,748; k=10 1,432-1,907
-# against 1,379-1,600 (noisy); k=1000 767-769 against 793-797 (8 ahead by 3%). R-MAT 23: within 4%
-# either way. R-MAT 24 (left at 8) is mixed: k=10 8 ahead on the first instance (1,509-1,577 against
-# 1,379-1,391), behind on the second (1,187-1,230 against 1,256-1,390); k=100 level, then 8 ahead by 7%.
+# Below this many vertices at most 4 queries at once, from here at most 8. One H100, 10,000 sources,
+# the queries interleaved from one thread (735ce4f, results/topk-gpu-h100-735ce4f.jsonl), queries/s on
+# 4 streams against 1: soc-Slashdot0902 k=10/100/1000 2,259 / 1,684 / 1,047 against 1,487 / 907 / 515,
+# soc-Epinions1 2,642 / 2,183 / 1,228 against 1,824 / 1,218 / 621 (with a thread per query, before,
+# they had lost 0.57-0.67x there: e821395); R-MAT 22 2,050-2,348 / 2,468-2,577 / 844-846 against 1,748
+# / 1,385 / 603; R-MAT 24 on 8 against 4: 1,636 / 976 / 429 against 1,508 / 990 / 445 (with threads at
+# 82d6c1b and 2e4c8f9 it was mixed between instances too, and 4 led 8 at R-MAT 22 by up to 40%).
 WIDE_FROM = 1 << 23
 
 
 def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
-    """How many queries to run at once: ``streams`` if given (GPU only), else 1 below
-    ``CONCURRENT_FROM`` vertices and, of those that fit twice in free device memory, up to 4 below
-    ``WIDE_FROM`` and up to 8 from there; never more than ``queries``."""
+    """How many queries to run at once: ``streams`` if given (GPU only), else, of those whose workspaces
+    fit twice in free device memory, up to 4 below ``WIDE_FROM`` vertices and up to 8 from there; never
+    more than ``queries``."""
     if streams is not None:
         streams = check_count("streams", streams)
         if streams > 1 and G.device != "gpu":
@@ -47,8 +42,6 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
     if G.device != "gpu":
         return 1
     if streams is None:
-        if G.n < CONCURRENT_FROM:
-            return 1
         most = 8 if G.n >= WIDE_FROM else 4
         streams = max(1, min(most, free_memory("gpu") // (2 * bytes_per_vertex * max(G.n, 1))))
     return max(1, min(streams, queries))

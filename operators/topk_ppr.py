@@ -130,7 +130,7 @@ def topk_ppr(
     streams : int, optional
         GPU only: sources answered at once, each on its own CUDA stream and workspace, driven in turn
         from the calling thread, so that one query's kernels run while the host reads another's
-        round. Default: 1 below 2**20 vertices, up to 4 below 2**23, else up to 8;
+        round. Default: up to 4 below 2**23 vertices, else up to 8;
         fewer when the free device memory holds fewer workspaces (about 81 bytes per vertex each;
         they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
         1 answers the sources one after another, as the CPU always does.

@@ -132,16 +132,16 @@ def test_forget_workspaces(rmat13, device):
 
 
 def test_default_streams_by_graph_size(monkeypatch):
-    """The default concurrency on the GPU: 1 below 2**20 vertices, at most 4 below 2**23, at most 8
-    from there, fewer when free memory holds fewer than two workspaces each; never more than the queries."""
+    """The default concurrency on the GPU: at most 4 below 2**23 vertices, at most 8 from there, fewer
+    when free memory holds fewer than two workspaces each; never more than the queries."""
     from types import SimpleNamespace
 
     import operators._streams as st
 
     monkeypatch.setattr(st, "free_memory", lambda device: 80 * 2**30)
     count = lambda n, queries=100: st.stream_count(SimpleNamespace(n=n, device="gpu"), queries, None, 81)  # noqa: E731
-    assert [count(2**19), count(2**20), count(2**22), count(2**23 - 1), count(2**23), count(2**24)] == [
-        1, 4, 4, 4, 8, 8
+    assert [count(100), count(2**19), count(2**22), count(2**23 - 1), count(2**23), count(2**24)] == [
+        4, 4, 4, 4, 8, 8
     ]  # fmt: skip
     assert count(2**24, queries=3) == 3
     monkeypatch.setattr(st, "free_memory", lambda device: 3 * 2 * 81 * 2**26)  # three workspaces at 2**26
