@@ -114,17 +114,25 @@ def _k(r):
     return int(found.group(1)) if found else None
 
 
-def plot_latency_vs_k(rows, path) -> bool:
-    series = defaultdict(list)
+def latency_series(rows) -> dict:
+    """{(graph, device): {k: median ms}} of our top-k queries (kPAR rows; a peer's rows have their own
+    plot), later rows winning: one point per k, from the newest run that measured it."""
+    series = defaultdict(dict)
     for r in rows:
-        if r.get("bench") == "topk-ppr" and _k(r) is not None and r.get("unit") == "ms":
-            series[(r.get("graph"), r.get("device", ""))].append((_k(r), r["median"]))
+        ours = str(r.get("impl", "")).startswith("kpar")
+        if r.get("bench") == "topk-ppr" and r.get("unit") == "ms" and ours and (k := _k(r)) is not None:
+            series[(r.get("graph"), r.get("device", ""))][k] = float(r["median"])
+    return series
+
+
+def plot_latency_vs_k(rows, path) -> bool:
+    series = latency_series(rows)
     if not series:
         return False
     plt, (fig, ax) = _figure()
     for (graph, device), pts in sorted(series.items()):
-        pts.sort()
-        ax.plot([k for k, _ in pts], [t for _, t in pts], marker="o", label=f"{graph} ({device})")
+        ks = sorted(pts)
+        ax.plot(ks, [pts[k] for k in ks], marker="o", label=f"{graph} ({device})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     return _save(plt, fig, ax, path, "k", "query latency, ms (median)")

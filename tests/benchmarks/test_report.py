@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from benchmarks.report import main, peer_speedups, scaling_series
+from benchmarks.report import latency_series, main, peer_speedups, scaling_series
 
 ROWS = [
     {"bench": "pagerank", "graph": "rmat-22", "impl": "graphjobs-pull f32", "median": 0.41, "unit": "ms/iter",
@@ -82,3 +82,16 @@ def test_scaling_series_share_the_one_gpu_point():
         ("pagerank-mg", "g", "broadcast"): {1: (4.0, "ms"), 2: (2.6, "ms")},
         ("pagerank-mg", "g", "halo"): {1: (4.0, "ms"), 2: (2.4, "ms")},
     }
+
+
+def test_latency_series_takes_our_newest_rows():
+    """One point per graph and k: the newest kPAR row; a peer's rows (cuGraph, same bench) are left out."""
+    row = dict(bench="topk-ppr", graph="g1", unit="ms", device="gpu")
+    rows = [
+        {**row, "impl": "kpar k=10 gpu", "median": 2.0},
+        {**row, "impl": "cugraph ppr + top-k", "k": 10, "median": 50.0},
+        {**row, "impl": "kpar k=10 gpu", "median": 1.5},
+        {**row, "impl": "kpar k=1000 gpu", "median": 3.0},
+        {**row, "bench": "topk-batch", "impl": "kpar k=10 gpu", "median": 900.0, "unit": "queries/s"},
+    ]
+    assert latency_series(rows) == {("g1", "gpu"): {10: 1.5, 1000: 3.0}}
