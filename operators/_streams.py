@@ -27,7 +27,7 @@ from ._checks import check_count
 # soc-Epinions1 2,642 / 2,183 / 1,228 against 1,824 / 1,218 / 621 (with a thread per query, before,
 # they had lost 0.57-0.67x there: e821395); R-MAT 22 2,050-2,348 / 2,468-2,577 / 844-846 against 1,748
 # / 1,385 / 603; R-MAT 24 on 8 against 4: 1,636 / 976 / 429 against 1,508 / 990 / 445 (with threads at
-# 82d6c1b and 2e4c8f9 it was mixed between instances too, and 4 led 8 at R-MAT 22 by up to 40%).
+# 82d6c1b and 2e4c8f9 it was mixed between instances too, and 4 led 8 at R-MAT 22 by up to 41%).
 WIDE_FROM = 1 << 23
 
 
