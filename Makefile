@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= test,dev
-STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 comma  := ,
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 SRC    := graphs operators pipelines cluster benchmarks tests
 # Numba's on-disk cache lives in the venv so repeated runs (and CI re-runs) skip compilation.
 export NUMBA_CACHE_DIR ?= $(CURDIR)/$(VENV)/numba-cache
