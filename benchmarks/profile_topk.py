@@ -3,9 +3,9 @@
 python -m benchmarks.profile_topk [GRAPH.txt.gz | rmat:SCALE] ... [--k K] [--queries Q]
 
 Prints, per graph, k and variant, the median and mean latency of plain queries, then the mean
-milliseconds per query of each step with a device sync around it ("bound": the candidates and Alg. 4,
-and "compute": Alg. 6, are kernels inside ``estimate``, whose remainder is the round's top k and the
-host's share), and per
+milliseconds per query of each step with a device sync around it ("estimate" is a round's
+``estimate_launch`` and ``estimate_finish``; "bound": the candidates and Alg. 4, and "compute": Alg. 6,
+are kernels inside it, whose remainder is the round's top k and the host's share), and per
 query the rounds, frontiers, pushes, edges pushed, touched vertices and candidates of the last round.
 """
 
@@ -23,7 +23,9 @@ import operators._topk_gpu as tg
 from benchmarks.topk_ppr import _sources
 from operators import build_ppr_index, topk_ppr
 
-METHODS = ("start", "push", "estimate", "fallback")
+METHODS = ("start", "push", "estimate_launch", "estimate_finish", "fallback")
+STEPS = ("start", "push", "estimate", "fallback", "bound", "compute")
+STEP_OF = {"estimate_launch": "estimate", "estimate_finish": "estimate"}  # a round's two halves
 VARIANTS = (("graphjobs", {}), ("paper schedule", dict(persistent=False, jump=False)))
 
 
@@ -44,13 +46,13 @@ def _instrument(totals) -> dict:
     saved = {name: getattr(tg.GPUQuery, name) for name in METHODS}
     saved |= {name: getattr(tg, name) for name in ("select_and_bound_gpu", "compute_ppr_gpu")}
     for name in METHODS:
-        setattr(tg.GPUQuery, name, _timed(totals, name, saved[name]))
+        setattr(tg.GPUQuery, name, _timed(totals, STEP_OF.get(name, name), saved[name]))
     tg.select_and_bound_gpu = _timed(totals, "bound", saved["select_and_bound_gpu"])
     tg.compute_ppr_gpu = _timed(totals, "compute", saved["compute_ppr_gpu"])
-    estimate = tg.GPUQuery.estimate
+    finish = tg.GPUQuery.estimate_finish
 
-    def counting(self, *a, **kw):
-        out = estimate(self, *a, **kw)
+    def counting(self, *a, **kw):  # the round's record has arrived
+        out = finish(self, *a, **kw)
         self.profiled = (int(self.record[4]) + self.launches, self.record[5], self.record[1])
         return out
 
@@ -63,7 +65,7 @@ def _instrument(totals) -> dict:
         self.profiled = (0, 0, 0)
         start(self, s)
 
-    tg.GPUQuery.estimate, tg.GPUQuery.start = counting, starting
+    tg.GPUQuery.estimate_finish, tg.GPUQuery.start = counting, starting
     return saved
 
 
@@ -102,8 +104,7 @@ def main() -> None:
                 _count_last(idx, totals)
                 _restore(saved)
                 q = len(srcs)
-                steps = (*METHODS, "bound", "compute")
-                times = {name: round(1e3 * totals[name] / q, 3) for name in steps}
+                times = {name: round(1e3 * totals[name] / q, 3) for name in STEPS}
                 print(
                     f"{src} n={g.n:,} m={g.m:,} k={k} {label}: latency median "
                     f"{1e3 * np.median(plain.seconds):.2f} ms, mean {1e3 * plain.seconds.mean():.2f} ms"
