@@ -145,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
         "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
     )
     _batch_options(tk, chunk=1000)
+    tk.add_argument(
+        "--streams", type=int, default=None,
+        help="sources a GPU worker answers at once within a chunk (default: the operator's choice)",
+    )  # fmt: skip
     pp = command("ppr", "personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet")
     pp.add_argument("input", help="edge-list file or a spec like rmat:16")
     _sources_options(pp)

@@ -160,7 +160,7 @@ def _topk(args) -> int:
     from .topk_ppr import topk_ppr_job
 
     job = topk_ppr_job(sources=_sources_arg(args), index=args.index, k=args.k, out=args.out, chunk=args.chunk,
-                       seed=args.seed, overwrite=args.overwrite)  # fmt: skip
+                       seed=args.seed, overwrite=args.overwrite, streams=args.streams)  # fmt: skip
     return _run_batch(
         job, args, lambda s: f"k={s['k']}, {s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact"
     )

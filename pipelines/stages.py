@@ -179,15 +179,18 @@ def _load(src, options, reorder, artifact) -> GraphHandle:
 
 
 def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, chunk: int, out, workdir,
-              run_chunk, summarize, overwrite: bool = False) -> Job:  # fmt: skip
+              run_chunk, summarize, overwrite: bool = False, tuning: dict | None = None) -> Job:  # fmt: skip
     """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path)``
     per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``), then
     ``summarize(graph, parts, out, opts)``. Chunks finished by an earlier run of the same job are skipped
     (``pipelines._output``); an ``out`` folder of another job is refused unless ``overwrite``.
+    ``tuning`` joins the chunks' ``opts`` but not the job's token: options that change how a chunk is
+    computed, not its rows (a run with other ones resumes the same job).
     """
     spec, count = sources_spec(sources, seed)
     chunk = check_count("chunk", chunk)
     jtoken = tokenize(name, gtoken, spec, opts, chunk)
+    chunk_opts = {**opts, **(tuning or {})}
     out = Path(out).resolve()
     _output.check_reusable(out, name, jtoken, overwrite)
     resolved = dask.delayed(resolve_sources, pure=True)(
@@ -198,7 +201,7 @@ def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, c
             run_chunk,
             load,
             resolved[lo : lo + chunk],
-            opts,
+            chunk_opts,
             str(out / f"part-{i:05d}.parquet"),
             f"{jtoken}-{i}",
             jtoken,

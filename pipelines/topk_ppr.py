@@ -22,6 +22,7 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_device, to_host
+from operators._checks import check_count
 from operators.ppr_index import index_options
 from operators.topk_ppr import topk_options
 
@@ -139,6 +140,7 @@ def topk_ppr_job(
     read_options=None,
     reorder=None,
     overwrite=False,
+    streams=None,
 ) -> Job:
     """Top-k PPR of a batch of sources as a Dask graph: load -> CSR -> PageRank -> index -> queries.
 
@@ -165,6 +167,10 @@ def topk_ppr_job(
     overwrite : bool
         Replace the results of another job in ``out`` (otherwise refused). A re-run of the same job
         skips the chunks it finished before.
+    streams : int, optional
+        Sources a GPU worker answers at once within a chunk (``operators.topk_ppr``'s ``streams``;
+        default: the operator's). CPU workers answer one at a time. The rows do not depend on it, and
+        a re-run with another value resumes the same job.
 
     Returns
     -------
@@ -173,6 +179,7 @@ def topk_ppr_job(
         exact answers (sources of small closed reach).
     """
     k = topk_options(k=k)["k"]  # before anything runs
+    streams = None if streams is None else check_count("streams", streams)
     if index is not None:
         manifest = (
             json.loads((Path(index) / MANIFEST).read_text()) if (Path(index) / MANIFEST).is_file() else None
@@ -200,7 +207,7 @@ def topk_ppr_job(
     opts = {"index": idx, "k": k, "seed": seed}
     return batch_job("topk-ppr", graph, tokenize(graph), sources, opts, seed=seed, chunk=chunk, out=out,
                      workdir=workdir, run_chunk=_query_chunk, summarize=_summary,
-                     overwrite=overwrite)  # fmt: skip
+                     overwrite=overwrite, tuning={"streams": streams})  # fmt: skip
 
 
 def _check_unused(index, manifest: dict, source, building: dict) -> None:
@@ -225,9 +232,8 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     g = graph.get()
     idx = _state.ppr_index(opts["index"].path, g)
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
-    # one source at a time inside a Dask worker: with the operator's default (8 at once on R-MAT 22)
-    # the job ran at 59 / 107 queries/s on 1 / 2 H200 workers (df02fef), against 114 / 236 before
-    res = operators.topk_ppr(idx, labels, k=opts["k"], seed=opts["seed"], streams=1)
+    streams = opts.get("streams") if g.device == "gpu" else None
+    res = operators.topk_ppr(idx, labels, k=opts["k"], seed=opts["seed"], streams=streams)
     frame = res.to_frame()
     write_parquet(pa.Table.from_pandas(frame, preserve_index=False), path)
     first = [

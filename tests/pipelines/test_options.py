@@ -17,6 +17,7 @@ BAD = {  # name: (job, positional arguments after the graph, the bad option, the
     "index epsilon": ("index_job", (), {"epsilon": 0}, "epsilon must be a positive number"),
     "topk k": ("topk_ppr_job", ([1],), {"k": 2.5}, "k must be an integer >= 1, got 2.5"),
     "topk chunk": ("topk_ppr_job", ([1],), {"chunk": -1}, "chunk must be an integer >= 1"),
+    "topk streams": ("topk_ppr_job", ([1],), {"streams": 0}, "streams must be an integer >= 1"),
     "simrank c": ("simrank_job", ([1],), {"c": 2}, r"c must be in \(0, 1\)"),
     "influence model": ("influence_job", (2,), {"model": "x"}, "model must be one of"),
     "influence n_sim": ("influence_job", (2,), {"n_sim": -1}, "n_sim must be an integer >= 0"),

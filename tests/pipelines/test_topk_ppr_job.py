@@ -80,6 +80,10 @@ def test_cli_index_then_queries(tmp_path, capsys):
     ]
     assert main([*args, "--quiet", "--device", "cpu"]) == 0
     assert "written:" in capsys.readouterr().out
+    # how many sources a GPU worker answers at once does not change the rows: the same job resumes
+    # (a CPU worker answers one at a time whatever it is)
+    assert main([*args, "--streams", "3", "--quiet", "--device", "cpu"]) == 0
+    assert "1 parts, 1 of them finished by an earlier run" in capsys.readouterr().out
     _check_against_exact(graphs.rmat(10, seed=2, device="cpu"), pd.read_parquet(out), 12)
     (tmp_path / "bad.txt").write_text("3\n123456789\n")
     bad = [
