@@ -16,7 +16,8 @@ pi_ub <= LB(v_k) (no other vertex can enter), and UB(v_i) <= (1 + eps) LB(v_i) f
 Small reach (our addition): a source that reaches fewer than k vertices never has k estimates, so
 Algorithm 3 would fail all L rounds and end in the fallback. When a failed round's touched vertices
 have all been pushed, they are exactly the reachable set; up to ``EXACT_REACH`` of them, their exact
-PPR is solved directly (``_topk_exact``) and the query ends there.
+PPR is solved directly (``_topk_exact``) and the query ends there. A source without out-edges to
+other vertices is answered so before any round (``lone_topk``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
 from ._streams import StreamPool, exhaust, stream_count
-from ._topk_exact import EXACT_REACH, closed_reach_topk
+from ._topk_exact import EXACT_REACH, closed_reach_topk, lone_sources, lone_topk
 from .ppr_index import PPRIndex
 
 WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
@@ -97,7 +98,8 @@ def topk_ppr(
     with d = min(sqrt(delta delta_min), max(k-th estimate, 1/n)) of the last round. A failed round
     whose touched vertices have all been pushed and number at most 256 has found every vertex
     reachable from the source: the query then ends with their exact PPR, and the vertices of PPR 0
-    after them by id (``exact``).
+    after them by id (``exact``). A source without out-edges to other vertices is answered so at
+    once (PPR 1 at itself, 0 rounds).
 
     Parameters
     ----------
@@ -166,7 +168,6 @@ def topk_ppr(
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
-    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES)
     ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)
@@ -178,7 +179,13 @@ def topk_ppr(
         out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.exact[i], out.delta[i] = stats
         out.seconds[i] = time.perf_counter() - t0
 
-    todo = list(enumerate(src.tolist()))
+    lone = lone_sources(G, src)
+    if lone.any():  # no round needed: pi(s, s) = 1
+        at = np.flatnonzero(lone)
+        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n)
+        out.exact[at], out.delta[at] = True, delta_init
+    todo = [(i, s) for i, s in enumerate(src.tolist()) if not lone[i]]
+    streams = stream_count(G, len(todo) - 1, streams, WORKSPACE_BYTES)
     if streams > 1:  # the first alone (it builds every kernel), the others interleaved
         from ._topk_gpu import GPUQuery
         from ._topk_gpu_push import persistent_blocks

@@ -184,8 +184,9 @@ def test_gpu_and_cpu_agree(rmat13):
 @pytest.mark.parametrize("device", DEVICES)
 def test_small_closed_reach_is_answered_exactly(device):
     """Sources that reach few vertices (a self-loop only, no out-edge, a 4-vertex component with a
-    double edge, a self-loop and a dangling vertex) get their exact PPR after one round, not ten
-    failed rounds and the fallback; the other vertices follow with PPR 0, smallest ids first."""
+    double edge, a self-loop and a dangling vertex) get their exact PPR, not ten failed rounds and the
+    fallback: the first two before any round, the third after one; the other vertices follow with PPR
+    0, smallest ids first."""
     import networkx as nx
 
     base = graphs.barabasi_albert(300, 3, seed=4)
@@ -198,7 +199,7 @@ def test_small_closed_reach_is_answered_exactly(device):
     sources, k = [300, 301, 302, 5], 10
     res = topk_ppr(idx, sources, k=k)
     assert res.exact.tolist() == [True, True, True, False] and not res.fallback.any()
-    assert res.rounds[:3].tolist() == [1, 1, 1]
+    assert res.rounds[:3].tolist() == [0, 0, 1]
     nxg = nx.MultiDiGraph(list(zip(s_all.tolist(), d_all.tolist(), strict=True)))
     for i, s in enumerate(sources[:3]):
         exact = nx.pagerank(nxg, alpha=0.8, personalization={s: 1}, tol=1e-14, max_iter=2000)
@@ -210,6 +211,41 @@ def test_small_closed_reach_is_answered_exactly(device):
         assert (np.diff(res.ppr[i]) <= 0).all() and (res.ppr[i, len(reach) :] == 0).all()
         rest = [v for v in range(306) if v not in reach][: k - len(reach)]
         assert res.vertices[i, len(reach) :].tolist() == rest
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sources_without_out_edges_are_answered_at_once(device):
+    """A source without out-edges to other vertices has PPR 1 at itself (NetworkX sends a dangling
+    vertex's mass back to it) and 0 elsewhere: it is answered without a round, in any place of a batch,
+    labels kept, k up to n."""
+    import networkx as nx
+
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 40, 200), rng.integers(0, 60, 200)  # vertices 40..59: no out-edges
+    src = np.concatenate([src, [40, 40, 41, 41, 42]])  # then 40 has self-loops only; 41 and 42 leave
+    dst = np.concatenate([dst, [40, 40, 41, 3, 3]])
+    labels = np.arange(60) * 7 + 1000
+    g = graphs.from_edges(labels[src], labels[dst]).to(device)
+    idx = build_ppr_index(g, seed=0)
+    deg = np.diff(to_host(g.indptr))
+    ids = to_host(g.ids)
+    dangling = ids[deg == 0]
+    first, last, loops = dangling.min(), dangling.max(), labels[40]
+    for k in (5, g.n):
+        res = topk_ppr(idx, [first, labels[41], last, labels[42], loops], k=k)
+        alone = topk_ppr(idx, labels[41:43], k=k)
+        np.testing.assert_array_equal(res.vertices[[1, 3]], alone.vertices)
+        assert res.rounds.tolist()[::2] == [0, 0, 0] and (res.rounds[1::2] >= 1).all()
+        assert res.exact[::2].all() and (res.pushes[::2] == 0).all() and (res.pushes[1::2] > 0).all()
+        for row, s in ((0, first), (2, last), (4, loops)):
+            assert res.vertices[row, 0] == s and res.ppr[row, 0] == 1.0 and (res.ppr[row, 1:] == 0).all()
+            others = np.sort(ids[ids != s])  # internal ids follow the labels' order here
+            assert res.vertices[row, 1:].tolist() == others[: k - 1].tolist()
+    nxg = nx.MultiDiGraph(list(zip(labels[src].tolist(), labels[dst].tolist(), strict=True)))
+    nxg.add_nodes_from(labels.tolist())
+    for s in (last, loops):
+        exact = nx.pagerank(nxg, alpha=0.8, personalization={int(s): 1}, tol=1e-14, max_iter=2000)
+        assert exact[int(s)] == pytest.approx(1.0) and max(v for u, v in exact.items() if u != s) < 1e-10
 
 
 def test_delta_jumps_skip_rounds_not_accuracy():
