@@ -161,9 +161,10 @@ def _topk(args) -> int:
 
     job = topk_ppr_job(sources=_sources_arg(args), index=args.index, k=args.k, out=args.out, chunk=args.chunk,
                        seed=args.seed, overwrite=args.overwrite, streams=args.streams)  # fmt: skip
-    return _run_batch(
-        job, args, lambda s: f"k={s['k']}, {s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact"
-    )
+    return _run_batch(job, args, lambda s: (
+        f"k={s['k']}, {1e3 * s['latency_seconds_mean']:.2f} ms a query from its first round, "
+        f"{s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact of which {s['lone']} without out-edges"
+    ))  # fmt: skip
 
 
 def _ppr(args) -> int:

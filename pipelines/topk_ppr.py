@@ -175,8 +175,11 @@ def topk_ppr_job(
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``queries``, ``parts``, mean query seconds, fallbacks,
-        exact answers (sources of small closed reach).
+        Its result is a summary dict: ``out``, ``queries``, ``parts``, ``query_seconds_mean`` (the
+        workers' time per source), ``latency_seconds_mean`` (a source's first round to its answer,
+        over the sources that needed rounds), ``lone`` (sources with no out-edge to another vertex,
+        answered without one), fallbacks, exact answers (sources of small closed reach, lone ones
+        included).
     """
     k = topk_options(k=k)["k"]  # before anything runs
     streams = None if streams is None else check_count("streams", streams)
@@ -233,7 +236,9 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     idx = _state.ppr_index(opts["index"].path, g)
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
     streams = opts.get("streams") if g.device == "gpu" else None
+    t0 = time.perf_counter()
     res = operators.topk_ppr(idx, labels, k=opts["k"], seed=opts["seed"], streams=streams)
+    seconds = time.perf_counter() - t0  # with several sources at once, less than their latencies' sum
     frame = res.to_frame()
     write_parquet(pa.Table.from_pandas(frame, preserve_index=False), path)
     first = [
@@ -244,7 +249,9 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     return dict(
         path=path,
         queries=len(ids),
-        seconds=float(res.seconds.sum()),
+        seconds=seconds,
+        latency=float(res.seconds.sum()),
+        lone=int((res.rounds == 0).sum()),
         fallback=int(res.fallback.sum()),
         exact=int(res.exact.sum()),
         rounds=float(res.rounds.mean()),
@@ -255,6 +262,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
     queries = sum(p["queries"] for p in parts)
+    lone = sum(p.get("lone", 0) for p in parts)  # parts of an earlier version lack it
     return {
         "job": "topk-ppr",
         "out": out,
@@ -264,6 +272,8 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
         "queries": queries,
         "parts": len(parts),
         "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
+        "latency_seconds_mean": sum(p.get("latency", 0.0) for p in parts) / max(queries - lone, 1),
+        "lone": lone,
         "fallback": sum(p["fallback"] for p in parts),
         "exact": sum(p["exact"] for p in parts),
         "device": parts[0]["device"] if parts else worker_device(),

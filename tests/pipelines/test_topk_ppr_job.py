@@ -53,6 +53,22 @@ def test_job_from_a_labelled_file(tmp_path, sync):
     assert len(_state.loaded()) == 1 and len(_state._INDEXES) == 1
 
 
+def test_job_answers_lone_sources_at_once(tmp_path, sync):
+    """Sources without out-edges get PPR 1 at themselves in rank 1 (no round); the summary counts them
+    apart and times the others from their first round."""
+    g = graphs.rmat(9, seed=1, device="cpu")
+    deg = np.diff(g.indptr)
+    lone, live = np.flatnonzero(deg == 0)[:3].tolist(), np.flatnonzero(deg > 2)[:2].tolist()
+    job = pipelines.topk_ppr_job("rmat:scale=9,seed=1", lone + live, k=5, out=tmp_path / "o", workdir=tmp_path)
+    summary = pipelines.run(job, progress=False)
+    assert summary["lone"] == 3 and summary["exact"] >= 3 and summary["latency_seconds_mean"] > 0
+    assert summary["query_seconds_mean"] > 0
+    df = pd.read_parquet(tmp_path / "o").sort_values(["source", "rank"])
+    top = df[df["rank"] == 1].set_index("source")
+    assert (top.loc[lone, "vertex"].to_numpy() == lone).all() and (top.loc[lone, "ppr"] == 1.0).all()
+    _check_against_exact(g, df[df.source.isin(live)], 5)
+
+
 def test_unknown_source_fails_before_queries(tmp_path, sync):
     job = pipelines.topk_ppr_job(
         "rmat:scale=9,seed=1", [1, 2, 10**7], k=5, out=tmp_path / "o", workdir=tmp_path
