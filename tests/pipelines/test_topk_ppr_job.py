@@ -59,7 +59,8 @@ def test_job_answers_lone_sources_at_once(tmp_path, sync):
     g = graphs.rmat(9, seed=1, device="cpu")
     deg = np.diff(g.indptr)
     lone, live = np.flatnonzero(deg == 0)[:3].tolist(), np.flatnonzero(deg > 2)[:2].tolist()
-    job = pipelines.topk_ppr_job("rmat:scale=9,seed=1", lone + live, k=5, out=tmp_path / "o", workdir=tmp_path)
+    spec = "rmat:scale=9,seed=1"
+    job = pipelines.topk_ppr_job(spec, lone + live, k=5, out=tmp_path / "o", workdir=tmp_path)
     summary = pipelines.run(job, progress=False)
     assert summary["lone"] == 3 and summary["exact"] >= 3 and summary["latency_seconds_mean"] > 0
     assert summary["query_seconds_mean"] > 0
