@@ -119,6 +119,7 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
         rep.emit(
             bench="topk-mg", graph=f"rmat-{scale}", impl=f"topk-ppr job, {g} GPU workers", gpus=g,
             median=rate, unit="queries/s", seconds=seconds, queries=summary["queries"], k=100,
+            chunk=500, lone=summary["lone"],
             baseline=None if base is None or g == 1 else {"impl": "same job, 1 GPU worker", "median": base},
             speedup=None if base is None else rate / base,
         )  # fmt: skip
