@@ -16,8 +16,10 @@ pi_ub <= LB(v_k) (no other vertex can enter), and UB(v_i) <= (1 + eps) LB(v_i) f
 Small reach (our addition): a source that reaches fewer than k vertices never has k estimates, so
 Algorithm 3 would fail all L rounds and end in the fallback. When a failed round's touched vertices
 have all been pushed, they are exactly the reachable set; up to ``EXACT_REACH`` of them, their exact
-PPR is solved directly (``_topk_exact``) and the query ends there. A source without out-edges to
-other vertices is answered so before any round (``lone_topk``).
+PPR is solved directly (``_topk_exact``) and the query ends there. Most such sources are answered so
+before any round: those without out-edges to other vertices (``lone_topk``), and, where the graph is
+on the CPU or a host copy of it is kept (GPU graphs up to 2**25 edges), those whose search of at most
+256 vertices finds everything they reach (``small_reaches``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
 from ._streams import StreamPool, exhaust, stream_count
-from ._topk_exact import EXACT_REACH, closed_reach_topk, lone_sources, lone_topk
+from ._topk_exact import EXACT_REACH, closed_reach_topk, lone_sources, lone_topk, small_reaches
 from .ppr_index import PPRIndex
 
 WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
@@ -98,8 +100,9 @@ def topk_ppr(
     with d = min(sqrt(delta delta_min), max(k-th estimate, 1/n)) of the last round. A failed round
     whose touched vertices have all been pushed and number at most 256 has found every vertex
     reachable from the source: the query then ends with their exact PPR, and the vertices of PPR 0
-    after them by id (``exact``). A source without out-edges to other vertices is answered so at
-    once (PPR 1 at itself, 0 rounds).
+    after them by id (``exact``). Most such sources are answered so before any round (0 rounds): those
+    without out-edges to other vertices, and those that a bounded search over the graph (a host copy
+    of a GPU graph up to 2**25 edges, kept with it) shows to reach at most 256 vertices.
 
     Parameters
     ----------
@@ -179,12 +182,8 @@ def topk_ppr(
         out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.exact[i], out.delta[i] = stats
         out.seconds[i] = time.perf_counter() - t0
 
-    lone = lone_sources(G, src)
-    if lone.any():  # no round needed: pi(s, s) = 1
-        at = np.flatnonzero(lone)
-        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n)
-        out.exact[at], out.delta[at] = True, delta_init
-    todo = [(i, s) for i, s in enumerate(src.tolist()) if not lone[i]]
+    done = _without_rounds(G, src, k, P.alpha, out, delta_init)
+    todo = [(i, s) for i, s in enumerate(src.tolist()) if not done[i]]
     streams = stream_count(G, len(todo) - 1, streams, WORKSPACE_BYTES)
     if streams > 1:  # the first alone (it builds every kernel), the others interleaved
         from ._topk_gpu import GPUQuery
@@ -204,6 +203,31 @@ def topk_ppr(
             exhaust(answer(i, s, ops))
     out.vertices = G.ids[out.vertices] if G.ids is not None else out.vertices
     return out
+
+
+def _without_rounds(G, src, k, alpha, out, delta_init) -> np.ndarray:
+    """Answer the sources of small closed reach before any round (``_topk_exact``): the lone ones, then
+    those ``small_reaches`` finds; returns which are done (their seconds: their share of the search
+    and their own solve)."""
+    t0 = time.perf_counter()
+    done = lone_sources(G, src)
+    if done.any():  # pi(s, s) = 1
+        at = np.flatnonzero(done)
+        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n)
+        out.exact[at], out.delta[at] = True, delta_init
+        out.seconds[at] = (time.perf_counter() - t0) / at.size
+    t0 = time.perf_counter()
+    todo = np.flatnonzero(~done)
+    reaches, host = small_reaches(G, src, todo)
+    share = (time.perf_counter() - t0) / max(todo.size, 1)
+    for i, reach in reaches.items():
+        t1 = time.perf_counter()
+        exact = closed_reach_topk(host, reach, int(src[i]), alpha, k)
+        if exact is not None:  # always: the search listed everything reachable
+            out.vertices[i], out.ppr[i] = exact
+            out.exact[i], out.delta[i], done[i] = True, delta_init, True
+            out.seconds[i] = share + time.perf_counter() - t1
+    return done
 
 
 def _workspace(index: PPRIndex):

@@ -182,12 +182,18 @@ def test_gpu_and_cpu_agree(rmat13):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_small_closed_reach_is_answered_exactly(device):
+@pytest.mark.parametrize("probe", [True, False])
+def test_small_closed_reach_is_answered_exactly(device, probe, monkeypatch):
     """Sources that reach few vertices (a self-loop only, no out-edge, a 4-vertex component with a
     double edge, a self-loop and a dangling vertex) get their exact PPR, not ten failed rounds and the
-    fallback: the first two before any round, the third after one; the other vertices follow with PPR
-    0, smallest ids first."""
+    fallback: all before any round, or, without the search before the rounds (``probe`` False), the
+    third after one round; the other vertices follow with PPR 0, smallest ids first."""
     import networkx as nx
+
+    from operators import _topk_exact
+
+    if not probe:  # every search gives up at its first out-edge
+        monkeypatch.setattr(_topk_exact, "PROBE_SCAN", 0)
 
     base = graphs.barabasi_albert(300, 3, seed=4)
     src = np.repeat(np.arange(300), np.diff(base.indptr))
@@ -199,7 +205,7 @@ def test_small_closed_reach_is_answered_exactly(device):
     sources, k = [300, 301, 302, 5], 10
     res = topk_ppr(idx, sources, k=k)
     assert res.exact.tolist() == [True, True, True, False] and not res.fallback.any()
-    assert res.rounds[:3].tolist() == [0, 0, 1]
+    assert res.rounds[:3].tolist() == [0, 0, 0 if probe else 1] and res.rounds[3] >= 1
     nxg = nx.MultiDiGraph(list(zip(s_all.tolist(), d_all.tolist(), strict=True)))
     for i, s in enumerate(sources[:3]):
         exact = nx.pagerank(nxg, alpha=0.8, personalization={s: 1}, tol=1e-14, max_iter=2000)
@@ -214,12 +220,15 @@ def test_small_closed_reach_is_answered_exactly(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_sources_without_out_edges_are_answered_at_once(device):
+def test_sources_without_out_edges_are_answered_at_once(device, monkeypatch):
     """A source without out-edges to other vertices has PPR 1 at itself (NetworkX sends a dangling
     vertex's mass back to it) and 0 elsewhere: it is answered without a round, in any place of a batch,
     labels kept, k up to n."""
     import networkx as nx
 
+    from operators import _topk_exact
+
+    monkeypatch.setattr(_topk_exact, "PROBE_SCAN", 0)  # the other sources (small graph) take rounds
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 40, 200), rng.integers(0, 60, 200)  # vertices 40..59: no out-edges
     src = np.concatenate([src, [40, 40, 41, 41, 42]])  # then 40 has self-loops only; 41 and 42 leave
