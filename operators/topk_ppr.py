@@ -171,6 +171,7 @@ def topk_ppr(
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
+    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES)  # checked before any work
     ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)
@@ -184,7 +185,7 @@ def topk_ppr(
 
     done = _without_rounds(G, src, k, P.alpha, out, delta_init)
     todo = [(i, s) for i, s in enumerate(src.tolist()) if not done[i]]
-    streams = stream_count(G, len(todo) - 1, streams, WORKSPACE_BYTES)
+    streams = min(streams, max(1, len(todo) - 1))  # the sources left to rounds
     if streams > 1:  # the first alone (it builds every kernel), the others interleaved
         from ._topk_gpu import GPUQuery
         from ._topk_gpu_push import persistent_blocks
