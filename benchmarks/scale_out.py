@@ -106,7 +106,7 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
                 overwrite=True,
             )
             pipelines.run(warm, client, progress=False)  # every worker loads the graph and the index once
-            rates, lone = [], []
+            rates, early = [], []
             for rep_i in range(JOB_PASSES):  # each pass its own random sources
                 job = pipelines.topk_ppr_job(
                     index=folder,
@@ -120,12 +120,12 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
                 t0 = time.perf_counter()
                 summary = pipelines.run(job, client, progress=False)
                 rates.append(summary["queries"] / (time.perf_counter() - t0))
-                lone.append(summary["lone"])
+                early.append(summary["without_rounds"])
         rate = float(np.median(rates))
         base = rate if g == 1 else base
         rep.emit(
             bench="topk-mg", graph=f"rmat-{scale}", impl=f"topk-ppr job, {g} GPU workers", gpus=g,
-            median=rate, unit="queries/s", rates=rates, queries=batch, k=100, chunk=500, lone=lone,
+            median=rate, unit="queries/s", rates=rates, queries=batch, k=100, chunk=500, without_rounds=early,
             baseline=None if base is None or g == 1 else {"impl": "same job, 1 GPU worker", "median": base},
             speedup=None if base is None else rate / base,
         )  # fmt: skip

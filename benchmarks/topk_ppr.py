@@ -142,7 +142,7 @@ def run_graph(rep: Reporter, name: str, g, *, ks=(10, 100, 1000), exact_sources=
             rate = len(labels) / (time.perf_counter() - t0)
             rep.emit(
                 bench="topk-batch-uniform", impl=f"kpar k={k} {device}", median=rate, unit="queries/s",
-                **common, queries=len(labels), lone=int((res.rounds == 0).sum()),
+                **common, queries=len(labels), without_rounds=int((res.rounds == 0).sum()),
                 baseline={"impl": f"kpar k={k} {device}, sources with out-edges (topk-batch)",
                           "median": with_edges[k]},
                 speedup=rate / with_edges[k],

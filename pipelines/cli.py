@@ -163,7 +163,7 @@ def _topk(args) -> int:
                        seed=args.seed, overwrite=args.overwrite, streams=args.streams)  # fmt: skip
     return _run_batch(job, args, lambda s: (
         f"k={s['k']}, {1e3 * s['latency_seconds_mean']:.2f} ms a query from its first round, "
-        f"{s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact of which {s['lone']} without out-edges"
+        f"{s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact ({s['without_rounds']} before any round)"
     ))  # fmt: skip
 
 

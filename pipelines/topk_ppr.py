@@ -177,9 +177,9 @@ def topk_ppr_job(
     Job
         Its result is a summary dict: ``out``, ``queries``, ``parts``, ``query_seconds_mean`` (the
         workers' time per source), ``latency_seconds_mean`` (a source's first round to its answer,
-        over the sources that needed rounds), ``lone`` (sources with no out-edge to another vertex,
-        answered without one), fallbacks, exact answers (sources of small closed reach, lone ones
-        included).
+        over the sources that needed rounds), ``without_rounds`` (sources of small closed reach
+        answered before any round: no out-edge to another vertex, or few vertices reachable), fallbacks,
+        exact answers (sources of small closed reach, those included).
     """
     k = topk_options(k=k)["k"]  # before anything runs
     streams = None if streams is None else check_count("streams", streams)
@@ -251,7 +251,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
         queries=len(ids),
         seconds=seconds,
         latency=float(res.seconds.sum()),
-        lone=int((res.rounds == 0).sum()),
+        without_rounds=int((res.rounds == 0).sum()),
         fallback=int(res.fallback.sum()),
         exact=int(res.exact.sum()),
         rounds=float(res.rounds.mean()),
@@ -262,7 +262,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
     queries = sum(p["queries"] for p in parts)
-    lone = sum(p.get("lone", 0) for p in parts)  # parts of an earlier version lack it
+    early = sum(p.get("without_rounds", 0) for p in parts)  # parts of an earlier version lack it
     return {
         "job": "topk-ppr",
         "out": out,
@@ -272,8 +272,8 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
         "queries": queries,
         "parts": len(parts),
         "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
-        "latency_seconds_mean": sum(p.get("latency", 0.0) for p in parts) / max(queries - lone, 1),
-        "lone": lone,
+        "latency_seconds_mean": sum(p.get("latency", 0.0) for p in parts) / max(queries - early, 1),
+        "without_rounds": early,
         "fallback": sum(p["fallback"] for p in parts),
         "exact": sum(p["exact"] for p in parts),
         "device": parts[0]["device"] if parts else worker_device(),

@@ -144,8 +144,8 @@ job = pipelines.topk_ppr_job("rmat:scale=14,seed=0", pipelines.RandomSources(10_
 future = client.compute(job.result)
 progress(future)
 summary = future.result()
-print(summary["queries"], "queries in", summary["parts"], "parts;", summary["lone"],
-      "sources without out-edges answered without a round;",
+print(summary["queries"], "queries in", summary["parts"], "parts;", summary["without_rounds"],
+      "sources of small closed reach answered before any round;",
       f"{1e3 * summary['latency_seconds_mean']:.2f} ms a query from its first round")'''),
         ("md", "## Read the results back\n\nWith pandas (or cuDF on a GPU machine): one row per (source, "
                "rank). A re-run with the same output folder skips the chunks already written."),
