@@ -146,7 +146,8 @@ def topk_ppr(
     TopkPPR
         ``vertices`` and ``ppr`` of shape (len(sources), k), plus per source the rounds, pushes,
         candidates of the last round, whether the fallback ran, whether the answer is exact (a
-        closed touched set), the last delta, and seconds.
+        closed touched set), the last delta, and seconds (from its first round to its answer, plus
+        an equal share of the search for sources answered before any round).
     """
     if not isinstance(index, PPRIndex):
         raise TypeError(f"expected a PPRIndex (build_ppr_index / load_ppr_index), got {type(index).__name__}")
@@ -181,7 +182,7 @@ def topk_ppr(
         verts, est, stats = yield from _query(ops, index, s, key=stream_key(seed, s), **opts)
         out.vertices[i], out.ppr[i] = verts, est
         out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.exact[i], out.delta[i] = stats
-        out.seconds[i] = time.perf_counter() - t0
+        out.seconds[i] += time.perf_counter() - t0  # after its share of ``_without_rounds``
 
     done = _without_rounds(G, src, k, P.alpha, out, delta_init)
     todo = [(i, s) for i, s in enumerate(src.tolist()) if not done[i]]
@@ -208,26 +209,23 @@ def topk_ppr(
 
 def _without_rounds(G, src, k, alpha, out, delta_init) -> np.ndarray:
     """Answer the sources of small closed reach before any round (``_topk_exact``): the lone ones, then
-    those ``small_reaches`` finds; returns which are done (their seconds: their share of the search
-    and their own solve)."""
+    those ``small_reaches`` finds; returns which are done. Every source's seconds start with an equal
+    share of finding them; those answered here add their own solve."""
     t0 = time.perf_counter()
     done = lone_sources(G, src)
     if done.any():  # pi(s, s) = 1
         at = np.flatnonzero(done)
         out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n)
         out.exact[at], out.delta[at] = True, delta_init
-        out.seconds[at] = (time.perf_counter() - t0) / at.size
-    t0 = time.perf_counter()
-    todo = np.flatnonzero(~done)
-    reaches, host = small_reaches(G, src, todo)
-    share = (time.perf_counter() - t0) / max(todo.size, 1)
+    reaches, host = small_reaches(G, src, np.flatnonzero(~done))
+    out.seconds[:] = (time.perf_counter() - t0) / max(src.size, 1)
     for i, reach in reaches.items():
         t1 = time.perf_counter()
         exact = closed_reach_topk(host, reach, int(src[i]), alpha, k)
         if exact is not None:  # always: the search listed everything reachable
             out.vertices[i], out.ppr[i] = exact
             out.exact[i], out.delta[i], done[i] = True, delta_init, True
-            out.seconds[i] = share + time.perf_counter() - t1
+            out.seconds[i] += time.perf_counter() - t1
     return done
 
 
