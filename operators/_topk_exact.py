@@ -67,7 +67,7 @@ def lone_sources(G, src: np.ndarray) -> np.ndarray:
     """Which of ``src`` (internal ids, host) have no out-edge to another vertex (one gather per batch)."""
     xp = array_module(G.indptr)
     rows = xp.asarray(src)
-    lo, hi = to_host(G.indptr[rows]), to_host(G.indptr[rows + 1])
+    lo, hi = to_host(G.indptr[xp.stack([rows, rows + 1])])  # one copy from the device
     deg = hi - lo
     lone = deg == 0
     few = np.flatnonzero((deg > 0) & (deg <= LONE_DEGREE))
