@@ -20,7 +20,7 @@ from graphs._device import array_module, to_host
 from graphs._mix import stream_key
 
 from ._checks import check_graph, check_positive, check_probability, vertex_vector
-from ._irw import invert_walks, walk_ends
+from ._irw import invert_walks, walk_ends, walk_pairs
 from ._ppr_index_io import save_index
 
 FORMAT = "graphjobs-ppr-index"
@@ -180,8 +180,9 @@ def build_ppr_index(
     t2 = time.perf_counter()
     end, _ = walk_ends(G.indptr, G.indices, omega, stream_key(seed, 7), alpha)
     t3 = time.perf_counter()
-    arrays, ub = invert_walks(end, omega, n, HIGH_SHARE)
+    pairs = walk_pairs(end, omega, n)
     del end
+    arrays, ub = invert_walks(pairs, n, HIGH_SHARE)
     t4 = time.perf_counter()
     arrays.update(beta=beta, omega=omega.astype(np.int32))
     info = dict(

@@ -49,6 +49,39 @@ def test_index_invariants(rmat13):
     assert (a["h_index"][high] == np.arange(high.size)).all()
 
 
+def test_irw_arrays_equal_a_plain_count_of_the_walks():
+    """The inversion against a dictionary count of the same walks' (start, end) pairs: each end's list
+    (frequency > 1 first, each part by start id) with its frequencies, H and its lists by start vertex
+    (by H index), the returned walks and omega_I."""
+    from collections import Counter
+
+    from operators._irw import invert_walks, walk_ends, walk_pairs
+
+    g = graphs.rmat(10, seed=5)
+    omega = np.random.default_rng(1).integers(0, 30, size=g.n)
+    end, _ = walk_ends(g.indptr, g.indices, omega, 99, 0.8)
+    count = Counter(zip(end.tolist(), np.repeat(np.arange(g.n), omega).tolist(), strict=True))
+    a, ub = invert_walks(walk_pairs(end, omega, g.n), g.n, 0.01)
+    by_end = {t: sorted((v, c) for (t2, v), c in count.items() if t2 == t) for t in range(-1, g.n)}
+    assert a["ret"].tolist() == [dict(by_end[-1]).get(v, 0) for v in range(g.n)]
+    omega_i = np.array([sum(c for _, c in by_end[t]) for t in range(g.n)])
+    assert a["omega_i"].tolist() == omega_i.tolist() and ub == np.sort(omega_i)[::-1][10]
+    assert a["high"].tolist() == np.flatnonzero(omega_i > ub).tolist() and a["high"].size > 3
+    h_lists = {}
+    for t in range(g.n):
+        lo, hi, f0 = a["ip1"][t], a["ip1"][t + 1], a["ip2"][t]
+        if t in a["high"]:
+            assert hi == lo
+            h_lists.update({(v, int(a["h_index"][t])): c for v, c in by_end[t]})
+            continue
+        many = [(v, c) for v, c in by_end[t] if c > 1]
+        assert a["starts"][lo:hi].tolist() == [v for v, _ in many] + [v for v, c in by_end[t] if c == 1]
+        assert a["freqs"][f0 : a["ip2"][t + 1]].tolist() == [c for _, c in many]
+    owner = np.repeat(np.arange(g.n), np.diff(a["hptr"]))
+    got = list(zip(owner.tolist(), a["h_end"].tolist(), a["h_freq"].tolist(), strict=True))
+    assert got == [(v, h, c) for (v, h), c in sorted(h_lists.items())]
+
+
 def _walks_by_pair(hptr, h, freq, nh):
     """Walks per (start vertex, H vertex) of a start-list layout, as a dense matrix."""
     owner = np.repeat(np.arange(hptr.size - 1), np.diff(hptr))
