@@ -135,6 +135,11 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     ix.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
     ix.add_argument("--epsilon", type=float, default=0.5, help="relative error guarantee (0.5)")
+    ix.add_argument(
+        "--delta-min",
+        default=None,
+        help="smallest PPR value served: a number or K/n (16/n); 2/n buys precision",
+    )
     ix.add_argument("--seed", type=int, default=0)
     _run_options(ix)
     tk = command("topk-ppr", "top-k personalized PageRank of many sources")

@@ -123,13 +123,14 @@ def _execute(job, args) -> dict:
 def _index(args) -> int:
     from .topk_ppr import index_job
 
-    job = index_job(args.input, out=args.out, alpha=args.alpha, epsilon=args.epsilon, seed=args.seed,
-                    directed=not args.undirected)  # fmt: skip
+    job = index_job(args.input, out=args.out, alpha=args.alpha, epsilon=args.epsilon,
+                    delta_min=args.delta_min, seed=args.seed, directed=not args.undirected)  # fmt: skip
     t0 = time.perf_counter()
     s = _execute(job, args)
     return _report(args, s, lambda: print(
         f"\nindex: n={s['n']:,} vertices, m={s['m']:,} edges, {s['walks']:,} walks, "
-        f"{s['irw_pairs']:,} IRW pairs, |H|={s['high']}, {time.perf_counter() - t0:.2f} s"
+        f"{s['irw_pairs']:,} IRW pairs, |H|={s['high']}, delta_min={s['delta_min']:.3g}, "
+        f"{time.perf_counter() - t0:.2f} s"
         f"\nwritten: {args.out}"
     ))  # fmt: skip
 

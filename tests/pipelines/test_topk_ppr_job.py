@@ -138,6 +138,32 @@ def test_a_built_index_is_not_mixed_with_other_options(tmp_path, sync):
         pipelines.topk_ppr_job("rmat:scale=9,seed=3", [1], index=idx, out=tmp_path / "o2")
 
 
+def test_delta_min_per_vertex_count(tmp_path, sync, capsys):
+    """delta_min as K/n reaches the index (more walks than the default), a built index checks it like
+    alpha and epsilon, and bad values are refused before anything runs."""
+    idx, g = tmp_path / "idx", graphs.rmat(9, seed=3)
+    assert (
+        main(["index", "rmat:scale=9,seed=3", "--out", str(idx), "--delta-min", "2/n", "--device", "cpu"])
+        == 0
+    )
+    assert "delta_min=0.00391" in capsys.readouterr().out  # 2 / 512
+    built = operators.load_ppr_index(str(next(idx.glob("ppr-index-*"))))
+    assert built.params.delta_min == 2 / g.n
+    default = operators.build_ppr_index(g, seed=0)
+    assert 2.5 < built.walks / default.walks < 3  # r_max psi / delta_min grows as delta_min^-1/2: sqrt(8)
+    summary = pipelines.run(pipelines.topk_ppr_job(sources=[1, 2], index=idx, k=5, out=tmp_path / "o",
+                                                   delta_min=2 / 512), progress=False)  # fmt: skip
+    assert summary["queries"] == 2
+    with pytest.raises(ValueError, match=r"delta_min=0.03125 differs from the delta_min of the index"):
+        pipelines.topk_ppr_job(sources=[1], index=idx, out=tmp_path / "o", delta_min="16/n")
+    for bad in ("0/n", "2/m", "-1", "x", 1.5):
+        with pytest.raises(ValueError, match="delta_min"):
+            pipelines.index_job("rmat:scale=9,seed=3", out=tmp_path / "bad", delta_min=bad)
+    with pytest.raises(ValueError, match="more than 1 for a graph of n=512"):
+        pipelines.run(pipelines.index_job("rmat:scale=9,seed=3", out=tmp_path / "big", delta_min="600/n"),
+                      progress=False)  # fmt: skip
+
+
 def test_on_a_real_local_cluster(tmp_path):
     from distributed import Client
 
