@@ -82,6 +82,21 @@ def test_irw_arrays_equal_a_plain_count_of_the_walks():
     assert got == [(v, h, c) for (v, h), c in sorted(h_lists.items())]
 
 
+def test_out_of_memory_while_building_says_how_many_walks(monkeypatch):
+    import operators.ppr_index as ppr_index
+
+    g = graphs.rmat(8, seed=1)
+    walks = build_ppr_index(g, delta_min=2 / g.n).walks
+
+    def full(*args):
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(ppr_index, "walk_pairs", full)
+    said = rf"needs {walks:,} walks at delta_min=0.00781 \(2/n\): about 0.2 MiB of cpu memory"
+    with pytest.raises(MemoryError, match=said):
+        build_ppr_index(g, delta_min=2 / g.n)
+
+
 def _walks_by_pair(hptr, h, freq, nh):
     """Walks per (start vertex, H vertex) of a start-list layout, as a dense matrix."""
     owner = np.repeat(np.arange(hptr.size - 1), np.diff(hptr))
