@@ -131,7 +131,7 @@ def _delta_min(value):
         k = math.nan
     if not k > 0:
         raise ValueError(f"delta_min={value!r}: expected a number in (0, 1] or K/n with K > 0, e.g. '2/n'")
-    return f"{k:.17g}/n" if per_n else index_options(delta_min=k)["delta_min"]
+    return f"{repr(k).removesuffix('.0')}/n" if per_n else index_options(delta_min=k)["delta_min"]
 
 
 def _resolve_delta_min(value, n: int) -> float:
