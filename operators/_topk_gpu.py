@@ -14,15 +14,10 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._topk_gpu_bound import (
-    BY_VERTEX_H,
-    bound_smem_plan,
-    round_constants,
-    segment_count,
-    select_and_bound_gpu,
-)
+from ._topk_gpu_bound import BY_VERTEX_H, bound_smem_plan, segment_count, select_and_bound_gpu
 from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
+from ._topk_gpu_lists import round_constants
 from ._topk_gpu_push import VERTEX_CUDA, persistent_blocks, push_persistent
 from ._topk_gpu_seen import list_seen
 from ._topk_gpu_select import launch_round_top, read_round_top
@@ -124,6 +119,7 @@ class GPUQuery:
         self.bsum = cp.empty(self.blocks, dtype=cp.int64)
         self.seg_entries = cp.empty(segment_count(self.sm_blocks), dtype=cp.int64)  # Alg. 4's segments
         self.seg_back = cp.empty(self.seg_entries.size, dtype=cp.float64)
+        self.seg_owners = cp.empty(self.seg_entries.size, dtype=cp.int32)  # lists with entries per segment
         self.bound_by_vertex, self.bound_smem = self.nh <= BY_VERTEX_H, bound_smem_plan(self.nh)
         self.launches = 0
         self.record = np.zeros(6)

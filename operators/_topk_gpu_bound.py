@@ -8,41 +8,32 @@ candidates when pi0(s, v) >= tau (and, with H, is outside H). Then:
 
 - |H| <= BY_VERTEX_H (the SNAP graphs): the same pass adds each list, a lane per list and the whole
   warp for a list longer than 32 entries (at most |H|), with global atomics; one launch in all.
-- Larger H: a hub's list holds up to |H| entries and the touched lists millions, so the work is split
-  over the entries. ``gj_round_lists`` notes each vertex's weight, the start of its list and the
-  list's offset inside the segment, and writes the segment's entry count and returned mass (it also
-  zeroes est_h). ``gj_bound_entries_smem`` then scans the G counts in every block, so that offsets
-  are global; warps take chunks of consecutive entries (their owner by one binary search per chunk,
-  then by steps ahead) and add into a float copy of est_h in shared memory, flushed into est_h
-  (double) with one atomic per nonzero entry (``gj_bound_entries``: into est_h itself when |H|
-  does not fit). Block 0 sums the segments' returned mass in a fixed order. With few H vertices,
-  contention on the shared copy makes this slower than the first way.
-
-What the pass reads is built once per index and shared by every stream's workspace
-(``round_constants``): each H entry is one 32-bit word, the H vertex in the low bits and the walks'
-count above (``pack_entries``; 8 bytes in two arrays before), and each start vertex's list start,
-length, 1 / omega(v) and returned walks sit in one 32-byte record (four arrays before). With both,
-candidates and Alg. 4 at R-MAT 24 top-100 took 0.42 ms instead of 0.49 (one H100). Loading two,
-four or eight entries per lane before adding them was no faster (from four on, the registers halve
-the blocks per SM).
+- Larger H: the work is split over the entries. ``gj_round_lists`` keeps, in each segment's first
+  slots, the lists that have entries (w(v) as a float, where the list starts in the segment's
+  sequence of entries, and that place's distance to the list in ``h_pack``), and writes the
+  segment's entry and list counts and returned mass (it also zeroes est_h). ``gj_bound_entries_smem``
+  scans the entry counts, so that places are global; each warp takes chunks of consecutive entries,
+  32 a step, finds the list of its first entry by binary search and then holds the next 32 lists in
+  its lanes (a step costs a ballot and a few shuffles), adding w(v) f into a float copy of est_h in
+  shared memory, flushed into est_h (double) with one atomic per nonzero entry
+  (``gj_bound_entries``: into est_h itself when |H| does not fit). Places are 32-bit below
+  WIDE_ENTRIES H entries, so that two blocks of 1,024 threads fit an SM. Block 0 sums the segments'
+  returned mass in a fixed order. With few H vertices, contention on the shared copy makes this
+  slower than the first way.
 
 The float copy: a block's partial sum of one H vertex adds N positive terms, so it is within
-(N + 1) 2^-24 of its value (each term and each add rounded once); at R-MAT 24 the estimates were
-within 5e-7 of double's, where the walks' sampling error is around 1e-3. Its half size lets two
-blocks of 1,024 threads share an SM at |H| = 16,699 (R-MAT 24), which took the pass from 0.56 to
-0.38 ms (one H100, k = 100); at one block per SM, double (compare-and-swap loops), float and 64-bit
-fixed point (native integer adds) ran alike: the pass waits on memory, not on its atomics.
+(N + 2) 2^-24 of its value (w(v) and each term rounded once, each add once), where the walks'
+sampling error is around 1e-3. What the pass reads of the index is built once per index
+(``_topk_gpu_lists``). Measurements behind these choices: benchmarks/RESULTS.md (top-k section).
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-from dataclasses import dataclass
 
 import numpy as np
 
-from graphs._device import array_module, get_kernel, import_cupy
+from graphs._device import get_kernel, import_cupy
 
 from ._cuda_blocks import SCAN_CUDA
 from ._topk_gpu_push import PUSH_DEVICE
@@ -81,13 +72,14 @@ struct __align__(32) gj_hlist { long long first; double inv_omega; long long len
 extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouched, const double* pi0,
         double tau, const int* h_index, int exclude_h, int* cand, int* ncand, const gj_vertex* vs,
         const gj_hlist* lists, const unsigned* h_pack, int hbits, int nh, int by_vertex, double* est_h,
-        double* wv, long long* first, long long* off, long long* seg_entries, double* seg_back) {
+        float* wv, gj_eoff* gap, gj_eoff* off, long long* seg_entries, int* seg_owners, double* seg_back) {
     const long long nt = *ntouched, per = (nt + gridDim.x - 1) / gridDim.x;
     const long long lo = min(per * blockIdx.x, nt), hi = min(lo + per, nt);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (!by_vertex)
         for (long long j = tid; j <= nh; j += (long long)gridDim.x * blockDim.x) est_h[j] = 0.0;
     long long mine = 0, tile;
+    int owners = 0;
     double back = 0.0;
     for (long long base = lo; base < hi; base += blockDim.x) {  // block-uniform
         const long long i = base + threadIdx.x;
@@ -109,15 +101,21 @@ extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouche
             gj_add_lists(w, f, len, h_pack, hbits, est_h);
             continue;
         }
-        if (i < hi) { wv[i] = w; first[i] = f; }
-        const long long excl = gj_block_scan(len, &tile);
-        if (i < hi) off[i] = mine + excl;
-        mine += tile;
+        // the lists with entries, compacted to the segment's first slots: (entries, lists) in one scan
+        const long long packed = gj_block_scan(len << 10 | (len > 0), &tile);
+        if (len > 0) {  // entry e of the segment's sequence, in this list, is h_pack[gap + e]
+            const long long slot = lo + owners + (packed & 1023), o = mine + (packed >> 10);
+            wv[slot] = (float)w;
+            gap[slot] = (gj_eoff)(f - o);
+            off[slot] = (gj_eoff)o;
+        }
+        mine += tile >> 10;
+        owners += (int)(tile & 1023);
     }
     back = gj_block_sum(back);
     if (threadIdx.x == 0) {
         if (by_vertex) atomicAdd(&est_h[nh], back);
-        else { seg_entries[blockIdx.x] = mine; seg_back[blockIdx.x] = back; }
+        else { seg_entries[blockIdx.x] = mine; seg_owners[blockIdx.x] = owners; seg_back[blockIdx.x] = back; }
     }
 }
 // s_base[b]: the first entry of segment b in the whole sequence; s_base[segments]: all entries
@@ -134,12 +132,27 @@ __device__ __forceinline__ void gj_segment_bases(const long long* seg_entries, i
     __syncthreads();
 }
 // the shared copy of est_h is float (see the module's notes); est_h itself is double
-__device__ __forceinline__ void gj_acc_add(double* p, double v) { atomicAdd(p, v); }
-__device__ __forceinline__ void gj_acc_add(float* p, double v) { atomicAdd(p, (float)v); }
+__device__ __forceinline__ void gj_acc_add(double* p, float v) { atomicAdd(p, (double)v); }
+__device__ __forceinline__ void gj_acc_add(float* p, float v) { atomicAdd(p, v); }
+// the OR of every lane's `bits` (a warp-wide reduction: native from sm_80 on)
+__device__ __forceinline__ unsigned gj_warp_or(unsigned bits) {
+#if __CUDA_ARCH__ >= 800
+    return __reduce_or_sync(0xffffffffu, bits);
+#else
+    for (int o = 16; o > 0; o >>= 1) bits |= __shfl_xor_sync(0xffffffffu, bits, o);
+    return bits;
+#endif
+}
+// A warp adds entries [base, stop) of the sequence, 32 at a time. Segment b's lists sit at slots
+// [per * b, per * b + seg_owners[b]) of off (first entry inside the segment) / gap / wv, none empty.
+// The list of the first entry is found by binary search; after that the warp keeps the next 32 lists in
+// its lanes (a window): the lists starting inside a step of 32 entries are one ballot, each lane's list
+// the count of them starting at or before it, and the window moves on by that count. No lane walks
+// list by list (a divergent walk with a division per list before).
 template <typename T>
 __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, const long long* seg_entries,
-        const double* seg_back, const long long* off, const double* wv, const long long* first,
-        const unsigned* h_pack, int hbits, int nh, double* est_h, T* acc) {
+        const int* seg_owners, const double* seg_back, const gj_eoff* off, const float* wv,
+        const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h, T* acc) {
     __shared__ long long s_base[MAX_SEGMENTS + 1];
     gj_segment_bases(seg_entries, segments, s_base);
     if (blockIdx.x == 0) {  // the returned mass, summed in the same order every time
@@ -148,78 +161,121 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
         part = gj_block_sum(part);
         if (threadIdx.x == 0) est_h[nh] = part;
     }
-    const unsigned nt = (unsigned)*ntouched, per = max(1u, (nt + segments - 1) / segments);
-    const long long total = s_base[segments], warps = (long long)gridDim.x * blockDim.x >> 5;
-    const long long even = ((total + warps - 1) / warps + 31) & ~31LL;  // fewer entries than warps * CHUNK
-    const long long chunk = max(32LL, min((long long)BOUND_CHUNK, even));
-#define GJ_OFF(i) (s_base[(i) / per] + off[i])
-    for (long long base = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * chunk; base < total;
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31;
+    const long long nt = *ntouched, per = max(1LL, (nt + segments - 1) / segments);
+    const gj_eoff total = (gj_eoff)s_base[segments], warps = (gj_eoff)(gridDim.x * blockDim.x >> 5);
+    const gj_eoff even = ((total + warps - 1) / warps + 31) & ~(gj_eoff)31;  // below warps * CHUNK entries
+    const gj_eoff chunk = max((gj_eoff)32, min((gj_eoff)BOUND_CHUNK, even));
+    for (gj_eoff base = (gj_eoff)((blockIdx.x * blockDim.x + threadIdx.x) >> 5) * chunk; base < total;
          base += warps * chunk) {
-        unsigned a = 0, b = nt;  // the owner of entry `base`: the last a with GJ_OFF(a) <= base
-        while (b - a > 1) { unsigned mid = (a + b) >> 1; if (GJ_OFF(mid) <= base) a = mid; else b = mid; }
-        long long at = GJ_OFF(a), next = a + 1 < nt ? GJ_OFF(a + 1) : total;
-        long long fa = first[a] - at;  // entry e of the sequence is h_pack[fa + e] while a owns it
-        double wa = wv[a];
-        for (long long e = base + (threadIdx.x & 31), stop = min(base + chunk, total); e < stop; e += 32) {
-            if (next <= e) {
-                do { ++a; at = next; next = a + 1 < nt ? GJ_OFF(a + 1) : total; } while (next <= e);
-                fa = first[a] - at;
-                wa = wv[a];
+        const gj_eoff stop = min(base + chunk, total);
+        for (gj_eoff pos = base; pos < stop;) {  // a piece per segment that the chunk overlaps
+            int b = 0, b1 = segments;  // the last b with s_base[b] <= pos (it has entries)
+            while (b1 - b > 1) { const int m = (b + b1) >> 1; if (s_base[m] <= pos) b = m; else b1 = m; }
+            const gj_eoff sb0 = (gj_eoff)s_base[b], lend = min(stop, (gj_eoff)s_base[b + 1]) - sb0;
+            const int lo = (int)(per * b), hi = lo + seg_owners[b];  // slots: below nt < 2^31
+            gj_eoff sb = pos - sb0;
+            int a = lo, a1 = hi;  // the list holding local entry sb
+            while (a1 - a > 1) { const int mid = (a + a1) >> 1; if (off[mid] <= sb) a = mid; else a1 = mid; }
+            gj_eoff G0 = gap[a];
+            float W0 = wv[a];
+            int j = a + 1 + lane;  // lane's window list (none: lend, whose positions are not added)
+            gj_eoff Oj = j < hi ? off[j] : lend, Gj = j < hi ? gap[j] : 0;
+            float Wj = j < hi ? wv[j] : 0.0f;
+            for (; sb < lend; sb += 32) {
+                const gj_eoff d = Oj - sb;  // where window list `lane` starts in this step (>= 0)
+                const bool starts = d < 32;
+                const int c = __popc(__ballot_sync(full, starts));
+                const int k = __popc(gj_warp_or(starts ? 1u << d : 0u) & (full >> (31 - lane)));  // 0: list a
+                const gj_eoff Gk = __shfl_sync(full, Gj, max(k - 1, 0));
+                const float Wk = __shfl_sync(full, Wj, max(k - 1, 0));
+                if (sb + lane < lend) {
+                    const unsigned x = h_pack[(k ? Gk : G0) + sb + lane];
+                    gj_acc_add(&acc[GJ_H(x)], (k ? Wk : W0) * (float)(x >> hbits));
+                }
+                if (c) {  // the last list starting in this step holds the next step's first entry
+                    G0 = __shfl_sync(full, Gj, c - 1);
+                    W0 = __shfl_sync(full, Wj, c - 1);
+                    a += c;
+                    Oj = __shfl_down_sync(full, Oj, c);
+                    Gj = __shfl_down_sync(full, Gj, c);
+                    Wj = __shfl_down_sync(full, Wj, c);
+                    if (lane + c >= 32) {
+                        j = a + 1 + lane;
+                        Oj = j < hi ? off[j] : lend;
+                        Gj = j < hi ? gap[j] : 0;
+                        Wj = j < hi ? wv[j] : 0.0f;
+                    }
+                }
             }
-            const unsigned x = h_pack[fa + e];
-            gj_acc_add(&acc[GJ_H(x)], wa * GJ_FREQ(x));
+            pos = sb0 + lend;
         }
     }
-#undef GJ_OFF
 }
-extern "C" __global__ void __launch_bounds__(1024) gj_bound_entries_smem(const int* ntouched, int segments,
-        const long long* seg_entries, const double* seg_back, const long long* off, const double* wv,
-        const long long* first, const unsigned* h_pack, int hbits, int nh, double* est_h) {
+extern "C" __global__ void __launch_bounds__(1024, 2) gj_bound_entries_smem(const int* ntouched, int segments,
+        const long long* seg_entries, const int* seg_owners, const double* seg_back, const gj_eoff* off,
+        const float* wv, const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h) {
     extern __shared__ float acc[];
     for (int j = threadIdx.x; j < nh; j += blockDim.x) acc[j] = 0.0;  // (ordered by gj_segment_bases)
-    gj_bound_add(ntouched, segments, seg_entries, seg_back, off, wv, first, h_pack, hbits, nh, est_h, acc);
+    gj_bound_add(ntouched, segments, seg_entries, seg_owners, seg_back, off, wv, gap, h_pack, hbits, nh,
+                 est_h, acc);
     __syncthreads();
     for (int j = threadIdx.x; j < nh; j += blockDim.x)
         if (acc[j] != 0.0f) atomicAdd(&est_h[j], (double)acc[j]);
 }
 extern "C" __global__ void gj_bound_entries(const int* ntouched, int segments, const long long* seg_entries,
-        const double* seg_back, const long long* off, const double* wv, const long long* first,
-        const unsigned* h_pack, int hbits, int nh, double* est_h) {
-    gj_bound_add(ntouched, segments, seg_entries, seg_back, off, wv, first, h_pack, hbits, nh, est_h, est_h);
+        const int* seg_owners, const double* seg_back, const gj_eoff* off, const float* wv,
+        const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h) {
+    gj_bound_add(ntouched, segments, seg_entries, seg_owners, seg_back, off, wv, gap, h_pack, hbits, nh,
+                 est_h, est_h);
 }
 """
-BOUND_SOURCE = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
-BOUND_SOURCE += PUSH_DEVICE + SCAN_CUDA + BOUND_CUDA
+
+
+def bound_source(wide: bool) -> str:
+    """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``."""
+    head = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
+    head += f"typedef {'long long' if wide else 'int'} gj_eoff;\n"
+    return head + PUSH_DEVICE + SCAN_CUDA + BOUND_CUDA
+
+
+BOUND_SOURCE = bound_source(False)
+WIDE_ENTRIES = 2**30  # from this many H entries on, their places are 64-bit (32-bit sums stay below 2^31)
 
 
 def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
     """Append the candidates pi0(s, v) >= tau (outside H when ``exclude_h``) to ``q.ids[nh:]``, counted
     in ``q.counts[6]``; the walk parts of H's estimates into ``q.est_h[:nh]`` and the returned mass
-    sum r(v) b_v into ``q.est_h[nh]``. ``q`` is the GPUQuery: ``bigval``, ``shift``, ``off``,
-    ``seg_entries`` and ``seg_back`` are its scratch space here, ``bound_by_vertex`` is
-    ``nh <= BY_VERTEX_H`` and ``bound_smem`` its ``bound_smem_plan``."""
+    sum r(v) b_v into ``q.est_h[nh]``. ``q`` is the GPUQuery: ``bigval``, ``shift``, ``off`` and
+    ``seg_*`` are its scratch space here, ``bound_by_vertex`` is ``nh <= BY_VERTEX_H`` and
+    ``bound_smem`` its ``bound_smem_plan``."""
     a, nh, nt = q.index.arrays, q.nh, q.counts[3:]
     segments, by_vertex = q.seg_entries.size, q.bound_by_vertex
     if by_vertex:
         q.est_h.fill(0)
     c = q.constants
-    get_kernel(BOUND_SOURCE, "gj_round_lists")(
+    wide = c.h_pack.size >= WIDE_ENTRIES
+    source = bound_source(wide)
+    eoff = np.int64 if wide else np.int32
+    # scratch: each list's weight (float), gap (its first entry minus its place) and place in its segment
+    wv, gap, off = q.bigval.view(np.float32), q.shift.view(eoff), q.off.view(eoff)
+    get_kernel(source, "gj_round_lists")(
         (segments,), (256,),
         (q.touched, nt, q.pi0, np.float64(tau), a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:],
          q.state, c.lists, c.h_pack, np.int32(c.hbits), np.int32(nh), np.int32(by_vertex), q.est_h,
-         q.bigval, q.shift, q.off, q.seg_entries, q.seg_back),
+         wv, gap, off, q.seg_entries, q.seg_owners, q.seg_back),
     )  # fmt: skip
     if by_vertex:
         return
-    args = (nt, np.int32(segments), q.seg_entries, q.seg_back, q.off, q.bigval, q.shift, c.h_pack,
+    args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
             np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
     smem, per_sm = q.bound_smem
     if per_sm:
-        get_kernel(BOUND_SOURCE, "gj_bound_entries_smem")(
-            (q.sm_blocks * per_sm,), (1024,), args, shared_mem=smem
-        )
+        kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide)
+        kernel((q.sm_blocks * min(per_sm, fit),), (1024,), args, shared_mem=smem)
     else:
-        get_kernel(BOUND_SOURCE, "gj_bound_entries")((q.sm_blocks * 8,), (256,), args)
+        get_kernel(source, "gj_bound_entries")((q.sm_blocks * 8,), (256,), args)
 
 
 def bound_smem_plan(nh: int) -> tuple[int, int]:
@@ -229,71 +285,20 @@ def bound_smem_plan(nh: int) -> tuple[int, int]:
     smem, static = 4 * max(nh, 1), 8 * (MAX_SEGMENTS + 1) + 1024
     if smem + static > dev.attributes["MaxSharedMemoryPerBlockOptin"]:
         return smem, 0
-    _allow_dynamic_smem(dev.id)
     return smem, max(1, min(2, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (smem + static + 1024)))
 
 
 @functools.cache
-def _allow_dynamic_smem(device: int) -> None:
-    """Let ``gj_bound_entries_smem`` take all the shared memory a block may opt in to, once per device
-    (set per round before, a query over a smaller H could lower it under a concurrent larger one)."""
-    kernel = get_kernel(BOUND_SOURCE, "gj_bound_entries_smem")
+def _smem_kernel(device: int, wide: bool):
+    """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (set per round
+    before, a query over a smaller H could lower it under a concurrent larger one), and how many of its
+    blocks of 1,024 threads the registers let run on an SM at once."""
+    kernel = get_kernel(bound_source(wide), "gj_bound_entries_smem")
     optin = import_cupy().cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
     kernel.max_dynamic_shared_size_bytes = optin - kernel.attributes["shared_size_bytes"]
+    return kernel, max(1, 65536 // (1024 * kernel.attributes["num_regs"]))
 
 
 def segment_count(sm_blocks: int) -> int:
     """G, the number of segments of the touched list (blocks of ``gj_round_lists``)."""
     return min(MAX_SEGMENTS, 4 * sm_blocks)
-
-
-def pack_entries(hptr, h_end, h_freq, nh: int):
-    """The H entries in one 32-bit word each, half the bytes that Alg. 4 reads (NumPy or CuPy arrays).
-
-    A word holds the H vertex in its low ``hbits`` bits and the walks' count above them. A count too
-    large for the rest is split over several entries of the same H vertex (their terms add up to the
-    same sum), so a start list may grow; returns (its row pointer, the words, ``hbits``).
-    """
-    xp = array_module(h_end)
-    hbits = max(1, int(nh - 1).bit_length())
-    fmax = (1 << (32 - hbits)) - 1
-    freq = h_freq
-    if h_freq.size and int(h_freq.max()) > fmax:
-        pieces = (h_freq.astype(xp.int64) + fmax - 1) // fmax
-        hptr = hptr + xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(pieces - 1)])[hptr]
-        entry = xp.repeat(xp.arange(h_freq.size, dtype=xp.int64), pieces)
-        first = xp.cumsum(pieces) - pieces  # each entry's first piece; its last piece holds the rest
-        last = xp.arange(entry.size, dtype=xp.int64) - first[entry] == pieces[entry] - 1
-        freq = xp.where(last, h_freq[entry] - (pieces[entry] - 1) * fmax, fmax)
-        h_end = h_end[entry]
-    words = h_end.astype(xp.uint32) | (freq.astype(xp.uint32) << xp.uint32(hbits))
-    return hptr, words, hbits
-
-
-@dataclass(frozen=True)
-class RoundConstants:
-    """What every GPU query workspace of one index reads and none writes (``round_constants``)."""
-
-    inv_omega: object  # 1 / omega(v), double
-    lists: object  # gj_hlist records: (n, 4) int64
-    h_pack: object  # pack_entries' words
-    hbits: int
-
-
-_BUILD = threading.Lock()
-
-
-def round_constants(index) -> RoundConstants:
-    """Built once per index on the GPU and kept with it, shared by the workspaces of all streams."""
-    with _BUILD:
-        if "_round_constants" not in index.__dict__:
-            cp, a = import_cupy(), index.arrays
-            inv_omega = 1.0 / a["omega"].astype(cp.float64)
-            hptr, h_pack, hbits = pack_entries(a["hptr"], a["h_end"], a["h_freq"], int(a["high"].size))
-            lists = cp.zeros((inv_omega.size, 4), dtype=cp.int64)
-            lists[:, 0] = hptr[:-1]
-            lists[:, 1] = inv_omega.view(cp.int64)
-            lists[:, 2] = cp.diff(hptr)
-            lists[:, 3] = a["ret"]  # an int in the low half (little-endian)
-            index.__dict__["_round_constants"] = RoundConstants(inv_omega, lists, h_pack, hbits)
-    return index.__dict__["_round_constants"]

@@ -47,8 +47,8 @@ SPILL_BUDGET = {"gj_ppr_solve_f32": 64, "gj_ppr_solve_f64": 80, "gj_ppr_solve_ba
 # local memory per thread of an entry function as the GPU machine compiles it (CuPy 14.2's NVRTC 13.0 and
 # driver 13.0; 0 where unnamed): spilled registers and local arrays. Measured there; nvcc 13.0 reports the
 # same stack frames except gj_ppr_solve_batch_f32 (48) and gj_im_sample_block (0 bytes at 38 registers,
-# where the GPU's compile keeps 32 registers and 16 bytes local)
-LOCAL_BUDGET = {"gj_list_seen": 16, "gj_round_top": 32, "gj_im_sample_block": 16,
+# where the GPU's compile keeps 32 registers and 16 bytes local) and gj_bound_entries_smem (0; 8 there)
+LOCAL_BUDGET = {"gj_list_seen": 16, "gj_round_top": 32, "gj_im_sample_block": 16, "gj_bound_entries_smem": 8,
                 "gj_ppr_solve_f32": 56, "gj_ppr_solve_f64": 56,
                 "gj_ppr_solve_batch_f32": 56, "gj_ppr_solve_batch_f64": 64}  # fmt: skip
 SOURCES = [

@@ -109,7 +109,7 @@ def _walks_by_pair(hptr, h, freq, nh):
 def test_packed_h_entries_keep_every_walk(rmat13, scale):
     # the GPU's one-word H entries keep each start list's walks per H vertex; counts too large for the
     # word (scaled up here) are split over several entries of the same H vertex
-    from operators._topk_gpu_bound import pack_entries
+    from operators._topk_gpu_lists import pack_entries
 
     a = _host(build_ppr_index(rmat13, seed=3))
     nh, freq = a["high"].size, a["h_freq"].astype(np.int64) * scale

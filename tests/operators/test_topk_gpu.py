@@ -123,11 +123,17 @@ def _pushed_query(idx):
 
 
 @pytest.mark.gpu
-def test_gpu_candidates_and_bound_reduction(rmat16_gpu):
+@pytest.mark.parametrize("wide", [False, True], ids=["32-bit-places", "64-bit-places"])
+def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide):
     """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
     NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
-    entries in shared memory or in global memory (when |H| would not fit), from any est_h."""
+    entries in shared memory or in global memory (when |H| would not fit), from any est_h; with the
+    entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on)."""
+    import operators._topk_gpu_bound as bound
     from operators._topk_gpu_bound import select_and_bound_gpu
+
+    if wide:
+        monkeypatch.setattr(bound, "WIDE_ENTRIES", 0)
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
     v = np.flatnonzero(r > 0)
@@ -143,17 +149,20 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu):
     tau = float(np.quantile(pi0[touched], 0.9))
     assert q.bound_by_vertex
     ways = [(True, q.bound_smem, True), (False, q.bound_smem, True), (False, q.bound_smem, False)]
-    # the shared-memory copy adds in float: a bin of N terms (all positive) is off by at most
-    # (N + 1) 2^-24 of its sum (each term rounded once, each add once), whatever block took them
+    # the pass over the entries takes w(v) in float and forms each term w(v) f in float (two roundings);
+    # the shared-memory copy adds in float too: a bin of N terms (all positive) is off by at most
+    # (N + 2) 2^-24 of its sum, whatever block took them; the lane-or-warp way adds in double
     terms = np.append(np.bincount(a["h_end"][entry], minlength=q.nh), 0)
-    in_float = (terms + 1) * 2.0**-24 * expect
+    in_float = (terms + 2) * 2.0**-24 * expect
     for by_vertex, plan, exclude_h in [*ways, (False, (0, 0), True)]:
         q.bound_by_vertex, q.bound_smem = by_vertex, plan
         q.est_h.fill(1.0)
         q.counts[6] = 0
         select_and_bound_gpu(q, tau, exclude_h)
         got, shared = q.est_h.get(), not by_vertex and plan[1] > 0
-        assert (np.abs(got - expect) <= (in_float if shared else 1e-9 * expect) + 1e-15).all()
+        tol = in_float if shared else 1e-9 * expect if by_vertex else 2.0**-23 * expect
+        assert (np.abs(got - expect) <= tol + 1e-15).all()
+        assert np.abs(got[q.nh] - expect[q.nh]) <= 1e-12 * expect[q.nh]  # returned mass: in double
         listed = q.ids[q.nh : q.nh + int(q.counts[6])].get()
         want = touched[(pi0[touched] >= tau) & ~(exclude_h & (a["h_index"][touched] >= 0))]
         assert listed.size == np.unique(listed).size and set(listed) == set(want) and want.size > 10
