@@ -15,9 +15,9 @@ from ._cuda_blocks import SCAN_CUDA
 from ._topk_gpu_push import PUSH_DEVICE, THREADS
 
 LIST_SEEN_CUDA = r"""
-// the flags of vertices [16 w, 16 w + 16): their count, and with out, their ids written from out[at]
-__device__ __forceinline__ int gj_seen_word(const unsigned char* seen, long long n, long long w, int* out,
-        long long at) {
+// the flags of vertices [16 w, 16 w + 16) as a 16-bit mask (bit i: vertex 16 w + i); a flag is any
+// nonzero byte (vcmpne4 sets a byte to 0xff, the multiply gathers the four bytes' low bits)
+__device__ __forceinline__ unsigned gj_seen_mask(const unsigned char* seen, long long n, long long w) {
     const long long v0 = w << 4;
     unsigned b[4] = {0u, 0u, 0u, 0u};
     if (v0 + 16 <= n) {
@@ -26,13 +26,10 @@ __device__ __forceinline__ int gj_seen_word(const unsigned char* seen, long long
     } else {
         for (int i = 0; v0 + i < n; ++i) b[i >> 2] |= (unsigned)seen[v0 + i] << (8 * (i & 3));
     }
-    int c = 0;
-    for (int i = 0; i < 16; ++i)
-        if ((b[i >> 2] >> (8 * (i & 3))) & 0xffu) {
-            if (out) out[at + c] = (int)(v0 + i);
-            ++c;
-        }
-    return c;
+    unsigned m = 0u;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) m |= (((__vcmpne4(b[i], 0u) & 0x01010101u) * 0x01020408u) >> 24) << (4 * i);
+    return m;
 }
 // the touched list rebuilt from the seen flags, in vertex order (one cooperative launch): each block
 // counts the flags of its range of 16-byte words, then lists its vertices after the earlier blocks'
@@ -42,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_list_seen(const unsigne
     const long long words = (n + 15) >> 4, per = (words + gridDim.x - 1) / gridDim.x;
     const long long lo = min(per * blockIdx.x, words), hi = min(lo + per, words);
     long long mine = 0, base, all;
-    for (long long w = lo + threadIdx.x; w < hi; w += GJ_T) mine += gj_seen_word(seen, n, w, nullptr, 0);
+    for (long long w = lo + threadIdx.x; w < hi; w += GJ_T) mine += __popc(gj_seen_mask(seen, n, w));
     gj_block_scan(mine, &all);
     if (threadIdx.x == 0) bsum[blockIdx.x] = all;
     grid.sync();
@@ -56,10 +53,10 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_list_seen(const unsigne
     if (blockIdx.x == 0 && threadIdx.x == 0) *ntouched = (int)all;
     for (long long w0 = lo; w0 < hi; w0 += GJ_T) {  // block-uniform
         const long long w = w0 + threadIdx.x;
-        const int c = w < hi ? gj_seen_word(seen, n, w, nullptr, 0) : 0;
+        unsigned m = w < hi ? gj_seen_mask(seen, n, w) : 0u;
         long long tile;
-        const long long at = base + gj_block_scan(c, &tile);
-        if (c) gj_seen_word(seen, n, w, touched, at);
+        int* out = touched + base + gj_block_scan(__popc(m), &tile);
+        for (; m; m &= m - 1) *out++ = (int)((w << 4) + __ffs(m) - 1);
         base += tile;
     }
 }

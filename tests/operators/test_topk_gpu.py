@@ -47,18 +47,19 @@ def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent, bl
 @pytest.mark.gpu
 @pytest.mark.parametrize(("n", "share"), [(1003, 0.3), (4096, 0.3), (4096, 0.02)])
 def test_gpu_touched_list_from_seen_flags(n, share):
-    """``list_seen`` lists exactly the flagged vertices in vertex order (n % 16 != 0: the last word is
-    read byte by byte), and the next query's start clears them (densely, or by the list when they are
-    fewer than n / DENSE_CLEAR)."""
+    """``list_seen`` lists exactly the flagged vertices (any nonzero byte) in vertex order (n % 16 != 0:
+    the last word is read byte by byte), and the next query's start clears them (densely, or by the
+    list when they are fewer than n / DENSE_CLEAR)."""
     import cupy as cp
 
     from operators._topk_gpu import GPUQuery
     from operators._topk_gpu_seen import list_seen
 
     q = GPUQuery(build_ppr_index(graphs.barabasi_albert(n, 3, seed=0, device="gpu"), seed=0))
-    flags = np.random.default_rng(n).random(n) < share
+    rng = np.random.default_rng(n)
+    flags = rng.random(n) < share
     flags[-1] = True
-    q.seen[:] = cp.asarray(flags.astype(np.uint8))
+    q.seen[:] = cp.asarray(flags * rng.integers(1, 256, n), dtype=cp.uint8)
     q.r[:] = cp.asarray(flags.astype(np.float64))
     list_seen(q)
     assert q.ntouched() == flags.sum()
