@@ -4,10 +4,11 @@ from .influence import influence_job
 from .job import Job, WorkdirLockedError, run
 from .pagerank import pagerank_job
 from .ppr import ppr_job
+from .ppr_index import index_job
 from .simrank import simrank_job
 from .sources import RandomSources, SourceText
 from .stages import GraphHandle, load_stage
-from .topk_ppr import index_job, topk_ppr_job
+from .topk_ppr import topk_ppr_job
 
 __all__ = [
     "GraphHandle",

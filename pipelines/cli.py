@@ -121,7 +121,7 @@ def _execute(job, args) -> dict:
 
 
 def _index(args) -> int:
-    from .topk_ppr import index_job
+    from .ppr_index import index_job
 
     job = index_job(args.input, out=args.out, alpha=args.alpha, epsilon=args.epsilon,
                     delta_min=args.delta_min, seed=args.seed, directed=not args.undirected)  # fmt: skip

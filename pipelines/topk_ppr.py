@@ -1,163 +1,31 @@
-"""The top-k PPR jobs: load -> CSR -> PageRank -> IRW index, then query batches -> Parquet partitions.
+"""The top-k PPR job: load -> CSR -> PageRank -> IRW index (``pipelines.ppr_index``), then query
+batches -> Parquet partitions.
 
-``index_job`` builds (or finds) the index in a folder; ``topk_ppr_job`` answers a batch of sources
-from a file, a generator spec or such a folder. Sources are checked in one task before any query
-runs; then chunks of sources are spread over the workers, each of which loads the graph and the
-index once (``pipelines._state``) and writes its own partition ``part-NNNNN.parquet`` with columns
-``source``, ``rank``, ``vertex``, ``ppr``.
+``topk_ppr_job`` answers a batch of sources from a file, a generator spec or an index folder.
+Sources are checked in one task before any query runs; then chunks of sources are spread over the
+workers, each of which loads the graph and the index once (``pipelines._state``) and writes its own
+partition ``part-NNNNN.parquet`` with columns ``source``, ``rank``, ``vertex``, ``ppr``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import dask
-import numpy as np
 from dask.base import tokenize
 
 import operators
 from cluster.worker import worker_device
-from graphs._device import to_device, to_host
+from graphs._device import to_host
 from operators._checks import check_count
-from operators.ppr_index import index_options
 from operators.topk_ppr import topk_options
 
 from . import _state
 from .job import Job
-from .pagerank import _pagerank
-from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_parquet
-
-MANIFEST = "ppr-index.json"
-
-
-@dataclass(frozen=True)
-class IndexHandle:
-    path: str
-    token: str
-    info: dict
-
-    def __dask_tokenize__(self):
-        return ("IndexHandle", self.token)
-
-
-def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_min=None, seed=0,
-              directed=True, read_options=None, reorder=None) -> Job:  # fmt: skip
-    """Build the kPAR index of a graph (nothing runs until ``pipelines.run``).
-
-    Parameters
-    ----------
-    source : path, generator spec or CSRGraph
-        As in ``pagerank_job``.
-    out : path, optional
-        Folder that receives the graph, its PageRank and the index, with a manifest
-        (``ppr-index.json``) that ``topk_ppr_job(index=out)`` and ``graphjobs topk-ppr --index`` read;
-        default: the workdir.
-    delta_min : float or str, optional
-        Smallest PPR value the index serves: a number in (0, 1], or ``"K/n"`` for K over the graph's
-        vertex count; default 16/n. Smaller means more walks and a larger index, and buys precision
-        where the exact values near the k-th are close: ``"2/n"`` gave precision@1000 >= 0.99 on
-        R-MAT 22 and 24 (0.984 and 0.988 at the default) at about twice the index size.
-    workdir, alpha, epsilon, seed, directed, read_options, reorder
-        Artifact folder and ``build_ppr_index`` / ``read_edgelist`` / ``graphs.reorder`` options.
-
-    Returns
-    -------
-    Job
-        Its result is a summary dict: ``index`` (folder), ``n``, ``m``, walks, sizes and timings.
-    """
-    index_options(alpha=alpha, epsilon=epsilon)  # before anything runs
-    delta_min = _delta_min(delta_min)
-    workdir = Path(out or workdir or default_workdir())
-    load, gtoken = load_stage(
-        source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
-    )
-    pr_params = dict(alpha=alpha, tol=1e-12, max_iter=1000, weighted=False, dtype=np.float64)
-    ptoken = tokenize("pagerank", gtoken, pr_params)
-    ranks = dask.delayed(_pagerank, pure=True)(
-        load,
-        pr_params,
-        str(workdir.resolve() / f"pagerank-{ptoken}.npy"),
-        1,  # the index needs the whole graph on one device anyway
-        str(workdir.resolve()),
-        dask_key_name=f"graphjobs-pagerank-{ptoken}",
-    )
-    params = dict(alpha=alpha, epsilon=epsilon, seed=seed)
-    if delta_min is not None:  # the default keeps the tokens of indexes built before the option
-        params["delta_min"] = delta_min
-    itoken = tokenize("ppr-index", gtoken, params)
-    artifact = str(workdir.resolve() / f"ppr-index-{itoken}")
-    index = dask.delayed(_index, pure=True)(
-        load, ranks, params, artifact, dask_key_name=f"irw-index-{itoken}"
-    )
-    summary = dask.delayed(_manifest, pure=True)(
-        load, index, str(workdir.resolve()), dask_key_name=f"graphjobs-index-summary-{itoken}"
-    )
-    return Job(
-        "ppr-index",
-        summary,
-        workdir,
-        stages={"load": load, "pagerank": ranks, "index": index, "summary": summary},
-    )
-
-
-def _index(graph: GraphHandle, ranks: dict, params: dict, artifact: str) -> IndexHandle:
-    t0 = time.perf_counter()
-    if not (Path(artifact) / "meta.json").is_file():
-        g = graph.get()
-        pr = to_device(np.load(ranks["path"]), g.device)
-        if "delta_min" in params:
-            params = {**params, "delta_min": _resolve_delta_min(params["delta_min"], g.n)}
-        index = operators.build_ppr_index(g, pagerank=pr, **params)
-        index.save(artifact, overwrite=True, graph=graph.path)  # load_ppr_index(artifact) finds it
-    meta = json.loads((Path(artifact) / "meta.json").read_text())
-    info = {**meta["info"], "delta_min": meta["delta_min"], "build_seconds": time.perf_counter() - t0}
-    return IndexHandle(artifact, tokenize(artifact, meta["graph_token"], meta["seed"]), info)
-
-
-def _delta_min(value):
-    """``delta_min`` as the jobs take it, checked before anything runs: None, a float, or "K/n"."""
-    if value is None or not isinstance(value, str):
-        return None if value is None else index_options(delta_min=value)["delta_min"]
-    per_n = re.fullmatch(r"\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*/\s*n\s*", value)
-    try:
-        k = float(per_n.group(1) if per_n else value)
-    except ValueError:
-        k = math.nan
-    if not k > 0:
-        raise ValueError(f"delta_min={value!r}: expected a number in (0, 1] or K/n with K > 0, e.g. '2/n'")
-    return f"{repr(k).removesuffix('.0')}/n" if per_n else index_options(delta_min=k)["delta_min"]
-
-
-def _resolve_delta_min(value, n: int) -> float:
-    """A "K/n" delta_min for a graph of n vertices (a float stays as it is)."""
-    if not isinstance(value, str):
-        return value
-    resolved = float(value[:-2]) / n
-    if resolved > 1:
-        raise ValueError(f"delta_min={value}: {resolved:g} is more than 1 for a graph of n={n} vertices")
-    return resolved
-
-
-def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> dict:
-    manifest = {
-        "graph": graph.path,
-        "graph_token": graph.token,
-        "index": index.path,
-        "directed": graph.directed,
-        "weighted": graph.weighted,
-        "n": graph.n,
-        "m": graph.m,
-    }
-    tmp = Path(folder) / f".{MANIFEST}.{os.getpid()}"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, Path(folder) / MANIFEST)
-    return {"job": "ppr-index", "folder": folder, **manifest, **index.info}
+from .ppr_index import MANIFEST, IndexHandle, _delta_min, _resolve_delta_min, index_job
+from .stages import GraphHandle, batch_job, write_parquet
 
 
 def topk_ppr_job(
