@@ -13,8 +13,9 @@ candidates when pi0(s, v) >= tau (and, with H, is outside H). Then:
   sequence of entries, and that place's distance to the list in ``h_pack``), and writes the
   segment's entry and list counts and returned mass (it also zeroes est_h). ``gj_bound_entries_smem``
   scans the entry counts, so that places are global; each warp takes chunks of consecutive entries,
-  32 a step, finds the list of its first entry by binary search and then holds the next 32 lists in
-  its lanes (a step costs a ballot and a few shuffles), adding w(v) f into a float copy of est_h in
+  finds the list of its first entry by binary search and then holds the next 32 lists in its lanes
+  (a step costs ballots and a few shuffles; up to BOUND_WAYS entries a lane, while the lists starting
+  in them fit the window, so that several loads are in flight), adding w(v) f into a float copy of est_h in
   shared memory, flushed into est_h (double) with one atomic per nonzero entry
   (``gj_bound_entries``: into est_h itself when |H| does not fit). Places are 32-bit below
   WIDE_ENTRIES H entries, so that two blocks of 1,024 threads fit an SM. Block 0 sums the segments'
@@ -40,6 +41,7 @@ from ._topk_gpu_push import PUSH_DEVICE
 
 BOUND_CHUNK = 8192  # consecutive H entries per warp and step, a search each (512: R-MAT 24 14-16% slower)
 MAX_SEGMENTS = 1024  # G: the segments' counts are scanned in shared memory
+BOUND_WAYS = 4  # entries per lane and step of the entry pass, at most (loads in flight; 2 and 4 measured)
 BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its lane or warp
 
 BOUND_CUDA = r"""
@@ -183,16 +185,32 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
             int j = a + 1 + lane;  // lane's window list (none: lend, whose positions are not added)
             gj_eoff Oj = j < hi ? off[j] : lend, Gj = j < hi ? gap[j] : 0;
             float Wj = j < hi ? wv[j] : 0.0f;
-            for (; sb < lend; sb += 32) {
-                const gj_eoff d = Oj - sb;  // where window list `lane` starts in this step (>= 0)
-                const bool starts = d < 32;
-                const int c = __popc(__ballot_sync(full, starts));
-                const int k = __popc(gj_warp_or(starts ? 1u << d : 0u) & (full >> (31 - lane)));  // 0: list a
-                const gj_eoff Gk = __shfl_sync(full, Gj, max(k - 1, 0));
-                const float Wk = __shfl_sync(full, Wj, max(k - 1, 0));
-                if (sb + lane < lend) {
-                    const unsigned x = h_pack[(k ? Gk : G0) + sb + lane];
-                    gj_acc_add(&acc[GJ_H(x)], (k ? Wk : W0) * (float)(x >> hbits));
+            for (gj_eoff span; sb < lend; sb += span) {
+                // up to GJ_WAYS x 32 entries a step, GJ_WAYS per lane, while the lists starting in them fit
+                // the window (fewer than 32 of them: then no list past the window starts inside)
+                const gj_eoff d = Oj - sb;  // where window list `lane` starts from this step on (>= 0)
+                span = 32;
+#pragma unroll
+                for (int q = GJ_WAYS; q > 1; q >>= 1)
+                    if (span == 32 && __popc(__ballot_sync(full, d < 32 * q)) < 32) span = 32 * q;
+                const int c = __popc(__ballot_sync(full, d < span));
+                const unsigned up = full >> (31 - lane);
+                int k[GJ_WAYS], before = 0;
+                unsigned x[GJ_WAYS];
+#pragma unroll
+                for (int q = 0; q < GJ_WAYS; ++q) {  // list k of entry sb + 32 q + lane: 0 is list a
+                    const bool in = 32 * q < span && d >= 32 * q && d < 32 * q + 32;
+                    const unsigned bits = 32 * q < span ? gj_warp_or(in ? 1u << (d - 32 * q) : 0u) : 0u;
+                    k[q] = before + __popc(bits & up);
+                    before += __popc(bits);
+                    const gj_eoff g = __shfl_sync(full, Gj, max(k[q] - 1, 0)), e = sb + 32 * q + lane;
+                    x[q] = 32 * q < span && e < lend ? h_pack[(k[q] ? g : G0) + e] : 0u;
+                }
+#pragma unroll
+                for (int q = 0; q < GJ_WAYS; ++q) {
+                    const float w = __shfl_sync(full, Wj, max(k[q] - 1, 0));
+                    if (32 * q < span && sb + 32 * q + lane < lend)
+                        gj_acc_add(&acc[GJ_H(x[q])], (k[q] ? w : W0) * (float)(x[q] >> hbits));
                 }
                 if (c) {  // the last list starting in this step holds the next step's first entry
                     G0 = __shfl_sync(full, Gj, c - 1);
@@ -236,6 +254,7 @@ extern "C" __global__ void gj_bound_entries(const int* ntouched, int segments, c
 def bound_source(wide: bool) -> str:
     """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``."""
     head = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
+    head += f"#define GJ_WAYS {BOUND_WAYS}\n"
     head += f"typedef {'long long' if wide else 'int'} gj_eoff;\n"
     return head + PUSH_DEVICE + SCAN_CUDA + BOUND_CUDA
 
