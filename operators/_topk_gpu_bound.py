@@ -195,24 +195,22 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
                     if (span == 32 && __popc(__ballot_sync(full, d < 32 * q)) < 32) span = 32 * q;
                 const int c = __popc(__ballot_sync(full, d < span));
                 const unsigned up = full >> (31 - lane);
-                int k[GJ_WAYS], before = 0;
+                int before = 0;
                 unsigned x[GJ_WAYS];
+                float w[GJ_WAYS];
 #pragma unroll
                 for (int q = 0; q < GJ_WAYS; ++q) {  // list k of entry sb + 32 q + lane: 0 is list a
                     const bool in = 32 * q < span && d >= 32 * q && d < 32 * q + 32;
                     const unsigned bits = 32 * q < span ? gj_warp_or(in ? 1u << (d - 32 * q) : 0u) : 0u;
-                    k[q] = before + __popc(bits & up);
+                    const int k = before + __popc(bits & up);
                     before += __popc(bits);
-                    const gj_eoff g = __shfl_sync(full, Gj, max(k[q] - 1, 0)), e = sb + 32 * q + lane;
-                    x[q] = 32 * q < span && e < lend ? h_pack[(k[q] ? g : G0) + e] : 0u;
+                    const gj_eoff g = __shfl_sync(full, Gj, max(k - 1, 0)), e = sb + 32 * q + lane;
+                    const float wk = __shfl_sync(full, Wj, max(k - 1, 0));
+                    x[q] = 32 * q < span && e < lend ? h_pack[(k ? g : G0) + e] : 0u;
+                    w[q] = 32 * q < span && e < lend ? (k ? wk : W0) : 0.0f;  // 0: nothing to add
                 }
-#pragma unroll
-                for (int q = 0; q < GJ_WAYS; ++q) {
-                    const float w = __shfl_sync(full, Wj, max(k[q] - 1, 0));
-                    if (32 * q < span && sb + 32 * q + lane < lend)
-                        gj_acc_add(&acc[GJ_H(x[q])], (k[q] ? w : W0) * (float)(x[q] >> hbits));
-                }
-                if (c) {  // the last list starting in this step holds the next step's first entry
+                if (c) {  // the last list starting in this step holds the next step's first entry; the next
+                    // window's loads go out before this step's adds
                     G0 = __shfl_sync(full, Gj, c - 1);
                     W0 = __shfl_sync(full, Wj, c - 1);
                     a += c;
@@ -226,6 +224,9 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
                         Wj = j < hi ? wv[j] : 0.0f;
                     }
                 }
+#pragma unroll
+                for (int q = 0; q < GJ_WAYS; ++q)
+                    if (w[q] != 0.0f) gj_acc_add(&acc[GJ_H(x[q])], w[q] * (float)(x[q] >> hbits));
             }
             pos = sb0 + lend;
         }
