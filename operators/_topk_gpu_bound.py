@@ -39,7 +39,7 @@ from graphs._device import get_kernel, import_cupy
 from ._cuda_blocks import SCAN_CUDA
 from ._topk_gpu_push import PUSH_DEVICE
 
-BOUND_CHUNK = 8192  # consecutive H entries per warp and step, a search each (512: R-MAT 24 14-16% slower)
+BOUND_CHUNK = 8192  # consecutive H entries a warp takes at once, a search each (512: R-MAT 24 14-16% slower)
 MAX_SEGMENTS = 1024  # G: the segments' counts are scanned in shared memory
 BOUND_WAYS = 4  # entries per lane and step of the entry pass, at most (loads in flight; 2 and 4 measured)
 BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its lane or warp
@@ -145,12 +145,12 @@ __device__ __forceinline__ unsigned gj_warp_or(unsigned bits) {
     return bits;
 #endif
 }
-// A warp adds entries [base, stop) of the sequence, 32 at a time. Segment b's lists sit at slots
-// [per * b, per * b + seg_owners[b]) of off (first entry inside the segment) / gap / wv, none empty.
-// The list of the first entry is found by binary search; after that the warp keeps the next 32 lists in
-// its lanes (a window): the lists starting inside a step of 32 entries are one ballot, each lane's list
-// the count of them starting at or before it, and the window moves on by that count. No lane walks
-// list by list (a divergent walk with a division per list before).
+// A warp adds entries [base, stop) of the sequence, 32 to 32 GJ_WAYS a step. Segment b's lists sit at
+// slots [per * b, per * b + seg_owners[b]) of off (first entry inside the segment) / gap / wv, none
+// empty. The list of the first entry is found by binary search; after that the warp keeps the next 32
+// lists in its lanes (a window): the lists starting inside a step are a ballot, each entry's list the
+// count of them starting at or before it, and the window moves on by that count. No lane walks list
+// by list (a divergent walk with a division per list before).
 template <typename T>
 __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, const long long* seg_entries,
         const int* seg_owners, const double* seg_back, const gj_eoff* off, const float* wv,
