@@ -9,7 +9,7 @@ loop state to L1, no more than ``SPILL_BUDGET`` bytes per entry function (measur
 adds registers), and its choice of the next model, a function of its own, 76-80. The pull sweep of
 d52b2a0 raised them from 60 / 40 and 76 / 76; its solves are 1.5-3x faster per pull iteration and
 push's unchanged in same-machine A/Bs (benchmarks/results/ppr-pull-*.txt), spills included.
-The top-k entry pass (two blocks of 1,024 threads per SM, so 32 registers) may spill 20 bytes: with
+The top-k entry pass (two blocks of 1,024 threads per SM, so 32 registers) may spill 16 bytes: with
 four entries per lane in flight it beat two (8 bytes) and one (none) in a same-call A/B
 (benchmarks/results/topk-entries-ways-ab-h100.txt).
 """
@@ -45,12 +45,12 @@ NVCC = shutil.which("nvcc")
 # gj_ppr_next (mangled): called by one block once per iteration, off the hot loops, and not inlined
 # so that the loops keep their registers
 SPILL_BUDGET = {"gj_ppr_solve_f32": 64, "gj_ppr_solve_f64": 80, "gj_ppr_solve_batch_f32": 104,
-                "gj_ppr_solve_batch_f64": 128, "gj_afp_push_persistent": 12, "gj_bound_entries_smem": 20,
+                "gj_ppr_solve_batch_f64": 128, "gj_afp_push_persistent": 12, "gj_bound_entries_smem": 16,
                 "_Z11gj_ppr_nextPjS_PKjS1_iiPiPdS3_iiddddiibb": 104}  # fmt: skip
 # local memory per thread of an entry function as the GPU machine compiles it (CuPy 14.2's NVRTC 13.0 and
 # driver 13.0; 0 where unnamed): spilled registers and local arrays. Measured there; nvcc 13.0 reports the
 # same stack frames except gj_ppr_solve_batch_f32 (48) and gj_im_sample_block (0 bytes at 38 registers,
-# where the GPU's compile keeps 32 registers and 16 bytes local) and gj_bound_entries_smem (spills of 20 / 16)
+# where the GPU's compile keeps 32 registers and 16 bytes local)
 LOCAL_BUDGET = {"gj_list_seen": 16, "gj_round_top": 32, "gj_im_sample_block": 16, "gj_bound_entries_smem": 16,
                 "gj_ppr_solve_f32": 56, "gj_ppr_solve_f64": 56,
                 "gj_ppr_solve_batch_f32": 56, "gj_ppr_solve_batch_f64": 64}  # fmt: skip
