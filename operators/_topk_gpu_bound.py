@@ -252,6 +252,7 @@ extern "C" __global__ void gj_bound_entries(const int* ntouched, int segments, c
 """
 
 
+@functools.cache  # one string per variant: get_kernel's cache then hashes it once, not every round
 def bound_source(wide: bool) -> str:
     """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``."""
     head = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
