@@ -15,7 +15,8 @@ candidates when pi0(s, v) >= tau (and, with H, is outside H). Then:
   scans the entry counts, so that places are global; each warp takes chunks of consecutive entries,
   finds the list of its first entry by binary search and then holds the next 32 lists in its lanes
   (a step costs ballots and a few shuffles; up to BOUND_WAYS entries a lane, while the lists starting
-  in them fit the window, so that several loads are in flight), adding w(v) f into a float copy of est_h in
+  in them fit the window, so that several loads are in flight; steps of BOUND_FAST x 32 entries inside
+  one list skip the window's work), adding w(v) f into a float copy of est_h in
   shared memory, flushed into est_h (double) with one atomic per nonzero entry
   (``gj_bound_entries``: into est_h itself when |H| does not fit). Places are 32-bit below
   WIDE_ENTRIES H entries, so that two blocks of 1,024 threads fit an SM. Block 0 sums the segments'
@@ -42,6 +43,9 @@ from ._topk_gpu_push import PUSH_DEVICE
 BOUND_CHUNK = 8192  # consecutive H entries a warp takes at once, a search each (512: R-MAT 24 14-16% slower)
 MAX_SEGMENTS = 1024  # G: the segments' counts are scanned in shared memory
 BOUND_WAYS = 4  # entries per lane and step of the entry pass, at most (loads in flight; 2 and 4 measured)
+# entries per lane and step inside one list, without the window's work: R-MAT 24 k = 10, the pass 217 ->
+# 200 us and 158M -> 122M instructions a query (8: 207 us), results/topk-entries-fast-ab-h100.txt
+BOUND_FAST = 4
 BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its lane or warp
 
 BOUND_CUDA = r"""
@@ -186,6 +190,17 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
             gj_eoff Oj = j < hi ? off[j] : lend, Gj = j < hi ? gap[j] : 0;
             float Wj = j < hi ? wv[j] : 0.0f;
             for (gj_eoff span; sb < lend; sb += span) {
+                // the steps inside list a: no window work, the weight and gap known (warp-uniform)
+                for (const gj_eoff run = min(__shfl_sync(full, Oj, 0), lend); sb + 32 * GJ_FAST <= run;
+                     sb += 32 * GJ_FAST) {
+                    unsigned y[GJ_FAST];
+#pragma unroll
+                    for (int q = 0; q < GJ_FAST; ++q) y[q] = h_pack[G0 + sb + 32 * q + lane];
+#pragma unroll
+                    for (int q = 0; q < GJ_FAST; ++q)
+                        gj_acc_add(&acc[GJ_H(y[q])], W0 * (float)(y[q] >> hbits));
+                }
+                if (sb >= lend) break;
                 // up to GJ_WAYS x 32 entries a step, GJ_WAYS per lane, while the lists starting in them fit
                 // the window (fewer than 32 of them: then no list past the window starts inside)
                 const gj_eoff d = Oj - sb;  // where window list `lane` starts from this step on (>= 0)
@@ -256,7 +271,7 @@ extern "C" __global__ void gj_bound_entries(const int* ntouched, int segments, c
 def bound_source(wide: bool) -> str:
     """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``."""
     head = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
-    head += f"#define GJ_WAYS {BOUND_WAYS}\n"
+    head += f"#define GJ_WAYS {BOUND_WAYS}\n#define GJ_FAST {BOUND_FAST}\n"
     head += f"typedef {'long long' if wide else 'int'} gj_eoff;\n"
     return head + PUSH_DEVICE + SCAN_CUDA + BOUND_CUDA
 

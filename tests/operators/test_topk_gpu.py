@@ -124,17 +124,28 @@ def _pushed_query(idx):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("wide", [False, True], ids=["32-bit-places", "64-bit-places"])
-def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide):
+@pytest.mark.parametrize(
+    ("wide", "fast"),
+    [(False, None), (True, None), (False, 1)],
+    ids=["32-bit-places", "64-bit-places", "runs-of-32"],
+)
+def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast):
     """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
     NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
     entries in shared memory or in global memory (when |H| would not fit), from any est_h; with the
-    entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on)."""
+    entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on). |H| = 65 here, so the
+    steps inside one list (BOUND_FAST x 32 entries) are taken only with BOUND_FAST = 1."""
+    import functools
+
     import operators._topk_gpu_bound as bound
     from operators._topk_gpu_bound import select_and_bound_gpu
 
     if wide:
         monkeypatch.setattr(bound, "WIDE_ENTRIES", 0)
+    if fast:  # fresh caches of the kernel source, restored with the module's after the test
+        monkeypatch.setattr(bound, "BOUND_FAST", fast)
+        monkeypatch.setattr(bound, "bound_source", functools.cache(bound.bound_source.__wrapped__))
+        monkeypatch.setattr(bound, "_smem_kernel", functools.cache(bound._smem_kernel.__wrapped__))
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
     v = np.flatnonzero(r > 0)
