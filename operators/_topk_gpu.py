@@ -29,8 +29,9 @@ DENSE_CLEAR = 12  # at R-MAT 24 a dense clear took 0.195 ms, the touched list n 
 # clear took 0.153 ms, one by one 0.163; always in order was 0.005 ms slower at n / 1024)
 DENSE_SEEN = 128
 QUERY_CUDA = r"""
-// the previous query's state: its touched vertices, or every vertex in order once they are more than
-// n / DENSE_CLEAR (scattered writes cost a few times sequential ones). In order, each record is written
+// the previous query's state: its touched vertices (residue and flags, pi0 where claimed: bit 2), or
+// every vertex in order once they are more than n / DENSE_CLEAR (scattered writes cost a few times
+// sequential ones). In order, each record is written
 // whole (its threshold from thr32): a warp then covers whole sectors, which written in part would first
 // be read from memory (that took the dense clear from 0.14 to 0.26-0.32 ms at R-MAT 24). The seen
 // flags, a byte per vertex, are cleared in order, 16 at a time, from n / DENSE_SEEN touched vertices on:
@@ -42,9 +43,14 @@ extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouche
     const bool dense = t * DENSE_CLEAR > n, seen_dense = t * DENSE_SEEN > n;
     for (long long i = i0; i < (dense ? n : t); i += step) {
         const int u = dense ? (int)i : touched[i];
-        if (dense) reinterpret_cast<int4*>(vs)[u] = make_int4(0, 0, __float_as_int(thr32[u]), 0);
-        else { vs[u].r = 0.0; vs[u].mark = 0; }
-        pi0[u] = 0.0;
+        if (dense) {
+            reinterpret_cast<int4*>(vs)[u] = make_int4(0, 0, __float_as_int(thr32[u]), 0);
+            pi0[u] = 0.0;
+        } else {
+            if (vs[u].mark & 4) pi0[u] = 0.0;  // claimed: most touched vertices were not (pi0 still 0)
+            vs[u].r = 0.0;
+            vs[u].mark = 0;
+        }
         if (!seen_dense) seen[u] = 0;
     }
     if (seen_dense) {

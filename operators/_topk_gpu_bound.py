@@ -93,8 +93,9 @@ extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouche
         double w = 0.0;
         if (i < hi) {
             const int v = touched[i];
-            if (pi0[v] >= tau && !(exclude_h && h_index[v] >= 0)) gj_append(cand, ncand, v);
-            const double rv = vs[v].r;
+            const gj_vertex x = vs[v];  // pi0(v) > 0 only if claimed (bit 2): read only then
+            if ((x.mark & 4) && pi0[v] >= tau && !(exclude_h && h_index[v] >= 0)) gj_append(cand, ncand, v);
+            const double rv = x.r;
             if (rv > 0.0) {
                 const gj_hlist L = lists[v];
                 w = rv * L.inv_omega;

@@ -2,11 +2,14 @@
 share, and the persistent schedule (the paper's, a launch per frontier, is ``_topk_gpu_frontier``).
 
 Both claim a frontier vertex's residue (atomicExch) and add alpha r(u) / d_out(u) to each
-out-neighbour with atomicAdd; a vertex joins the next frontier once, guarded by bit 1 of ``mark``
+out-neighbour with atomicAdd; a vertex joins the next frontier once, guarded by bit 0 of ``mark``
 (appends are warp-aggregated: one atomicAdd per group of lanes appending together). A receiver
-whose bit 2 is clear gets it (an atomicOr whose result is not read) and a 1 in ``seen``; after the
+whose bit 1 is clear gets it (an atomicOr whose result is not read) and a 1 in ``seen``; after the
 push ``_topk_gpu_seen.list_seen`` rebuilds the touched list from those flags in vertex order, so every
-later reset and scan costs O(touched), not O(n).
+later reset and scan costs O(touched), not O(n). A claim sets bit 2 (the reserve pi0 written): the
+round's candidates pass reads pi0, and the next start clears it, only there. At k = 10 on R-MAT 20-22
+5-7% of the touched vertices are claimed (CPU count); at R-MAT 24 that took the candidates pass from
+76 to 59 us a query and the clear from 89 to 45 (results/topk-claimed-seen-ab-h100.txt).
 
 ``push_persistent``: one cooperative launch runs every frontier of the round. Per frontier, each
 thread claims a contiguous slice of it and numbers its edges within its block (a block-wide prefix
@@ -36,7 +39,8 @@ PUSH_BATCH, PUSH_PER_SM = 2, 3
 VERTEX_CUDA = r"""
 // a vertex's query state in one 16-byte record, so that a pushed edge reads one random sector (in three
 // arrays the push took 1.35-1.38x as long at R-MAT 24): its residue, its push threshold d_out(v) beta(v)
-// as a float rounded down (GPUQuery.load_thresholds) and its flags (bit 0: next frontier, 1: touched)
+// as a float rounded down (GPUQuery.load_thresholds) and its flags (bit 0: next frontier, 1: touched,
+// 2: claimed, so that the reserve pi0 is read and cleared only where one was written)
 struct __align__(16) gj_vertex { double r; float thr; int mark; };
 """
 
@@ -85,7 +89,7 @@ __device__ __forceinline__ void gj_push_one(int w, double inc, gj_vertex* vs, do
 __device__ __forceinline__ double gj_claim(int u, int s, double alpha, gj_vertex* vs, double* pi0,
         const long long* indptr, double rmax, unsigned char* seen, int* next, int* ncount, long long* deg,
         double* dangling = nullptr) {
-    atomicAnd(&vs[u].mark, ~1);
+    if (!(atomicAnd(&vs[u].mark, ~1) & 4)) atomicOr(&vs[u].mark, 4);  // bit 2: pi0(u) written this query
     double ru = __longlong_as_double((long long)atomicExch((unsigned long long*)&vs[u].r, 0ULL));
     pi0[u] += (1.0 - alpha) * ru;
     *deg = indptr[u + 1] - indptr[u];

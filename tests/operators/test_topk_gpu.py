@@ -95,6 +95,39 @@ def test_gpu_vertex_records_hold_thresholds_rounded_down(rmat13):
 
 
 @pytest.mark.gpu
+def test_gpu_start_clears_the_claimed_reserves(rmat13):
+    """A claim sets bit 2 of the vertex's flags (its reserve pi0 written); after a push that touched
+    fewer than n / DENSE_CLEAR vertices, the next start clears them one by one, pi0 only where that bit
+    is set, and leaves no residue, reserve or flag of the last query."""
+    import cupy as cp
+
+    from operators._topk_gpu import DENSE_CLEAR, GPUQuery
+
+    idx = build_ppr_index(rmat13.to("gpu"), seed=2)
+    q, n = GPUQuery(idx), rmat13.n
+    q.load_thresholds(True)
+    flags = q.state.view(cp.int32)[3::4]
+    deg = np.diff(rmat13.indptr)
+    checked = 0
+    for s in np.flatnonzero(deg > 0)[:40]:
+        for delta in (1e-1, 1e-2, 1e-3):
+            q.start(int(s))
+            q.push(idx.params.r_max(delta), adaptive=True, tiling=True, persistent=True)
+            pi0, f, nt = q.pi0.get(), flags.get(), q.ntouched()
+            touched = q.touched[:nt].get()
+            assert ((f[pi0 > 0] & 4) > 0).all()  # every reserve written is flagged
+            assert set(np.flatnonzero(f & 4)) <= set(touched)
+            claimed = int((pi0 > 0).sum())
+            if nt * DENSE_CLEAR > n or not 1 < claimed < nt:
+                continue
+            q.start(int(s))
+            assert not q.pi0.get().any() and not flags.get().any()
+            assert np.flatnonzero(q.r.get()).tolist() == [s] and q.r.get()[s] == 1.0
+            checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.gpu
 def test_gpu_push_schedules_agree(rmat13):
     """The persistent push and the paper's launch per frontier answer alike."""
     idx = build_ppr_index(rmat13.to("gpu"), seed=9)
