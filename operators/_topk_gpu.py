@@ -104,7 +104,10 @@ class GPUQuery:
         self.thr32 = cp.zeros(n, dtype=cp.float32)  # the records' thresholds, for the dense clear
         self.adaptive = None  # which thresholds they are
         self.pi0 = cp.zeros(n, dtype=cp.float64)
-        self.seen = cp.zeros(n, dtype=cp.uint8)  # received a push: the touched list is rebuilt from it
+        # received a push (a byte per vertex): the touched list is rebuilt from it; whole 16-byte words,
+        # the bytes past n never written
+        self.seen_words = cp.zeros(-(-n // 16) * 16, dtype=cp.uint8)
+        self.seen = self.seen_words[:n]
         self.touched = cp.empty(n, dtype=cp.int32)
         self.front = cp.empty((2, n), dtype=cp.int32)
         self.big = cp.empty(n, dtype=cp.int32)

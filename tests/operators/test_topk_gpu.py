@@ -48,8 +48,8 @@ def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent, bl
 @pytest.mark.parametrize(("n", "share"), [(1003, 0.3), (4096, 0.3), (4096, 0.02)])
 def test_gpu_touched_list_from_seen_flags(n, share):
     """``list_seen`` lists exactly the flagged vertices (any nonzero byte) in vertex order (n % 16 != 0:
-    the last word is read byte by byte), and the next query's start clears them (densely, or by the
-    list when they are fewer than n / DENSE_CLEAR)."""
+    the last word's bytes past n are the buffer's zeros), and the next query's start clears them
+    (densely, or by the list when they are fewer than n / DENSE_CLEAR)."""
     import cupy as cp
 
     from operators._topk_gpu import GPUQuery
