@@ -14,7 +14,8 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._topk_gpu_bound import BY_VERTEX_H, bound_smem_plan, segment_count, select_and_bound_gpu
+from ._topk_gpu_bound import BY_VERTEX_H, select_and_bound_gpu
+from ._topk_gpu_entries import bound_smem_plan, segment_count
 from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
 from ._topk_gpu_lists import round_constants

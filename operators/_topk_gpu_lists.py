@@ -1,6 +1,6 @@
 """What every GPU top-k query of one index reads of it and none writes, built once per index.
 
-Alg. 4's pass (``_topk_gpu_bound``) reads these, shared by every stream's workspace
+Alg. 4's passes (``_topk_gpu_bound``, ``_topk_gpu_entries``) read these, shared by every stream's workspace
 (``round_constants``): each H entry is one 32-bit word, the H vertex in the low bits and the walks'
 count above (``pack_entries``; 8 bytes in two arrays before), and each start vertex's list start,
 length, 1 / omega(v) and returned walks sit in one 32-byte record (four arrays before). With both,

@@ -34,6 +34,7 @@ from operators import (
     _simrank_gpu,
     _topk_gpu,
     _topk_gpu_bound,
+    _topk_gpu_entries,
     _topk_gpu_estimate,
     _topk_gpu_frontier,
     _topk_gpu_push,
@@ -73,11 +74,8 @@ SOURCES = [
     ),
     ("topk-round-top", _topk_gpu_select.ROUND_TOP_KERNEL, ("gj_round_top",)),
     ("topk-estimate", _topk_gpu_estimate.ESTIMATE_SOURCE, ("gj_compute_ppr", "gj_compute_big")),
-    (
-        "topk-bound",
-        _topk_gpu_bound.BOUND_SOURCE,
-        ("gj_round_lists", "gj_bound_entries_smem", "gj_bound_entries"),
-    ),
+    ("topk-bound", _topk_gpu_bound.BOUND_SOURCE, ("gj_round_lists",)),
+    ("topk-entries", _topk_gpu_entries.ENTRIES_SOURCE, ("gj_bound_entries_smem", "gj_bound_entries")),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
     (
         "ppr-push-pull",

@@ -171,14 +171,15 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast)
     import functools
 
     import operators._topk_gpu_bound as bound
+    import operators._topk_gpu_entries as entries
     from operators._topk_gpu_bound import select_and_bound_gpu
 
     if wide:
         monkeypatch.setattr(bound, "WIDE_ENTRIES", 0)
     if fast:  # fresh caches of the kernel source, restored with the module's after the test
-        monkeypatch.setattr(bound, "BOUND_FAST", fast)
-        monkeypatch.setattr(bound, "bound_source", functools.cache(bound.bound_source.__wrapped__))
-        monkeypatch.setattr(bound, "_smem_kernel", functools.cache(bound._smem_kernel.__wrapped__))
+        monkeypatch.setattr(entries, "BOUND_FAST", fast)
+        monkeypatch.setattr(entries, "entries_source", functools.cache(entries.entries_source.__wrapped__))
+        monkeypatch.setattr(entries, "_smem_kernel", functools.cache(entries._smem_kernel.__wrapped__))
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
     v = np.flatnonzero(r > 0)
