@@ -6,6 +6,7 @@ array or ``device='gpu'`` is actually used, and a missing CuPy gives one clear e
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -118,6 +119,26 @@ def get_kernel(
     """
     cp = import_cupy()
     return cp.RawKernel(source, name, options=options, enable_cooperative_groups=cooperative)
+
+
+L2_FETCH_LIMIT = 0x05  # cudaLimitMaxL2FetchGranularity
+
+
+@contextlib.contextmanager
+def l2_fetch_granularity(nbytes: int):
+    """Inside the block, the current GPU fetches ``nbytes`` from memory per L2 miss (a hint to the
+    driver, 64 bytes by default on an H100), then the value it had: for kernels whose reads are
+    scattered 8- or 16-byte records. The limit is the whole process's on that GPU, so the work of
+    other threads meanwhile runs under it too (only its speed can change)."""
+    runtime = import_cupy().cuda.runtime
+    before = runtime.deviceGetLimit(L2_FETCH_LIMIT)
+    if before != nbytes:
+        runtime.deviceSetLimit(L2_FETCH_LIMIT, nbytes)
+    try:
+        yield
+    finally:
+        if before != nbytes:
+            runtime.deviceSetLimit(L2_FETCH_LIMIT, before)
 
 
 def resident_blocks(kernel: Any, threads: int) -> int | None:

@@ -25,7 +25,6 @@ on the CPU or a host copy of it is kept (GPU graphs up to 2**25 edges), those wh
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass
 
@@ -35,7 +34,8 @@ from graphs._device import to_host
 from graphs._mix import stream_key
 
 from ._checks import check_count, check_positive, check_probability
-from ._streams import StreamPool, exhaust, stream_count
+from ._streams import stream_count
+from ._topk_batch import answer_all, workspace
 from ._topk_exact import EXACT_REACH, closed_reach_topk, lone_sources, lone_topk, small_reaches
 from .ppr_index import PPRIndex
 
@@ -139,7 +139,8 @@ def topk_ppr(
         fewer when the free device memory holds fewer workspaces (about 81 bytes per vertex each;
         they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
         1 answers the sources one after another, as the CPU always does.
-        Each source's answer does not depend on this.
+        Each source's answer does not depend on this. While a GPU call's rounds run, the device
+        fetches 32 bytes per L2 miss (a process-wide hint, restored after the call).
 
     Returns
     -------
@@ -158,7 +159,7 @@ def topk_ppr(
     delta_init = 1.0 / (10 * k * math.log(G.n)) if delta_init is None else o["delta_init"]
     labels = np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None))
     src = G.internal_ids(labels)
-    ops = _workspace(index)
+    ops = workspace(index)
     b = src.size
     out = TopkPPR(
         sources=G.ids[src],  # the labels as the graph holds them (3.0 given is 3)
@@ -187,22 +188,7 @@ def topk_ppr(
     done = _without_rounds(G, src, k, P.alpha, out, delta_init)
     todo = [(i, s) for i, s in enumerate(src.tolist()) if not done[i]]
     streams = min(streams, max(1, len(todo) - 1))  # the sources left to rounds
-    if streams > 1:  # the first alone (it builds every kernel), the others interleaved
-        from ._topk_gpu import GPUQuery
-        from ._topk_gpu_push import persistent_blocks
-
-        exhaust(answer(*todo[0], ops))
-        blocks = persistent_blocks(streams)  # cooperative grids in flight together must all fit
-
-        def answer_in(item, work):
-            work.blocks = blocks
-            return answer(*item, work)
-
-        pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
-        pool.interleave(answer_in, todo[1:], streams)
-    else:
-        for i, s in todo:
-            exhaust(answer(i, s, ops))
+    answer_all(answer, todo, streams, index, ops)
     out.vertices = G.ids[out.vertices] if G.ids is not None else out.vertices
     return out
 
@@ -227,20 +213,6 @@ def _without_rounds(G, src, k, alpha, out, delta_init) -> np.ndarray:
             out.exact[i], out.delta[i], done[i] = True, delta_init, True
             out.seconds[i] += time.perf_counter() - t1
     return done
-
-
-def _workspace(index: PPRIndex):
-    """The calling thread's query workspace for ``index`` (kept with the index, one per thread)."""
-    cache = index.__dict__.setdefault("_workspaces", {})
-    key = threading.get_ident()
-    ops = cache.get(key)
-    if ops is None:
-        if index.graph.device == "gpu":
-            from ._topk_gpu import GPUQuery as Query
-        else:
-            from ._topk_cpu import CPUQuery as Query
-        ops = cache[key] = Query(index)
-    return ops
 
 
 def _query(

@@ -165,6 +165,40 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
 
 
 @pytest.mark.gpu
+def test_gpu_batch_sets_the_l2_fetch_granularity_and_restores_it(rmat13, monkeypatch):
+    """The rounds of a GPU batch run with 32 bytes fetched per L2 miss (a process-wide hint), and the
+    device's value comes back after the batch, also when a round raises."""
+    import cupy as cp
+
+    import operators._topk_batch as batch
+    from graphs._device import L2_FETCH_LIMIT, l2_fetch_granularity
+
+    runtime = cp.cuda.runtime
+    start = runtime.deviceGetLimit(L2_FETCH_LIMIT)
+    runtime.deviceSetLimit(L2_FETCH_LIMIT, 128 if start != 128 else 64)
+    try:
+        other = runtime.deviceGetLimit(L2_FETCH_LIMIT)
+        assert other != batch.L2_FETCH_BYTES
+        idx = build_ppr_index(rmat13.to("gpu"), seed=9)
+        seen = []
+        inner = batch._answer_all
+
+        def spy(*args):
+            seen.append(runtime.deviceGetLimit(L2_FETCH_LIMIT))
+            return inner(*args)
+
+        monkeypatch.setattr(batch, "_answer_all", spy)
+        topk_ppr(idx, _sources(rmat13, 8), k=10, streams=2)
+        assert seen == [batch.L2_FETCH_BYTES] and runtime.deviceGetLimit(L2_FETCH_LIMIT) == other
+        with pytest.raises(RuntimeError), l2_fetch_granularity(32):
+            assert runtime.deviceGetLimit(L2_FETCH_LIMIT) == 32
+            raise RuntimeError("a failed round")
+        assert runtime.deviceGetLimit(L2_FETCH_LIMIT) == other
+    finally:
+        runtime.deviceSetLimit(L2_FETCH_LIMIT, start)
+
+
+@pytest.mark.gpu
 def test_gpu_and_cpu_agree(rmat13):
     cpu = build_ppr_index(rmat13, seed=9)
     gpu = build_ppr_index(rmat13.to("gpu"), seed=9)

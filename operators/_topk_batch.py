@@ -1,0 +1,59 @@
+"""How a top-k PPR batch runs its sources' rounds (``topk_ppr``): on the calling thread's workspace one
+after another, or on several GPU workspaces with their rounds interleaved (``_streams``), with the GPU
+fetching 32 bytes per L2 miss meanwhile (the rounds' kernels read vertex records at random).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from graphs._device import l2_fetch_granularity
+
+from ._streams import StreamPool, exhaust
+
+# bytes fetched per L2 miss while a GPU batch's rounds run (64 by default): R-MAT 24 batch at k = 10 / 100 /
+# 1000 +4% / +8% / +10% against 64, the push's DRAM bytes 955 -> 725 MB a query at k = 1000
+# (results/topk-l2-fetch-ab-h100.txt)
+L2_FETCH_BYTES = 32
+
+
+def workspace(index):
+    """The calling thread's query workspace for ``index`` (kept with the index, one per thread)."""
+    cache = index.__dict__.setdefault("_workspaces", {})
+    key = threading.get_ident()
+    ops = cache.get(key)
+    if ops is None:
+        if index.graph.device == "gpu":
+            from ._topk_gpu import GPUQuery as Query
+        else:
+            from ._topk_cpu import CPUQuery as Query
+        ops = cache[key] = Query(index)
+    return ops
+
+
+def answer_all(answer, todo, streams, index, ops) -> None:
+    """Run ``answer`` (a generator per source) for every (row, source) of ``todo``: one after another,
+    or on ``streams`` GPU workspaces interleaved; ``ops`` is ``workspace(index)``."""
+    gpu = index.graph.device == "gpu" and todo
+    with l2_fetch_granularity(L2_FETCH_BYTES) if gpu else contextlib.nullcontext():
+        _answer_all(answer, todo, streams, index, ops)
+
+
+def _answer_all(answer, todo, streams, index, ops) -> None:
+    if streams > 1:  # the first alone (it builds every kernel), the others interleaved
+        from ._topk_gpu import GPUQuery
+        from ._topk_gpu_push import persistent_blocks
+
+        exhaust(answer(*todo[0], ops))
+        blocks = persistent_blocks(streams)  # cooperative grids in flight together must all fit
+
+        def answer_in(item, work):
+            work.blocks = blocks
+            return answer(*item, work)
+
+        pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
+        pool.interleave(answer_in, todo[1:], streams)
+    else:
+        for i, s in todo:
+            exhaust(answer(i, s, ops))
