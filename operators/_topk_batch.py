@@ -1,6 +1,7 @@
 """How a top-k PPR batch runs its sources' rounds (``topk_ppr``): on the calling thread's workspace one
-after another, or on several GPU workspaces with their rounds interleaved (``_streams``), with the GPU
-fetching 32 bytes per L2 miss meanwhile (the rounds' kernels read vertex records at random).
+after another, or on several GPU workspaces with their rounds interleaved (``_streams``); in a batch
+of at least L2_HINT_SOURCES such sources the GPU fetches 32 bytes per L2 miss meanwhile (the rounds'
+kernels read vertex records at random).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from ._streams import StreamPool, exhaust
 # 1000 +4% / +8% / +10% against 64, the push's DRAM bytes 955 -> 725 MB a query at k = 1000
 # (results/topk-l2-fetch-ab-h100.txt)
 L2_FETCH_BYTES = 32
+# setting the hint and restoring it cost 0.8 ms (results/topk-l2-fetch-ab-h100.txt): only calls with at
+# least this many sources left to rounds set it (single-source calls took 1.7-1.9 ms against 0.9 on
+# soc-Epinions1 when every call did)
+L2_HINT_SOURCES = 256
 
 
 def workspace(index):
@@ -35,8 +40,8 @@ def workspace(index):
 def answer_all(answer, todo, streams, index, ops) -> None:
     """Run ``answer`` (a generator per source) for every (row, source) of ``todo``: one after another,
     or on ``streams`` GPU workspaces interleaved; ``ops`` is ``workspace(index)``."""
-    gpu = index.graph.device == "gpu" and todo
-    with l2_fetch_granularity(L2_FETCH_BYTES) if gpu else contextlib.nullcontext():
+    hint = index.graph.device == "gpu" and len(todo) >= L2_HINT_SOURCES
+    with l2_fetch_granularity(L2_FETCH_BYTES) if hint else contextlib.nullcontext():
         _answer_all(answer, todo, streams, index, ops)
 
 

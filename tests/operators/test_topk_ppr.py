@@ -166,8 +166,9 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
 
 @pytest.mark.gpu
 def test_gpu_batch_sets_the_l2_fetch_granularity_and_restores_it(rmat13, monkeypatch):
-    """The rounds of a GPU batch run with 32 bytes fetched per L2 miss (a process-wide hint), and the
-    device's value comes back after the batch, also when a round raises."""
+    """The rounds of a GPU batch of at least L2_HINT_SOURCES sources run with 32 bytes fetched per L2
+    miss (a process-wide hint), and the device's value comes back after the batch, also when a round
+    raises; a smaller call leaves the hint alone."""
     import cupy as cp
 
     import operators._topk_batch as batch
@@ -188,8 +189,11 @@ def test_gpu_batch_sets_the_l2_fetch_granularity_and_restores_it(rmat13, monkeyp
             return inner(*args)
 
         monkeypatch.setattr(batch, "_answer_all", spy)
-        topk_ppr(idx, _sources(rmat13, 8), k=10, streams=2)
-        assert seen == [batch.L2_FETCH_BYTES] and runtime.deviceGetLimit(L2_FETCH_LIMIT) == other
+        srcs = _sources(rmat13, 8)
+        topk_ppr(idx, srcs, k=10, streams=2)
+        monkeypatch.setattr(batch, "L2_HINT_SOURCES", 1)
+        topk_ppr(idx, srcs, k=10, streams=2)
+        assert seen == [other, batch.L2_FETCH_BYTES] and runtime.deviceGetLimit(L2_FETCH_LIMIT) == other
         with pytest.raises(RuntimeError), l2_fetch_granularity(32):
             assert runtime.deviceGetLimit(L2_FETCH_LIMIT) == 32
             raise RuntimeError("a failed round")
