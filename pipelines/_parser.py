@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from .demo import DEMO_JOBS
+
 EXAMPLES = {
-    "demo": "examples:\n  graphjobs demo\n  graphjobs demo --device cpu --scale 14",
+    "demo": (
+        "examples:\n  graphjobs demo\n  graphjobs demo --device cpu --scale 14\n"
+        "  graphjobs demo --jobs pagerank,topk-ppr --out demo"
+    ),
     "run": (
         "examples:\n  graphjobs run job.yaml\n"
         "  graphjobs run job.yaml --scheduler tcp://10.0.0.5:8786 --json\n\n"
@@ -96,11 +101,15 @@ def parser() -> argparse.ArgumentParser:
     def command(name: str, help: str):
         return sub.add_parser(name, help=help, epilog=EXAMPLES[name], formatter_class=fmt)
 
-    demo = command("demo", "PageRank on a generated R-MAT graph on a local cluster")
+    demo = command("demo", "every job on a generated R-MAT graph on a local cluster")
     demo.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
     demo.add_argument("--scale", type=int, help="R-MAT scale (default 16 on CPU, 20 on GPU)")
     demo.add_argument("--workers", type=int, help="Dask workers (default: one per GPU, or by core count)")
     demo.add_argument("--workdir", default=None, help="artifact folder (default .graphjobs)")
+    demo.add_argument("--out", default="graphjobs-demo", help="folder of the jobs' outputs (graphjobs-demo)")
+    demo.add_argument(
+        "--jobs", default=",".join(DEMO_JOBS), help=f"comma-separated, of {','.join(DEMO_JOBS)}"
+    )
     rn = command("run", "run the job a YAML spec describes")
     rn.add_argument("spec", help="YAML file: job, input, sources or k, params, out, workdir")
     _run_options(rn)

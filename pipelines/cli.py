@@ -53,18 +53,40 @@ def _demo(args) -> int:
     from cluster import make_cluster
     from graphs._device import resolve_device
 
+    from .demo import demo_jobs
     from .job import run
-    from .pagerank import pagerank_job
 
     device = resolve_device(args.device)
     scale = args.scale or (20 if device == "gpu" else 16)
+    jobs = demo_jobs(args.jobs.split(","), scale=scale, device=device, out=args.out, workdir=args.workdir)
     with make_cluster(args.workers, device=device) as cluster, Client(cluster) as client:
-        job = pagerank_job(f"rmat:scale={scale},seed=0", out="demo-pagerank.parquet", workdir=args.workdir)
-        t0 = time.perf_counter()
-        summary = run(job, client)
-        _print_summary(summary, time.perf_counter() - t0)
-        print(f"dashboard: {cluster.dashboard_link}")
+        for name, title, job in jobs:
+            print(f"\n== {title}")
+            t0 = time.perf_counter()
+            s = run(job, client)
+            _DEMO_LINES[name](s, time.perf_counter() - t0)
+        print(f"\ndashboard: {cluster.dashboard_link}")
     return 0
+
+
+def _topk_extra(s: dict) -> str:
+    return (
+        f", k={s['k']}, {1e3 * s['latency_seconds_mean']:.2f} ms a query from its first round, "
+        f"{s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact ({s['without_rounds']} before any round)"
+    )
+
+
+def _ppr_extra(s: dict) -> str:
+    return f", method={s['method']}, models of the first: {s['models_first']}"
+
+
+_DEMO_LINES = {
+    "pagerank": _print_summary,
+    "topk-ppr": lambda s, t: _batch_lines(s, t, _topk_extra(s)),
+    "ppr": lambda s, t: _batch_lines(s, t, _ppr_extra(s)),
+    "influence": lambda s, t: _influence_lines(s, t),
+    "simrank": lambda s, t: _batch_lines(s, t, f", k={s['k']}, epsilon={s['epsilon']:g}"),
+}
 
 
 def _pagerank(args) -> int:
@@ -143,7 +165,7 @@ def _run_batch(job, args, describe) -> int:
     """Run a batch-of-sources job; print its summary line, the first source's top entries, the output."""
     t0 = time.perf_counter()
     s = _execute(job, args)
-    return _report(args, s, lambda: _batch_lines(s, time.perf_counter() - t0, f", {describe(s)}"))
+    return _report(args, s, lambda: _batch_lines(s, time.perf_counter() - t0, describe(s)))
 
 
 def _batch_lines(s: dict, seconds: float, extra: str) -> None:
@@ -152,7 +174,8 @@ def _batch_lines(s: dict, seconds: float, extra: str) -> None:
         f"\n{s['job']}: {s['queries']:,} sources, n={s['n']:,}, m={s['m']:,}, device={s['device']}, "
         f"{seconds:.2f} s ({1e3 * s['query_seconds_mean']:.2f} ms per source{extra})"
     )
-    print(f"first source {src}: " + ", ".join(f"{v} ({p:.4g})" for v, p in top))
+    shown = ", ".join(f"{v} ({p:.4g})" for v, p in top if p > 0)  # score-0 vertices only fill the k
+    print(f"first source {src}: {shown or 'every score is 0'}")
     resumed = f", {s['resumed_parts']} of them finished by an earlier run" if s.get("resumed_parts") else ""
     print(f"written: {s['out']} ({s['parts']} parts{resumed})")
 
@@ -162,10 +185,7 @@ def _topk(args) -> int:
 
     job = topk_ppr_job(sources=_sources_arg(args), index=args.index, k=args.k, out=args.out, chunk=args.chunk,
                        seed=args.seed, overwrite=args.overwrite, streams=args.streams)  # fmt: skip
-    return _run_batch(job, args, lambda s: (
-        f"k={s['k']}, {1e3 * s['latency_seconds_mean']:.2f} ms a query from its first round, "
-        f"{s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact ({s['without_rounds']} before any round)"
-    ))  # fmt: skip
+    return _run_batch(job, args, _topk_extra)
 
 
 def _ppr(args) -> int:
@@ -174,7 +194,7 @@ def _ppr(args) -> int:
     job = ppr_job(args.input, _sources_arg(args), out=args.out, topk=args.topk, method=args.method,
                   alpha=args.alpha, tol=args.tol, chunk=args.chunk, seed=args.seed, workdir=args.workdir,
                   directed=not args.undirected, overwrite=args.overwrite)  # fmt: skip
-    return _run_batch(job, args, lambda s: f"method={s['method']}, models of the first: {s['models_first']}")
+    return _run_batch(job, args, _ppr_extra)
 
 
 def _influence(args) -> int:
@@ -222,7 +242,7 @@ def _simrank(args) -> int:
                       clip=not args.no_clip, samples=samples, seed=args.seed, chunk=args.chunk,
                       workdir=args.workdir, directed=not args.undirected,
                       overwrite=args.overwrite)  # fmt: skip
-    return _run_batch(job, args, lambda s: f"k={s['k']}, epsilon={s['epsilon']:g}, samples={s['samples']}")
+    return _run_batch(job, args, lambda s: f", k={s['k']}, epsilon={s['epsilon']:g}, samples={s['samples']}")
 
 
 def _cluster(args) -> int:

@@ -72,11 +72,46 @@ def test_help_and_module_entry_point():
     assert out.returncode == 0 and "examples:" in out.stdout and "--scheduler" in out.stdout
 
 
-def test_demo_runs_on_a_local_cluster(tmp_path, capsys, monkeypatch):
+def test_demo_runs_every_job_on_a_local_cluster(tmp_path, capsys, monkeypatch):
+    import numpy as np
+
+    import graphs
+    import operators
+
     monkeypatch.chdir(tmp_path)
-    assert (
-        main(["demo", "--device", "cpu", "--scale", "10", "--workers", "1", "--workdir", str(tmp_path)]) == 0
-    )
-    out = capsys.readouterr().out
-    assert "dashboard: http" in out and "n=1,024 vertices" in out
-    assert len(pd.read_parquet(tmp_path / "demo-pagerank.parquet")) == 1024
+    args = ["demo", "--device", "cpu", "--scale", "10", "--workers", "1", "--workdir", str(tmp_path / "wd")]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "dashboard: http" in text and "n=1,024 vertices" in text
+    titles = [line for line in text.splitlines() if line.startswith("== ")]
+    for title, words in zip(titles, ("global PageRank", "kPAR", "hybrid", "IMM", "ClipSim"), strict=True):
+        assert words in title
+    out, g = tmp_path / "graphjobs-demo", graphs.rmat(10, seed=0)
+    pr = pd.read_parquet(out / "pagerank.parquet")
+    assert len(pr) == 1024 and np.abs(pr.pagerank.to_numpy() - operators.pagerank(g)[pr.vertex]).sum() < 1e-9
+    rows = {}
+    for name, value, sources in (("topk-ppr", "ppr", 1000), ("ppr", "ppr", 100), ("simrank", "simrank", 10)):
+        df = pd.read_parquet(out / name).sort_values(["source", "rank"])
+        assert df.source.nunique() == sources and (df.groupby("source").size() == 10).all()
+        assert (df.groupby("source")[value].diff().dropna() <= 0).all() and df[value].between(0, 1).all()
+        rows[name] = df
+    # both jobs' rows against power-iteration PPR on 50 sources: the true top 10, values close
+    from operators.ppr_metrics import precision_at_k
+
+    for name in ("topk-ppr", "ppr"):
+        src = np.sort(rows[name].source.unique())[:50]
+        truth = operators.ppr(g, src, method="power", tol=1e-12)
+        df = rows[name][rows[name].source.isin(src)]
+        at = np.searchsorted(src, df.source.to_numpy())
+        assert np.abs(df.ppr.to_numpy() - truth[at, df.vertex]).max() < 2e-3
+        hits = [precision_at_k(truth[i], df.vertex[at == i].to_numpy(), 10) for i in range(src.size)]
+        assert np.mean(hits) >= 0.95
+    seeds = pd.read_csv(out / "seeds.csv")
+    assert len(seeds) == 10 and seeds.vertex.is_unique
+
+
+def test_demo_refuses_an_unknown_job_before_starting_a_cluster(capsys):
+    assert main(["demo", "--device", "cpu", "--jobs", "pagerank,pagerang"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["graphjobs: error: --jobs: unknown job 'pagerang'; expected some of "
+                   "pagerank, topk-ppr, ppr, influence, simrank"]  # fmt: skip
