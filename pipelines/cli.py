@@ -158,7 +158,11 @@ def _index(args) -> int:
 
 
 def _sources_arg(args):
-    return RandomSources(args.random) if args.random is not None else SourceText.read(args.sources)
+    if args.random is None:
+        if args.random_among != "all":
+            raise ValueError("--random-among applies only with --random")
+        return SourceText.read(args.sources)
+    return RandomSources(args.random, among=args.random_among)
 
 
 def _run_batch(job, args, describe) -> int:

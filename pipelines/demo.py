@@ -3,7 +3,9 @@
 The jobs share the graph's load stage and the work directory, so the graph is generated once; the
 top-k job's PageRank and index stages are built there too (its headline pipeline: load -> CSR ->
 PageRank -> IRW index -> query batch). Sizes keep the whole demo to seconds on a laptop (scale 16)
-and on one GPU (scale 20): batches of random sources, small k.
+and on one GPU (scale 20): batches of random sources, small k. The PPR jobs draw their sources among
+the vertices with out-edges and SimRank among those with in-edges (half of an R-MAT graph's vertices
+have no edge, and their answers are trivial).
 """
 
 from __future__ import annotations
@@ -47,23 +49,22 @@ def demo_jobs(names, *, scale: int, device: str, out, workdir=None) -> list[tupl
     spec, out, k = f"rmat:scale={scale},seed=0", Path(out), 10
     gpu = device == "gpu"
     jobs = []
-    for name in DEMO_JOBS:
-        if name not in names:
-            continue
+    for name in (name for name in DEMO_JOBS if name in names):
         n = _SIZES[name][1 if gpu else 0]
+        n = None if n is None else max(1, min(n, 2**scale // 16))  # small --scale: a 16th of the vertices
+        batch = dict(workdir=workdir, overwrite=True)  # outputs of an earlier demo (another scale) go
         if name == "pagerank":
             job = pagerank_job(spec, out=str(out / "pagerank.parquet"), workdir=workdir)
         elif name == "topk-ppr":
-            job = topk_ppr_job(spec, RandomSources(n), k=k, out=str(out / "topk-ppr"), workdir=workdir,
-                               overwrite=True)  # fmt: skip
+            job = topk_ppr_job(spec, RandomSources(n, among="out"), k=k, out=str(out / name), **batch)
         elif name == "ppr":
-            job = ppr_job(
-                spec, RandomSources(n), topk=k, out=str(out / "ppr"), workdir=workdir, overwrite=True
-            )
+            job = ppr_job(spec, RandomSources(n, among="out"), topk=k, out=str(out / name), **batch)
         elif name == "influence":
             job = influence_job(spec, n, out=str(out / "seeds.csv"), n_sim=1_000, workdir=workdir)
         else:  # ClipSim's cost grows as 1 / epsilon^2: 0.5 s a source at 1e-2 on a laptop core, scale 16
-            job = simrank_job(spec, RandomSources(n), k=k, out=str(out / "simrank"), workdir=workdir,
-                              epsilon=1e-3 if gpu else 1e-2, overwrite=True)  # fmt: skip
+            eps = 1e-3 if gpu else 1e-2
+            job = simrank_job(
+                spec, RandomSources(n, among="in"), k=k, epsilon=eps, out=str(out / name), **batch
+            )
         jobs.append((name, _TITLES[name].format(n=n, k=k), job))
     return jobs

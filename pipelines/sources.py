@@ -25,13 +25,24 @@ if TYPE_CHECKING:
 
 class RandomSources:
     """``count`` distinct vertices drawn uniformly by the job's ``seed`` (``--random N`` on the command line,
-    ``{random: N}`` in a job file)."""
+    ``{random: N}`` in a job file), among all vertices or, with ``among='out'`` / ``'in'``, among those
+    with at least one out-edge / in-edge (``--random-among``, ``{random: N, among: out}``): about half of
+    an R-MAT graph's vertices have no edge at all, and their PPR or SimRank answers are trivial."""
 
-    def __init__(self, count: int):
+    AMONG = ("all", "out", "in")
+
+    def __init__(self, count: int, *, among: str = "all"):
         self.count = check_count("the number of random sources", count)
+        if among not in self.AMONG:
+            raise ValueError(f"among must be one of {', '.join(map(repr, self.AMONG))}, got {among!r}")
+        self.among = among
 
     def __repr__(self) -> str:
-        return f"RandomSources({self.count})"
+        return (
+            f"RandomSources({self.count})"
+            if self.among == "all"
+            else f"RandomSources({self.count}, among={self.among!r})"
+        )
 
 
 class SourceText:
@@ -109,6 +120,8 @@ def sources_spec(sources, seed: int) -> tuple[tuple, int]:
                          f" or [{v}] for the vertex labelled {v}")  # fmt: skip
     if isinstance(sources, RandomSources):
         count, spec = sources.count, ("random", sources.count, seed)
+        if sources.among != "all":  # earlier jobs' tokens (and their finished chunks) stay as they were
+            spec += (sources.among,)
     elif isinstance(sources, SourceText):
         count, spec = len(sources), ("text", sources)
     else:
@@ -123,10 +136,16 @@ def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
     """Internal ids of the sources; an error naming missing labels (and their lines) before any query runs."""
     g = graph.get("cpu")
     if spec[0] == "random":
-        _, count, seed = spec
-        if count > g.n:
-            raise ValueError(f"{count} random sources asked for, but the graph has only {g.n} vertices")
-        return np.random.default_rng(seed).choice(g.n, size=count, replace=False)
+        count, seed, among = *spec[1:3], (spec[3] if len(spec) > 3 else "all")
+        if among == "all":
+            pool, what = g.n, "vertices"
+        else:
+            deg = g.out_degree() if among == "out" else g.in_degree()
+            pool, what = np.flatnonzero(deg > 0), f"vertices with {among}-edges"
+        size = pool if among == "all" else pool.size
+        if count > size:
+            raise ValueError(f"{count} random sources asked for, but the graph has only {size} {what}")
+        return np.random.default_rng(seed).choice(pool, size=count, replace=False)
     if spec[0] == "labels":
         return g.internal_ids(spec[1])
     text = spec[1]

@@ -4,7 +4,7 @@ A spec names the job, its input, its options and its outputs, e.g.::
 
     job: topk-ppr            # pagerank | topk-ppr | ppr | influence | simrank
     input: soc-Epinions1.txt.gz
-    sources: {random: 1000}  # or a list of labels, or {file: ids.txt}; batch jobs only
+    sources: {random: 1000}  # or {random: 1000, among: out}, labels, {file: ids.txt}; batch jobs only
     params: {k: 50, epsilon: 0.5}
     out: topk
     workdir: .graphjobs
@@ -111,14 +111,12 @@ def _sources(value, base: Path, path):
 
     if isinstance(value, list) and value:  # typed by the graph's labels, as a file's lines: [1, a] works
         return SourceText([str(v) for v in value], origin=f"{path}: sources")
-    if isinstance(value, dict) and len(value) == 1:
-        ((kind, arg),) = value.items()
-        if kind == "random":
-            try:
-                return RandomSources(arg)
-            except ValueError:
-                pass  # the SpecError below names the forms allowed
-        if kind == "file":
-            return SourceText.read(str(base / arg))
-    raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}} or {{file: PATH}}, "
-                    f"got {value!r}")  # fmt: skip
+    if isinstance(value, dict) and "random" in value and set(value) <= {"random", "among"}:
+        try:
+            return RandomSources(value["random"], among=value.get("among", "all"))
+        except (ValueError, TypeError):
+            pass  # the SpecError below names the forms allowed
+    if isinstance(value, dict) and list(value) == ["file"]:
+        return SourceText.read(str(base / value["file"]))
+    raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}}, {{random: N, among: "
+                    f"out}} (or in) or {{file: PATH}}, got {value!r}")  # fmt: skip

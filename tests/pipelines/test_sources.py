@@ -95,3 +95,52 @@ def test_a_bare_integer_is_refused_and_random_sources_are_explicit(tmp_path, syn
     job = pipelines.ppr_job(path, pipelines.RandomSources(5), out=tmp_path / "five", workdir=tmp_path, topk=3)
     drawn = set(pd.read_parquet(pipelines.run(job, progress=False)["out"]).source)
     assert len(drawn) == 5 and drawn <= set(range(1, 13))
+
+
+def test_random_sources_among_vertices_with_out_or_in_edges(tmp_path, sync, capsys):
+    from pipelines.sources import resolve_sources, sources_spec
+    from pipelines.stages import load_stage
+
+    path = tmp_path / "star.txt"
+    path.write_text("".join(f"0 {v}\n" for v in range(1, 9)) + "9 0\n10 10\n")  # out-edges: 0, 9, 10 only
+    handle = dask_compute(load_stage(str(path), workdir=tmp_path / "wd")[0])
+    g = handle.get("cpu")
+    has_out, has_in = set(np.flatnonzero(g.out_degree() > 0)), set(np.flatnonzero(g.in_degree() > 0))
+    assert len(has_out) == 3 and len(has_in) == 10
+    for seed in range(20):
+        out = resolve_sources(handle, sources_spec(pipelines.RandomSources(3, among="out"), seed)[0])
+        assert set(out.tolist()) == has_out
+        assert (
+            set(resolve_sources(handle, sources_spec(pipelines.RandomSources(2, among="in"), seed)[0]))
+            <= has_in
+        )
+    # "all" keeps the draw (and the token, so finished chunks of earlier runs resume) of before
+    spec = sources_spec(pipelines.RandomSources(4), 7)[0]
+    assert spec == ("random", 4, 7)
+    assert np.array_equal(
+        resolve_sources(handle, spec), np.random.default_rng(7).choice(11, 4, replace=False)
+    )
+    assert tokenize(spec) != tokenize(sources_spec(pipelines.RandomSources(4, among="out"), 7)[0])
+    with pytest.raises(
+        ValueError, match="4 random sources asked for, but the graph has only 3 vertices with out-edges"
+    ):
+        resolve_sources(handle, sources_spec(pipelines.RandomSources(4, among="out"), 0)[0])
+    with pytest.raises(ValueError, match="among must be one of 'all', 'out', 'in', got 'both'"):
+        pipelines.RandomSources(2, among="both")
+    # the command line and a job file say the same
+    base = ["--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--quiet", "--topk", "2"]
+    assert main(["ppr", str(path), "--random", "3", "--random-among", "out", *base]) == 0
+    assert set(pd.read_parquet(tmp_path / "o").source) == {0, 9, 10}
+    assert main(["ppr", str(path), "--sources", str(path), "--random-among", "out", *base]) == 1
+    assert "--random-among applies only with --random" in capsys.readouterr().err
+    from pipelines.spec import _sources
+
+    assert _sources({"random": 3, "among": "in"}, tmp_path, "j.yaml").among == "in"
+    with pytest.raises(ValueError, match=r"\{random: N, among: out\}"):
+        _sources({"random": 3, "among": "sideways"}, tmp_path, "j.yaml")
+
+
+def dask_compute(x):
+    import dask
+
+    return dask.compute(x)[0]
