@@ -27,7 +27,7 @@ _SIZES = {
     "topk-ppr": (1_000, 10_000),
     "ppr": (100, 1_000),
     "influence": (10, 50),
-    "simrank": (10, 100),
+    "simrank": (10, 20),
 }
 _TITLES = {
     "pagerank": "global PageRank (load -> CSR -> PageRank -> Parquet)",
