@@ -32,10 +32,16 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else str(v)
 
 
+def _stage_time(summary: dict) -> str:
+    if summary.get("cached", {}).get("pagerank"):
+        return "found in the workdir"  # a re-run: the stage did not run
+    return f"{summary['pagerank_seconds']:.3f} s"
+
+
 def _print_summary(summary: dict, seconds: float) -> None:
     print(
         f"\n{summary['job']}: n={summary['n']:,} vertices, m={summary['m']:,} edges, "
-        f"device={summary['device']}, {seconds:.2f} s (PageRank {summary['pagerank_seconds']:.3f} s)"
+        f"device={summary['device']}, {seconds:.2f} s (PageRank {_stage_time(summary)})"
     )
     print(f"{'rank':>4}  {'vertex':>14}  {'pagerank':>12}")
     for i, (v, score) in enumerate(summary["top"], start=1):
