@@ -4,6 +4,9 @@ Walk ``w`` (numbered through all start vertices, ``wptr`` gives each start's fir
 ``rand_unit(mix64(key + w * GOLDEN), c)`` for its c-th number, so CPU and GPU produce the same walks
 for the same seed. At each step the walk stops with probability ``1 - alpha``; otherwise it moves to
 a uniform out-neighbour, or, at a vertex without out-edges, it "returns to the source" (end -1).
+With ``first`` set, a walk never stops before its first step (the index's walks: the query then adds
+the (1 - alpha) share of a start's residue that immediate stops would estimate, exactly; the draws
+are the same, the first stop draw is unused).
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @nb.njit(inline="always", cache=True)
-def _walk_cpu(indptr, indices, v, kw, stop):
+def _walk_cpu(indptr, indices, v, kw, stop, first):
     cur = np.int64(v)
     step = np.uint64(0)
     while True:
-        if rand_unit(kw, np.uint64(2) * step) < stop:
+        if (step > 0 or not first) and rand_unit(kw, np.uint64(2) * step) < stop:
             return cur
         d = indptr[cur + 1] - indptr[cur]
         if d == 0:
@@ -33,21 +36,21 @@ def _walk_cpu(indptr, indices, v, kw, stop):
 
 
 @nb.njit(parallel=True, cache=True)
-def _walks_cpu(indptr, indices, wptr, key, stop, end):
+def _walks_cpu(indptr, indices, wptr, key, stop, first, end):
     n = wptr.size - 1
     for v in nb.prange(n):
         for w in range(wptr[v], wptr[v + 1]):
             kw = mix64(key + np.uint64(w) * _U_GOLDEN)
-            end[w] = _walk_cpu(indptr, indices, v, kw, stop)
+            end[w] = _walk_cpu(indptr, indices, v, kw, stop, first)
 
 
 WALK_CUDA = r"""
 template <typename I>
 __device__ __forceinline__ long long gj_walk(const long long* indptr, const I* indices, long long v,
-                                             unsigned long long kw, double stop) {
+                                             unsigned long long kw, double stop, int first) {
     long long cur = v;
     for (unsigned long long step = 0;; ++step) {
-        if (gj_rand_unit(kw, 2 * step) < stop) return cur;
+        if ((step > 0 || !first) && gj_rand_unit(kw, 2 * step) < stop) return cur;
         long long d = indptr[cur + 1] - indptr[cur];
         if (d == 0) return -1;
         long long j = (long long)(gj_rand_unit(kw, 2 * step + 1) * (double)d);
@@ -62,7 +65,7 @@ WALKS_KERNEL = (
     + r"""
 template <typename I>
 __device__ void gj_walks(const long long* indptr, const I* indices, const long long* wptr, long long n,
-                         unsigned long long key, double stop, I* end) {
+                         unsigned long long key, double stop, int first, I* end) {
     long long total = wptr[n], stride = (long long)gridDim.x * blockDim.x;
     for (long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x; w < total; w += stride) {
         long long lo = 0, hi = n;  // the start vertex: last v with wptr[v] <= w
@@ -71,30 +74,33 @@ __device__ void gj_walks(const long long* indptr, const I* indices, const long l
             if (wptr[mid] <= w) lo = mid; else hi = mid;
         }
         unsigned long long kw = gj_mix64(key + (unsigned long long)w * GJ_GOLDEN);
-        end[w] = (I)gj_walk<I>(indptr, indices, lo, kw, stop);
+        end[w] = (I)gj_walk<I>(indptr, indices, lo, kw, stop, first);
     }
 }
 extern "C" __global__ void gj_irw_walks_i32(const long long* indptr, const int* indices,
-        const long long* wptr, long long n, unsigned long long key, double stop, int* end) {
-    gj_walks<int>(indptr, indices, wptr, n, key, stop, end);
+        const long long* wptr, long long n, unsigned long long key, double stop, int first, int* end) {
+    gj_walks<int>(indptr, indices, wptr, n, key, stop, first, end);
 }
 extern "C" __global__ void gj_irw_walks_i64(const long long* indptr, const long long* indices,
-        const long long* wptr, long long n, unsigned long long key, double stop, long long* end) {
-    gj_walks<long long>(indptr, indices, wptr, n, key, stop, end);
+        const long long* wptr, long long n, unsigned long long key, double stop, int first,
+        long long* end) {
+    gj_walks<long long>(indptr, indices, wptr, n, key, stop, first, end);
 }
 """
 )
 
 
-def _walks_gpu(indptr, indices, wptr, key, stop, end):
+def _walks_gpu(indptr, indices, wptr, key, stop, first, end):
     name = "gj_irw_walks_i32" if indices.dtype == np.int32 else "gj_irw_walks_i64"
     grid, block = launch_config(int(end.size), 256)
     n = np.int64(wptr.size - 1)
-    get_kernel(WALKS_KERNEL, name)(grid, block, (indptr, indices, wptr, n, np.uint64(key), stop, end))
+    args = (indptr, indices, wptr, n, np.uint64(key), stop, np.int32(first), end)
+    get_kernel(WALKS_KERNEL, name)(grid, block, args)
 
 
-def walk_ends(indptr, indices, omega, key: int, alpha: float):
-    """End vertex of every index walk (-1: returned to the source), and each start's first walk."""
+def walk_ends(indptr, indices, omega, key: int, alpha: float, *, first_step: bool = False):
+    """End vertex of every index walk (-1: returned to the source), and each start's first walk;
+    ``first_step``: walks do not stop before their first step."""
     xp = array_module(indptr)
     wptr = xp.zeros(omega.size + 1, dtype=np.int64)
     xp.cumsum(omega, out=wptr[1:])
@@ -102,7 +108,7 @@ def walk_ends(indptr, indices, omega, key: int, alpha: float):
     end = xp.empty(total, dtype=indices.dtype)
     if total:
         run = _walks_gpu if xp is not np else _walks_cpu
-        run(indptr, indices, wptr, np.uint64(key), np.float64(1.0 - alpha), end)
+        run(indptr, indices, wptr, np.uint64(key), np.float64(1.0 - alpha), bool(first_step), end)
     return end, wptr
 
 

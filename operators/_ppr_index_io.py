@@ -53,6 +53,7 @@ def save_index(index, path, *, overwrite: bool, graph) -> None:
             epsilon=p.epsilon,
             delta_min=p.delta_min,
             p_fail=p.p_fail,
+            first_step=p.first_step,
             seed=index.seed,
             budget=index.budget,
             omega_i_ub=index.omega_i_ub,
@@ -98,9 +99,9 @@ def load_ppr_index(path, G: CSRGraph | None = None, *, device: str | None = None
     path = Path(path)
     meta_file = path / "meta.json"
     meta = _read_meta(meta_file, f"{path}: no PPR index here (missing meta.json)")
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+    if meta.get("format") != FORMAT or meta.get("version") not in (1, VERSION):
         raise ValueError(
-            f"{meta_file}: expected format {FORMAT} version {VERSION}, "
+            f"{meta_file}: expected format {FORMAT} version 1 to {VERSION}, "
             f"found {meta.get('format')} version {meta.get('version')}"
         )
     if G is None:
@@ -126,7 +127,8 @@ def load_ppr_index(path, G: CSRGraph | None = None, *, device: str | None = None
         arrays[name] = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
     _check_lengths(path, arrays, G.n)
     arrays = {name: to_device(a, G.device) for name, a in arrays.items()}
-    params = PPRParams(*(meta[k] for k in ("n", "m", "alpha", "epsilon", "delta_min", "p_fail")))
+    first_step = bool(meta.get("first_step", False))  # version 1 indexes hold the paper's walks
+    params = PPRParams(*(meta[k] for k in ("n", "m", "alpha", "epsilon", "delta_min", "p_fail")), first_step)
     return PPRIndex(G, params, meta["seed"], meta["budget"], arrays, meta["omega_i_ub"], meta["info"])
 
 

@@ -59,7 +59,7 @@ def _afp_cpu(indptr, indices, deg1, beta, rmax, s, alpha, r, pi0, mark, touched,
 
 
 @nb.njit(parallel=True, cache=True)
-def _compute_ppr_cpu(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, out):
+def _compute_ppr_cpu(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, out):
     for i in nb.prange(cand.size):
         t = cand[i]
         acc = 0.0
@@ -71,7 +71,7 @@ def _compute_ppr_cpu(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_
                 f = freqs[ip2[t] + k] if k < nf else 1
                 acc += r[v] * f / omega[v]
         h = h_index[t]
-        out[i] = pi0[t] + acc + (est_h[h] if h >= 0 else 0.0)
+        out[i] = pi0[t] + own * r[t] + acc + (est_h[h] if h >= 0 else 0.0)
 
 
 @nb.njit(cache=True)
@@ -101,7 +101,7 @@ def _fallback_cpu(indptr, indices, touched, nt, r, pi0, alpha, walks_per_mass, k
         nv = max(1, int(np.ceil(r[v] * walks_per_mass)))
         share = r[v] / nv
         for _ in range(nv):
-            t = _walk_cpu(indptr, indices, v, mix64(key + g * _U_GOLDEN), stop)
+            t = _walk_cpu(indptr, indices, v, mix64(key + g * _U_GOLDEN), stop, False)
             g += np.uint64(1)
             if t >= 0:
                 est[t] += share
@@ -131,7 +131,9 @@ class CPUQuery:
         self.indptr, self.indices = g.indptr, g.indices
         self.deg1 = np.maximum(np.diff(g.indptr), 1).astype(np.float64)
         self.ones = np.ones(g.n)
-        self.omega = a["omega"].astype(np.float64)
+        # first-step walks carry the alpha share of a residue on (1 / omega scaled by it), the rest of
+        # r(s, t) is added to t exactly (own_share)
+        self.omega = a["omega"].astype(np.float64) / index.params.walk_share
         self.r = np.zeros(g.n)
         self.pi0 = np.zeros(g.n)
         self.mark = np.zeros(g.n, dtype=np.uint8)
@@ -176,7 +178,8 @@ class CPUQuery:
         est_c = self.compute_ppr(cand, est_h)
         if high_irw:
             high = self.index.arrays["high"]
-            cand, est_c = np.concatenate([cand, high]), np.concatenate([est_c, self.pi0[high] + est_h])
+            own = self.pi0[high] + self.index.params.own_share * self.r[high]
+            cand, est_c = np.concatenate([cand, high]), np.concatenate([est_c, own + est_h])
         best = select_top(cand, est_c, k)
         return cand[best], est_c[best], ncand, self.returned_mass
 
@@ -211,7 +214,7 @@ class CPUQuery:
         out = np.empty(cand.size)
         _compute_ppr_cpu(
             cand, a["ip1"], a["starts"], a["ip2"], a["freqs"], self.r, self.omega, self.pi0,
-            a["h_index"], est_h, out,
+            a["h_index"], est_h, self.index.params.own_share, out,
         )  # fmt: skip
         return out
 

@@ -35,7 +35,7 @@ __device__ __forceinline__ double gj_irw_sum(long long lo, long long hi, long lo
 extern "C" __global__ void gj_compute_ppr(const int* cand, int* counts, int offset, int tsize,
         long long big_list, int* big, const long long* ip1, const int* starts, const long long* ip2,
         const int* freqs, const gj_vertex* vs, const double* inv_omega, const double* pi0, const int* h_index,
-        const double* est_h, double* out) {
+        const double* est_h, double own, double* out) {
     const int tl = threadIdx.x % tsize, per_warp = 32 / tsize;
     const long long count = offset + (long long)counts[0];
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -51,7 +51,10 @@ extern "C" __global__ void gj_compute_ppr(const int* cand, int* counts, int offs
             else if (tl == 0) big[atomicAdd(&counts[1], 1)] = (int)c;
         }
         for (int o = tsize / 2; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o, tsize);
-        if (c < count && tl == 0) { int h = h_index[t]; out[c] = pi0[t] + acc + (h >= 0 ? est_h[h] : 0.0); }
+        if (c < count && tl == 0) {  // own: the share of t's residue that first-step walks leave at t
+            const int h = h_index[t];
+            out[c] = pi0[t] + (own > 0.0 ? own * vs[t].r : 0.0) + acc + (h >= 0 ? est_h[h] : 0.0);
+        }
     }
 }
 // the long start lists of gj_compute_ppr, a block each, added to what it wrote
@@ -81,7 +84,7 @@ extern "C" __global__ void gj_fallback_walks(const long long* indptr, const int*
         long long lo = 0, hi = nv;
         while (hi - lo > 1) { long long mid = (lo + hi) >> 1; if (wptr[mid] <= w) lo = mid; else hi = mid; }
         unsigned long long kw = gj_mix64(key + (unsigned long long)w * GJ_GOLDEN);
-        long long t = gj_walk<int>(indptr, indices, verts[lo], kw, stop);
+        long long t = gj_walk<int>(indptr, indices, verts[lo], kw, stop, 0);
         if (t >= 0) atomicAdd(&est[t], share[lo]); else atomicAdd(returned, share[lo]);
     }
 }
@@ -90,16 +93,17 @@ extern "C" __global__ void gj_fallback_walks(const long long* indptr, const int*
 
 
 def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
-    """pi0 + IRW walk sums (+ H part) of the ``offset + ncand`` vertices listed in ``ids``, into
-    ``q.est`` (``q`` is the GPUQuery; the candidate count stays on the device). With tiles (tsize > 1),
-    start lists longer than ``BIG_STEPS`` steps of a tile are summed by a block each afterwards."""
+    """pi0 (+ the residue's own share) + IRW walk sums (+ H part) of the ``offset + ncand`` vertices
+    listed in ``ids``, into ``q.est`` (``q`` is the GPUQuery; the candidate count stays on the device).
+    With tiles (tsize > 1), start lists longer than ``BIG_STEPS`` steps of a tile are summed by a block
+    each afterwards."""
     a = q.index.arrays
     big_list = BIG_STEPS * tsize if tsize > 1 else np.iinfo(np.int64).max
     lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], q.state, q.inv_omega)
     get_kernel(ESTIMATE_SOURCE, "gj_compute_ppr")(
         (q.sm_blocks * 4,), (256,),
         (ids, q.counts[6:], np.int32(offset), np.int32(tsize), np.int64(big_list), q.big, *lists, q.pi0,
-         a["h_index"], q.est_h, q.est),
+         a["h_index"], q.est_h, np.float64(q.index.params.own_share), q.est),
     )  # fmt: skip
     if tsize > 1:
         args = (ids, q.counts[6:], q.big, *lists, q.est)

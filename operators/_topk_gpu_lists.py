@@ -56,7 +56,9 @@ def round_constants(index) -> RoundConstants:
     with _BUILD:
         if "_round_constants" not in index.__dict__:
             cp, a = import_cupy(), index.arrays
-            inv_omega = 1.0 / a["omega"].astype(cp.float64)
+            # first-step walks carry the alpha share of a residue on: 1 / omega scaled by it (the
+            # walk parts of the estimates, H's and the returned mass all read these weights)
+            inv_omega = index.params.walk_share / a["omega"].astype(cp.float64)
             hptr, h_pack, hbits = pack_entries(a["hptr"], a["h_end"], a["h_freq"], int(a["high"].size))
             lists = cp.zeros((inv_omega.size, 4), dtype=cp.int64)
             lists[:, 0] = hptr[:-1]

@@ -4,7 +4,13 @@ Estimator (dangling vertices). The push sends the residue of a vertex without ou
 source, and an index walk that must leave such a vertex "returns to the source" (``ret[v]`` counts
 them; they are not in the IRW). With a_v(t) = omega(v, t) / omega(v) and b_v = ret[v] / omega(v),
 pi(s, t) = (pi0(s, t) + sum_v r(s, v) a_v(t)) / (1 - sum_v r(s, v) b_v): a walk from v either stops
-at t before it returns, or returns and then continues as a walk from s.
+at t before it returns, or returns and then continues as a walk from s. With first-step walks (the
+index's default, ``build_ppr_index(first_step=True)``) a_v(t) = (1 - alpha) [t = v] + alpha a'_v(t)
+and b_v = alpha b'_v, where a'_v and b'_v are the shares of the walks that took their first step:
+the first term is added exactly ((1 - alpha) r(s, t), ``PPRParams.own_share``) and the walks'
+weights carry alpha (``walk_share``), so estimates keep their mean and lose the variance of the
+immediate stops. The bound below then counts (1 - alpha) omega(t) + alpha omega_I(t) walks for t
+(``walks_bound``): r(s, t) <= rho omega(t) as each walk's share r(s, v) / omega(v) <= rho.
 
 Stop test (our reading of lines 15-23): with pi_hat the normalised estimates of the candidates and of
 H, eps' from ``PPRParams.eps_prime``, LB = pi_hat / (1 + eps') and UB = pi_hat / (1 - eps') (Eq. 12-14),
@@ -37,7 +43,7 @@ from ._checks import check_count, check_positive, check_probability
 from ._streams import stream_count
 from ._topk_batch import answer_all, workspace
 from ._topk_exact import EXACT_REACH, closed_reach_topk, lone_sources, lone_topk, small_reaches
-from .ppr_index import PPRIndex
+from .ppr_index import PPRIndex, walks_bound
 
 WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
 MAX_JUMP = 16  # most halvings of delta after one failed round
@@ -175,7 +181,7 @@ def topk_ppr(
         seconds=np.zeros(b),
     )
     streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES)  # checked before any work
-    ub_walks = index.omega_i_ub if high_irw else int(to_host(index.arrays["omega_i"]).max())
+    ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)
 

@@ -80,7 +80,8 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
         str(workdir.resolve()),
         dask_key_name=f"graphjobs-pagerank-{ptoken}",
     )
-    params = dict(alpha=alpha, epsilon=epsilon, seed=seed)
+    # first_step: a new token, so that workdirs holding indexes of the paper's walks build the new kind
+    params = dict(alpha=alpha, epsilon=epsilon, seed=seed, first_step=True)
     if delta_min is not None:  # the default keeps the tokens of indexes built before the option
         params["delta_min"] = delta_min
     itoken = tokenize("ppr-index", gtoken, params)
