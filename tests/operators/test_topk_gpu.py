@@ -188,7 +188,7 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast)
     lo, hi = a["hptr"][v], a["hptr"][v + 1]
     owner = np.repeat(np.arange(v.size), hi - lo)  # entry j of v's list is hptr[v] + j
     entry = np.arange(owner.size) - np.repeat(np.cumsum(hi - lo) - (hi - lo) - lo, hi - lo)
-    w = r[v] / a["omega"][v]
+    w = rmat16_gpu.params.walk_share * r[v] / a["omega"][v]  # first-step walks carry alpha of r(v)
     expect = np.zeros(q.nh + 1)
     np.add.at(expect, a["h_end"][entry], w[owner] * a["h_freq"][entry])
     expect[q.nh] = (w * a["ret"][v]).sum()
@@ -232,13 +232,15 @@ def test_gpu_estimates_sum_each_start_list(rmat16_gpu, monkeypatch, steps):
         monkeypatch.setattr(estimate, "BIG_STEPS", steps)
     estimate.compute_ppr_gpu(q, q.ids, q.nh, 8 if steps else 1)
     ids, est_h, got = q.ids[:listed].get(), q.est_h.get(), q.est[:listed].get()
-    ip1, ip2, w = a["ip1"], a["ip2"], np.where(r > 0, r / a["omega"], 0.0)
+    P = rmat16_gpu.params  # first-step walks: alpha of r(v) on the walks, 1 - alpha of r(t) exactly
+    ip1, ip2, w = a["ip1"], a["ip2"], np.where(r > 0, P.walk_share * r / a["omega"], 0.0)
     expect, lengths = np.empty(listed), ip1[ids + 1] - ip1[ids]
     for i, t in enumerate(ids):
         walks = np.ones(lengths[i])
         walks[: ip2[t + 1] - ip2[t]] = a["freqs"][ip2[t] : ip2[t + 1]]
         h = a["h_index"][t]
-        expect[i] = pi0[t] + (w[a["starts"][ip1[t] : ip1[t + 1]]] * walks).sum() + (est_h[h] if h >= 0 else 0)
+        own = pi0[t] + P.own_share * r[t]
+        expect[i] = own + (w[a["starts"][ip1[t] : ip1[t + 1]]] * walks).sum() + (est_h[h] if h >= 0 else 0)
     np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-18)
     big = int(q.counts[7])  # the lists that blocks added
     assert big == ((lengths > 8 * steps).sum() if steps else 0) and listed > q.nh + 100
