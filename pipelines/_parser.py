@@ -152,6 +152,8 @@ def parser() -> argparse.ArgumentParser:
         help="smallest PPR value served: a number or K/n (16/n); 2/n buys precision",
     )
     ix.add_argument("--seed", type=int, default=0)
+    ix.add_argument("--paper-walks", action="store_true",
+                    help="the paper's index walks (default: walks that take their first step)")  # fmt: skip
     _run_options(ix)
     tk = command("topk-ppr", "top-k personalized PageRank of many sources")
     tk.add_argument("--index", required=True, help="folder written by `graphjobs index`")

@@ -152,7 +152,8 @@ def _index(args) -> int:
     from .ppr_index import index_job
 
     job = index_job(args.input, out=args.out, alpha=args.alpha, epsilon=args.epsilon,
-                    delta_min=args.delta_min, seed=args.seed, directed=not args.undirected)  # fmt: skip
+                    delta_min=args.delta_min, seed=args.seed, directed=not args.undirected,
+                    first_step=not args.paper_walks)  # fmt: skip
     t0 = time.perf_counter()
     s = _execute(job, args)
     return _report(args, s, lambda: print(

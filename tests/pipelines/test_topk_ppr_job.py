@@ -182,3 +182,18 @@ def test_on_a_real_local_cluster(tmp_path):
         assert summary["queries"] == 40 and summary["parts"] == 8
     df = pd.read_parquet(tmp_path / "o")
     assert df.source.nunique() == 40 and len(df) == 400
+
+
+def test_cli_index_with_the_papers_walks(tmp_path, capsys):
+    import json
+
+    for flags, first in (([], True), (["--paper-walks"], False)):
+        idx = tmp_path / f"idx-{first}"
+        base = ["index", "rmat:scale=9,seed=2", "--out", str(idx), "--quiet", "--device", "cpu"]
+        assert main([*base, *flags]) == 0
+        (meta,) = idx.glob("ppr-index-*/meta.json")
+        assert json.loads(meta.read_text())["first_step"] is first
+        out = tmp_path / f"res-{first}"
+        query = ["topk-ppr", "--index", str(idx), "--random", "20", "--random-among", "out", "-k", "8"]
+        assert main([*query, "--out", str(out), "--quiet", "--device", "cpu"]) == 0
+        _check_against_exact(graphs.rmat(9, seed=2, device="cpu"), pd.read_parquet(out), 8)
