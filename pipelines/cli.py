@@ -90,7 +90,7 @@ _DEMO_LINES = {
     "pagerank": _print_summary,
     "topk-ppr": lambda s, t: _batch_lines(s, t, _topk_extra(s)),
     "ppr": lambda s, t: _batch_lines(s, t, _ppr_extra(s)),
-    "influence": lambda s, t: _influence_lines(s, t),
+    "influence": lambda s, t: _influence_lines(s, t),  # defined below
     "simrank": lambda s, t: _batch_lines(s, t, f", k={s['k']}, epsilon={s['epsilon']:g}"),
 }
 

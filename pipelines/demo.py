@@ -52,7 +52,7 @@ def demo_jobs(names, *, scale: int, device: str, out, workdir=None) -> list[tupl
     for name in (name for name in DEMO_JOBS if name in names):
         n = _SIZES[name][1 if gpu else 0]
         n = None if n is None else max(1, min(n, 2**scale // 16))  # small --scale: a 16th of the vertices
-        batch = dict(workdir=workdir, overwrite=True)  # outputs of an earlier demo (another scale) go
+        batch = dict(workdir=workdir, overwrite=True)  # replaces an earlier demo's outputs (another scale)
         if name == "pagerank":
             job = pagerank_job(spec, out=str(out / "pagerank.parquet"), workdir=workdir)
         elif name == "topk-ppr":
