@@ -9,8 +9,8 @@ import graphs
 from benchmarks import cugraph_peer
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
 from operators import pagerank
-from operators._pagerank_order import KEY as ORDER_KEY
-from operators._pagerank_order import degree_ordered
+from operators._degree_order import KEY as ORDER_KEY
+from operators._degree_order import degree_ordered
 from operators.pagerank import inverse_out_weight
 
 SNAP_GRAPHS = ["wiki-Vote", "email-Enron", "soc-Epinions1", "soc-Slashdot0902", "ca-CondMat"]

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 
 import graphs
-from graphs import CSRGraph, GraphFormatError
+from graphs import CSRGraph, GraphFormatError, reorder
 from graphs._device import to_device, to_host
 from graphs.store import write_directory
 
 from ._checks import check_graph
 
 GRAPH_DIR = "graph"
+PERM = "perm"  # perm.npy: vertex i of the index's graph is vertex perm[i] of the graph it was built from
 LENGTH_N = ("beta", "omega", "ret", "omega_i", "h_index")
 LISTS = {"ip1": ("starts",), "ip2": ("freqs",), "hptr": ("h_end", "h_freq")}  # indptr -> its lists
 
@@ -32,20 +33,28 @@ def save_index(index, path, *, overwrite: bool, graph) -> None:
     else:  # the folder a CSRGraph.save of this very graph wrote: recorded relative to the index
         saved = Path(graph)
         meta = _read_meta(saved / "meta.json", f"{saved}: no saved graph here")
-        if meta.get("token") != index.graph.token:
-            raise ValueError(f"{saved} holds graph {meta.get('token')}, not this index's {index.graph.token}")
+        if meta.get("token") not in (index.graph.token, index.source_token):
+            want = (
+                index.graph.token
+                if index.source_token is None
+                else f"{index.source_token} (or {index.graph.token})"
+            )
+            raise ValueError(f"{saved} holds graph {meta.get('token')}, not this index's {want}")
         where = os.path.relpath(saved.resolve(), path.resolve())
     p = index.params
 
     def fill(tmp: Path) -> list[str]:
-        for name in ARRAYS:
-            np.save(tmp / f"{name}.npy", to_host(index.arrays[name]), allow_pickle=False)
+        names = [*ARRAYS, *([] if index.perm is None else [PERM])]
+        for name in names:
+            a = index.perm if name == PERM else index.arrays[name]
+            np.save(tmp / f"{name}.npy", to_host(a), allow_pickle=False)
         if where == GRAPH_DIR:
             index.graph.save(tmp / GRAPH_DIR)
         meta = dict(
             format=FORMAT,
             version=VERSION,
             graph_token=index.graph.token,
+            source_token=index.source_token,  # the graph the index was renumbered from (perm.npy)
             graph=where,
             n=p.n,
             m=p.m,
@@ -60,7 +69,7 @@ def save_index(index, path, *, overwrite: bool, graph) -> None:
             info=index.info,
         )
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        return [*(f"{name}.npy" for name in ARRAYS), "meta.json"]
+        return [*(f"{name}.npy" for name in names), "meta.json"]
 
     write_directory(path, fill, overwrite=overwrite)
 
@@ -99,7 +108,7 @@ def load_ppr_index(path, G: CSRGraph | None = None, *, device: str | None = None
     path = Path(path)
     meta_file = path / "meta.json"
     meta = _read_meta(meta_file, f"{path}: no PPR index here (missing meta.json)")
-    if meta.get("format") != FORMAT or meta.get("version") not in (1, VERSION):
+    if meta.get("format") != FORMAT or meta.get("version") not in range(1, VERSION + 1):
         raise ValueError(
             f"{meta_file}: expected format {FORMAT} version 1 to {VERSION}, "
             f"found {meta.get('format')} version {meta.get('version')}"
@@ -114,9 +123,14 @@ def load_ppr_index(path, G: CSRGraph | None = None, *, device: str | None = None
     else:
         G = check_graph(G)
         G = G.to(device) if device is not None else G
+    source = meta.get("source_token")
+    perm = _load_perm(path, meta["n"], G.device, mmap) if source is not None else None
+    if G.token == source and G.token != meta["graph_token"]:  # the graph it was renumbered from
+        G = reorder(G, by=perm)
     if meta["graph_token"] != G.token:
+        built = meta["graph_token"] if source is None else f"{source} (renumbered: {meta['graph_token']})"
         raise ValueError(
-            f"{path}: the index was built for graph {meta['graph_token']} (n={meta['n']}, m={meta['m']}), "
+            f"{path}: the index was built for graph {built} (n={meta['n']}, m={meta['m']}), "
             f"not for this one ({G.token}, n={G.n}, m={G.m})"
         )
     arrays = {}
@@ -129,7 +143,22 @@ def load_ppr_index(path, G: CSRGraph | None = None, *, device: str | None = None
     arrays = {name: to_device(a, G.device) for name, a in arrays.items()}
     first_step = bool(meta.get("first_step", False))  # version 1 indexes hold the paper's walks
     params = PPRParams(*(meta[k] for k in ("n", "m", "alpha", "epsilon", "delta_min", "p_fail")), first_step)
-    return PPRIndex(G, params, meta["seed"], meta["budget"], arrays, meta["omega_i_ub"], meta["info"])
+    args = (meta["seed"], meta["budget"], arrays, meta["omega_i_ub"], meta["info"], perm, source)
+    return PPRIndex(G, params, *args)
+
+
+def _load_perm(path: Path, n: int, device: str, mmap: bool):
+    file = path / f"{PERM}.npy"
+    if not file.is_file():
+        raise GraphFormatError(
+            file, None, "expected the index's vertex order (meta.json names a source graph)"
+        )
+    perm = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    if perm.shape != (n,):
+        raise GraphFormatError(
+            file, None, f"expected {n} entries, one per vertex, found {perm.size}: a damaged index"
+        )
+    return to_device(perm, device)
 
 
 def _read_meta(file: Path, missing: str) -> dict:

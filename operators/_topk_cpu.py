@@ -110,16 +110,37 @@ def _fallback_cpu(indptr, indices, touched, nt, r, pi0, alpha, walks_per_mass, k
     return est, ret, g
 
 
-def select_top(verts, est, k: int):
+def select_top(verts, est, k: int, perm=None):
     """Positions of the k largest estimates, decreasing; estimates equal in float32 (a relative
     1e-7, far below any guarantee) rank by vertex id, so that the answer does not depend on the
-    order of the list nor on the order of floating-point atomic adds."""
+    order of the list nor on the order of floating-point atomic adds. The id is that of the graph the
+    index was built from: ``perm[v]`` for an index of a renumbered copy (``tie_order``)."""
     key = -est.astype(np.float32)
     if est.size > k:  # all ties of the k-th value, then the exact order among them
         sel = np.flatnonzero(key <= np.partition(key, k - 1)[k - 1])
     else:
         sel = np.arange(est.size)
-    return sel[np.lexsort((verts[sel], key[sel]))][:k]
+    ids = verts[sel] if perm is None else perm[verts[sel]]
+    return sel[np.lexsort((ids, key[sel]))][:k]
+
+
+def tie_order(index):
+    """``(perm, inv)`` on the host for an index that holds a renumbered copy of its graph (vertex i of
+    the copy is vertex perm[i] of the graph, and inv[perm[i]] = i), else ``(None, None)``: answers rank
+    ties, and fill with PPR-0 vertices, by the graph's own ids. Kept with the index."""
+    got = index.__dict__.get("_tie_order")
+    if got is None:
+        if index.perm is None:
+            got = (None, None)
+        else:
+            from graphs._device import to_host
+
+            perm = np.ascontiguousarray(to_host(index.perm), dtype=np.int64)
+            inv = np.empty_like(perm)
+            inv[perm] = np.arange(perm.size)
+            got = (perm, inv)
+        index.__dict__["_tie_order"] = got
+    return got
 
 
 class CPUQuery:
@@ -180,7 +201,7 @@ class CPUQuery:
             high = self.index.arrays["high"]
             own = self.pi0[high] + self.index.params.own_share * self.r[high]
             cand, est_c = np.concatenate([cand, high]), np.concatenate([est_c, own + est_h])
-        best = select_top(cand, est_c, k)
+        best = select_top(cand, est_c, k, tie_order(self.index)[0])
         return cand[best], est_c[best], ncand, self.returned_mass
 
     # the query driver's round protocol (``topk_ppr._query``): on the CPU the round runs at launch
@@ -224,5 +245,6 @@ class CPUQuery:
             self.index.params.alpha, walks_per_mass, np.uint64(key),
         )  # fmt: skip
         est /= 1.0 - ret
-        best = np.argsort(-est, kind="stable")
+        perm = tie_order(self.index)[0]
+        best = np.argsort(-est, kind="stable") if perm is None else np.lexsort((perm, -est))
         return best, est, int(walks)

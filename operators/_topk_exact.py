@@ -29,9 +29,10 @@ from ._topk_cpu import select_top
 EXACT_REACH = 256  # largest closed touched set solved densely (a 256 x 256 solve takes about 1 ms)
 
 
-def closed_reach_topk(G, reach, s: int, alpha: float, k: int):
+def closed_reach_topk(G, reach, s: int, alpha: float, k: int, order=(None, None)):
     """Vertices (internal ids) and PPR of the top k from ``s`` when ``reach`` (host ids, every touched
-    vertex, each pushed at least once) is closed under out-edges; None when it is not."""
+    vertex, each pushed at least once) is closed under out-edges; None when it is not. ``order``:
+    ``tie_order`` of the index, whose ids rank ties and the PPR-0 vertices after T."""
     t = np.sort(np.asarray(reach, dtype=np.int64))
     nt = t.size
     xp = array_module(G.indptr)
@@ -52,10 +53,13 @@ def closed_reach_topk(G, reach, s: int, alpha: float, k: int):
     rhs = np.zeros(nt)
     rhs[s_local] = 1.0 - alpha
     x = np.maximum(np.linalg.solve(np.eye(nt) - alpha * m, rhs), 0.0)
-    best = select_top(t, x, min(k, nt))
+    perm, inv = order
+    best = select_top(t, x, min(k, nt), perm)
     verts, vals = t[best], x[best]
     if nt < k:  # then vertices outside T (PPR 0), the smallest ids first
-        rest = np.setdiff1d(np.arange(min(G.n, k + nt)), t, assume_unique=True)[: k - nt]
+        taken = t if perm is None else perm[t]
+        rest = np.setdiff1d(np.arange(min(G.n, k + nt)), taken)[: k - nt]
+        rest = rest if inv is None else inv[rest]
         verts, vals = np.concatenate([verts, rest]), np.concatenate([vals, np.zeros(k - nt)])
     return verts, vals
 
@@ -82,12 +86,16 @@ def lone_sources(G, src: np.ndarray) -> np.ndarray:
     return lone
 
 
-def lone_topk(sources: np.ndarray, k: int, n: int):
+def lone_topk(sources: np.ndarray, k: int, n: int, order=(None, None)):
     """Top k (internal ids, PPR) of lone sources: the source (PPR 1), then the smallest other ids
-    (PPR 0), as ``closed_reach_topk`` orders them; rows follow ``sources``."""
+    (PPR 0; ``order`` as in ``closed_reach_topk``), as ``closed_reach_topk`` orders them; rows follow
+    ``sources``."""
+    perm, inv = order
     s = np.asarray(sources, dtype=np.int64).reshape(-1, 1)
+    own = s if perm is None else perm[s]
     rest = np.arange(min(k, n) - 1, dtype=np.int64)[None, :]
-    verts = np.concatenate([s, rest + (rest >= s)], axis=1)
+    rest = rest + (rest >= own)
+    verts = np.concatenate([s, rest if inv is None else inv[rest]], axis=1)
     vals = np.zeros(verts.shape)
     vals[:, 0] = 1.0
     return verts, vals

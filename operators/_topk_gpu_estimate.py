@@ -132,4 +132,9 @@ def fallback_gpu(q, walks_per_mass: float, key: int):
              np.float64(1.0 - q.index.params.alpha), est, ret),
         )  # fmt: skip
     est /= 1.0 - ret
-    return cp.argsort(-est), est, total
+    perm = q.index.perm  # ties (PPR 0 among them) by the ids of the graph the index was built from
+    return (
+        (cp.argsort(-est) if perm is None else cp.lexsort(cp.stack([perm.astype(cp.float64), -est]))),
+        est,
+        total,
+    )

@@ -17,7 +17,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, resident_blocks
 
-from ._topk_cpu import select_top
+from ._topk_cpu import select_top, tie_order
 
 HEAD = 8  # record (6), entries above the k-th value, ties at it
 THREADS = 256
@@ -155,5 +155,5 @@ def read_round_top(q, ids, offset: int, k: int):
         est = np.concatenate((est[:above], q.est[sel].get()))
         verts = np.concatenate((verts[:above], ids[sel].get().astype(np.float64)))
     verts = verts.astype(np.int64)
-    best = select_top(verts, est, k)
+    best = select_top(verts, est, k, tie_order(q.index)[0])
     return verts[best], est[best]

@@ -11,7 +11,7 @@ from graphs import CSRGraph
 from graphs._device import array_module
 
 from ._checks import check_choice, check_count, check_graph, check_positive, check_probability, vertex_vector
-from ._pagerank_order import back, degree_ordered, into
+from ._degree_order import back, degree_ordered, into
 from ._pagerank_part import pull_rows_cpu, reciprocal
 from .errors import ConvergenceError
 

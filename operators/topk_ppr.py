@@ -42,6 +42,7 @@ from graphs._mix import stream_key
 from ._checks import check_count, check_positive, check_probability
 from ._streams import stream_count
 from ._topk_batch import answer_all, workspace
+from ._topk_cpu import tie_order
 from ._topk_exact import EXACT_REACH, closed_reach_topk, lone_sources, lone_topk, small_reaches
 from .ppr_index import PPRIndex, walks_bound
 
@@ -192,15 +193,18 @@ def topk_ppr(
         out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.exact[i], out.delta[i] = stats
         out.seconds[i] += time.perf_counter() - t0  # after its share of ``_without_rounds``
 
-    done = _without_rounds(G, src, k, P.alpha, out, delta_init)
+    done = _without_rounds(G, src, k, P.alpha, out, delta_init, tie_order(index))
     todo = [(i, s) for i, s in enumerate(src.tolist()) if not done[i]]
     streams = min(streams, max(1, len(todo) - 1))  # the sources left to rounds
     answer_all(answer, todo, streams, index, ops)
+    # estimates equal in float32 rank by vertex id (``select_top``); their float64 values, which differ
+    # by less than a float32 step, are made non-increasing too
+    np.minimum.accumulate(out.ppr, axis=1, out=out.ppr)
     out.vertices = G.ids[out.vertices] if G.ids is not None else out.vertices
     return out
 
 
-def _without_rounds(G, src, k, alpha, out, delta_init) -> np.ndarray:
+def _without_rounds(G, src, k, alpha, out, delta_init, order) -> np.ndarray:
     """Answer the sources of small closed reach before any round (``_topk_exact``): the lone ones, then
     those ``small_reaches`` finds; returns which are done. Every source's seconds start with an equal
     share of finding them; those answered here add their own solve."""
@@ -208,13 +212,13 @@ def _without_rounds(G, src, k, alpha, out, delta_init) -> np.ndarray:
     done = lone_sources(G, src)
     if done.any():  # pi(s, s) = 1
         at = np.flatnonzero(done)
-        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n)
+        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n, order)
         out.exact[at], out.delta[at] = True, delta_init
     reaches, host = small_reaches(G, src, np.flatnonzero(~done))
     out.seconds[:] = (time.perf_counter() - t0) / max(src.size, 1)
     for i, reach in reaches.items():
         t1 = time.perf_counter()
-        exact = closed_reach_topk(host, reach, int(src[i]), alpha, k)
+        exact = closed_reach_topk(host, reach, int(src[i]), alpha, k, order)
         if exact is not None:  # always: the search listed everything reachable
             out.vertices[i], out.ppr[i] = exact
             out.exact[i], out.delta[i], done[i] = True, delta_init, True
@@ -240,7 +244,10 @@ def _query(
         if not _failed(P, est, k, delta, eps, ub_walks, returned):
             return verts, est, (rnd, ops.pushes(), ncand, False, False, delta)
         reach = ops.closed_reach(EXACT_REACH)
-        if reach is not None and (exact := closed_reach_topk(index.graph, reach, s, P.alpha, k)) is not None:
+        exact = (
+            None if reach is None else closed_reach_topk(index.graph, reach, s, P.alpha, k, tie_order(index))
+        )
+        if exact is not None:
             return *exact, (rnd, ops.pushes(), ncand, False, True, delta)
         kth = est[k - 1] if est.size >= k else 0.0
         theta = math.sqrt(delta * P.delta_min)

@@ -153,7 +153,8 @@ def _index(args) -> int:
 
     job = index_job(args.input, out=args.out, alpha=args.alpha, epsilon=args.epsilon,
                     delta_min=args.delta_min, seed=args.seed, directed=not args.undirected,
-                    first_step=not args.paper_walks)  # fmt: skip
+                    first_step=not args.paper_walks, order=None if args.order == "none" else args.order,
+                    )  # fmt: skip
     t0 = time.perf_counter()
     s = _execute(job, args)
     return _report(args, s, lambda: print(

@@ -40,7 +40,8 @@ class IndexHandle:
 
 
 def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_min=None, seed=0,
-              directed=True, read_options=None, reorder=None, first_step=True) -> Job:  # fmt: skip
+              directed=True, read_options=None, reorder=None, first_step=True,
+              order="degree") -> Job:  # fmt: skip
     """Build the kPAR index of a graph (nothing runs until ``pipelines.run``).
 
     Parameters
@@ -59,6 +60,10 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
     first_step : bool
         As in ``build_ppr_index``: the index's walks take their first step (lower-variance estimates);
         False builds the paper's walks (``graphjobs index --paper-walks``).
+    order : str or None
+        As in ``build_ppr_index``: the index holds the graph renumbered by degree (faster queries; none
+        needed when ``reorder`` put the job's graph in that order already); None keeps its numbering
+        (``graphjobs index --order none``).
     workdir, alpha, epsilon, seed, directed, read_options, reorder
         Artifact folder and ``build_ppr_index`` / ``read_edgelist`` / ``graphs.reorder`` options.
 
@@ -67,7 +72,7 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
     Job
         Its result is a summary dict: ``index`` (folder), ``n``, ``m``, walks, sizes and timings.
     """
-    index_options(alpha=alpha, epsilon=epsilon)  # before anything runs
+    index_options(alpha=alpha, epsilon=epsilon, order=order)  # before anything runs
     delta_min = _delta_min(delta_min)
     workdir = Path(out or workdir or default_workdir())
     load, gtoken = load_stage(
@@ -84,7 +89,8 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
         dask_key_name=f"graphjobs-pagerank-{ptoken}",
     )
     # first_step: a new token, so that workdirs holding indexes of the paper's walks build the new kind
-    params = dict(alpha=alpha, epsilon=epsilon, seed=seed, first_step=bool(first_step))
+    # order: a new token too (indexes built before it hold the graph's own numbering)
+    params = dict(alpha=alpha, epsilon=epsilon, seed=seed, first_step=bool(first_step), order=order)
     if delta_min is not None:  # the default keeps the tokens of indexes built before the option
         params["delta_min"] = delta_min
     itoken = tokenize("ppr-index", gtoken, params)

@@ -12,6 +12,7 @@ import graphs
 from graphs import GraphFormatError
 from graphs._device import to_host
 from operators import build_ppr_index, load_ppr_index, pagerank, ppr, topk_ppr
+from operators.ppr_metrics import precision_at_k
 from tests.conftest import DEVICES
 
 
@@ -20,8 +21,8 @@ def _host(index):
 
 
 def test_index_invariants(rmat13):
-    g = rmat13
-    idx = build_ppr_index(g, seed=3)
+    idx = build_ppr_index(rmat13, seed=3)
+    g = idx.graph  # the arrays follow its numbering (by degree: a renumbered copy of rmat13)
     a, p = _host(idx), idx.params
     deg1 = np.maximum(np.diff(g.indptr), 1)
     # every walk is counted once: in the IRW, in H's arrays, or as returned to the source
@@ -155,8 +156,10 @@ def test_packed_h_entries_keep_every_walk(rmat13, scale):
 def test_walks_follow_the_ppr_distribution(first_step):
     # the index's walks from v end at t with frequency ~ pi_v(t) without the return-to-source part;
     # first-step walks ~ a'_v(t) = (pi_v(t) - (1 - alpha) [t = v]) / alpha
-    g = graphs.barabasi_albert(200, 3, seed=2)  # undirected: no vertex without out-edges
-    idx = build_ppr_index(g, seed=1, delta_min=1e-4, first_step=first_step)
+    idx = build_ppr_index(
+        graphs.barabasi_albert(200, 3, seed=2), seed=1, delta_min=1e-4, first_step=first_step
+    )
+    g = idx.graph  # undirected: no vertex without out-edges; the arrays follow this copy's numbering
     a = _host(idx)
     v = int(np.argmax(a["omega"]))
     exact = to_host(ppr(g, [g.ids[v] if g.ids is not None else v], method="power", tol=1e-10))[0]
@@ -186,7 +189,8 @@ def test_save_load_round_trip(tmp_path, rmat13, device):
     g = rmat13.to(device)
     idx = build_ppr_index(g, seed=5)
     idx.save(tmp_path / "idx")
-    back = load_ppr_index(tmp_path / "idx", g)
+    back = load_ppr_index(tmp_path / "idx", g)  # the graph it was built from: renumbered as the index's
+    assert idx.perm is not None and back.graph.token == idx.graph.token != g.token
     for name, arr in idx.arrays.items():
         np.testing.assert_array_equal(to_host(back.arrays[name]), to_host(arr))
     assert back.params == idx.params and back.omega_i_ub == idx.omega_i_ub and back.params.first_step
@@ -205,8 +209,9 @@ def test_save_load_round_trip(tmp_path, rmat13, device):
         idx.save(tmp_path / "idx")
     # the one-argument form loads the graph saved with the index
     alone = load_ppr_index(tmp_path / "idx", device=device)
-    assert alone.graph.token == g.token and alone.graph.device == device
-    np.testing.assert_array_equal(to_host(alone.graph.ids), to_host(g.ids))
+    assert alone.graph.token == idx.graph.token and alone.graph.device == device
+    assert alone.source_token == g.token
+    np.testing.assert_array_equal(to_host(alone.graph.ids), to_host(idx.graph.ids))
     for name, arr in idx.arrays.items():
         np.testing.assert_array_equal(to_host(alone.arrays[name]), to_host(arr))
 
@@ -217,8 +222,8 @@ def test_an_index_finds_its_graph_or_says_why_not(tmp_path):
     g.save(tmp_path / "work" / "graph")
     idx.save(tmp_path / "work" / "index", graph=tmp_path / "work" / "graph")  # beside it, recorded
     (tmp_path / "work").rename(tmp_path / "moved")  # a relative pointer survives moving both
-    back = load_ppr_index(tmp_path / "moved" / "index")
-    assert back.graph.token == g.token and not (tmp_path / "moved" / "index" / "graph").exists()
+    back = load_ppr_index(tmp_path / "moved" / "index")  # g found there and renumbered as the index's
+    assert back.graph.token == idx.graph.token and not (tmp_path / "moved" / "index" / "graph").exists()
     np.testing.assert_array_equal(topk_ppr(back, [0, 5], k=10).vertices, topk_ppr(idx, [0, 5], k=10).vertices)
     graphs.rmat(8).save(tmp_path / "g2")
     with pytest.raises(ValueError, match="holds graph"):  # a pointer to another graph is refused
@@ -227,7 +232,8 @@ def test_an_index_finds_its_graph_or_says_why_not(tmp_path):
     idx.save(tmp_path / "bare", graph=False)
     with pytest.raises(ValueError, match="saved without its graph"):
         load_ppr_index(tmp_path / "bare")
-    assert load_ppr_index(tmp_path / "bare", g).graph is g
+    assert load_ppr_index(tmp_path / "bare", g).graph.token == idx.graph.token
+    assert load_ppr_index(tmp_path / "bare", idx.graph).graph is idx.graph  # the index's own copy
     shutil.rmtree(tmp_path / "moved" / "graph")
     with pytest.raises(FileNotFoundError, match="not there any more"):
         load_ppr_index(tmp_path / "moved" / "index")
@@ -267,6 +273,46 @@ def test_given_pagerank_orders_the_same_index_and_is_checked():
             build_ppr_index(g, pagerank=bad)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_index_holds_its_graph_in_degree_order(device):
+    """By default the index keeps a copy of the graph renumbered by decreasing degree: the same edges
+    and labels, the same copy from the CPU and the GPU, the order of the graph it came from recorded.
+    Queries take and return labels, so they answer as well as an index in the graph's own numbering
+    (order=None). A graph in that order already is not copied; an unknown order is refused."""
+    g0 = graphs.barabasi_albert(400, 3, seed=5)
+    src, dst, _ = g0.edges()
+    lab = np.array([f"v{i}" for i in range(g0.n)], dtype=object)
+    g = graphs.from_edges(lab[to_host(src)], lab[to_host(dst)]).to(device)
+    idx = build_ppr_index(g, seed=3)
+    R, perm = idx.graph, to_host(idx.perm)
+    deg = to_host(R.out_degree() + R.in_degree())
+    assert (
+        idx.source_token == g.token != R.token and (np.diff(deg) <= 0).all() and idx.info["order"] == "degree"
+    )
+    np.testing.assert_array_equal(R.ids, to_host(g.ids)[perm])
+
+    def by_label(G):
+        s, d, _ = G.edges()
+        return sorted(zip(G.ids[to_host(s)].tolist(), G.ids[to_host(d)].tolist(), strict=True))
+
+    assert by_label(R) == by_label(g)
+    np.testing.assert_array_equal(to_host(build_ppr_index(g.to("cpu"), seed=3).perm), perm)
+    plain = build_ppr_index(g, seed=3, order=None)
+    assert plain.graph is g and plain.perm is None and plain.source_token is None
+    again = build_ppr_index(R, seed=3)
+    assert again.graph is R and again.perm is None
+    for name, arr in idx.arrays.items():
+        np.testing.assert_array_equal(to_host(again.arrays[name]), to_host(arr))
+    sources = ["v0", "v7", "v123", "v399"]
+    exact = to_host(ppr(g, sources, method="power", tol=1e-10))
+    for index in (idx, plain):
+        res = topk_ppr(index, sources, k=20)
+        prec = [precision_at_k(exact[i], g.internal_ids(res.vertices[i]), 20) for i in range(len(sources))]
+        assert np.mean(prec) >= 0.95
+    with pytest.raises(ValueError, match="order must be one of"):
+        build_ppr_index(g, order="random")
+
+
 def test_first_step_walks_give_lower_error_than_the_papers():
     """The same number of walks, the (1 - alpha) share of each residue added exactly: the estimates of
     the top 100 are closer to exact PPR (measured 0.80-0.81x the paper's mean relative error at R-MAT
@@ -289,19 +335,20 @@ def test_first_step_walks_give_lower_error_than_the_papers():
 def test_an_index_of_format_version_1_loads_with_the_papers_walks(tmp_path, rmat13):
     import json
 
-    plain = build_ppr_index(rmat13, seed=2, first_step=False)
+    plain = build_ppr_index(rmat13, seed=2, first_step=False, order=None)  # version 1: the graph's numbering
     plain.save(tmp_path / "v1")
     meta_file = tmp_path / "v1" / "meta.json"
     meta = json.loads(meta_file.read_text())
-    del meta["first_step"]
+    assert meta["source_token"] is None and not (tmp_path / "v1" / "perm.npy").exists()
+    del meta["first_step"], meta["source_token"]
     meta["version"] = 1
     meta_file.write_text(json.dumps(meta))
     back = load_ppr_index(tmp_path / "v1", rmat13)
     assert not back.params.first_step and back.params == plain.params
     np.testing.assert_array_equal(topk_ppr(back, [1, 2], k=20).ppr, topk_ppr(plain, [1, 2], k=20).ppr)
-    meta["version"] = 3
+    meta["version"] = 4
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(
-        ValueError, match=r"expected format graphjobs-ppr-index version 1 to 2, found .* version 3"
+        ValueError, match=r"expected format graphjobs-ppr-index version 1 to 3, found .* version 4"
     ):
         load_ppr_index(tmp_path / "v1", rmat13)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import graphs
+from graphs._device import to_host
 from operators import build_ppr_index, topk_ppr
 from tests.operators.test_ppr_index import _host
 from tests.operators.test_topk_ppr import _sources
@@ -107,7 +108,7 @@ def test_gpu_start_clears_the_claimed_reserves(rmat13):
     q, n = GPUQuery(idx), rmat13.n
     q.load_thresholds(True)
     flags = q.state.view(cp.int32)[3::4]
-    deg = np.diff(rmat13.indptr)
+    deg = np.diff(to_host(idx.graph.indptr))  # the query's ids are the index's (a copy by degree)
     sources = np.flatnonzero(deg > 0)
     sources = sources[np.argsort(deg[sources], kind="stable")][:: sources.size // 40]  # all degrees
     checked = 0
@@ -275,6 +276,7 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
         est=cp.asarray(np.concatenate((est, [-1.0] * 5))),  # entries past the list are not read
         counts=cp.asarray(counts), est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
         stats=cp.asarray([5, 6, 7], dtype=cp.uint64), record=None, round_top=None,
+        index=SimpleNamespace(perm=None),  # ties by these ids (an index in its graph's numbering)
     )  # fmt: skip
     for _ in range(2):  # the buffers are reused: counters must be left at zero
         q.counts[6] = size - offset

@@ -17,13 +17,20 @@ from pipelines.cli import main
 
 
 def _check_against_exact(g, df, k):
+    """Rows against power iteration: precision@k >= 0.95 on average (the issue's bar), and per source
+    every returned vertex within the epsilon = 0.5 guarantee of the exact k-th value (a near-tie may
+    be missed, a vertex far below the k-th may not be returned)."""
     assert list(df.columns) == ["source", "rank", "vertex", "ppr"]
+    prec = []
     for src, rows in df.groupby("source"):
         rows = rows.sort_values("rank")
         assert rows["rank"].tolist() == list(range(1, k + 1))
         assert (np.diff(rows.ppr.to_numpy()) <= 0).all()
         exact = to_host(ppr(g, [src], method="power", tol=1e-10))[0]
-        assert precision_at_k(exact, g.internal_ids(rows.vertex.to_numpy()), k) >= 0.9
+        ids = g.internal_ids(rows.vertex.to_numpy())
+        prec.append(precision_at_k(exact, ids, k))
+        assert (exact[ids] >= 0.5 * np.sort(exact)[-k] - 1e-12).all()
+    assert np.mean(prec) >= 0.95
 
 
 def test_job_from_a_labelled_file(tmp_path, sync):
@@ -42,7 +49,7 @@ def test_job_from_a_labelled_file(tmp_path, sync):
     # the index is found in the workdir the second time, and the graph and index load once per process
     (folder,) = (tmp_path / "wd").glob("ppr-index-*")
     alone = operators.load_ppr_index(folder)  # the job's index knows where its graph is
-    assert alone.graph.token == graphs.read_edgelist(path).token and "v3" in set(alone.graph.ids)
+    assert alone.source_token == graphs.read_edgelist(path).token and "v3" in set(alone.graph.ids)
     _state.clear()
     pipelines.run(
         pipelines.topk_ppr_job(
@@ -184,15 +191,16 @@ def test_on_a_real_local_cluster(tmp_path):
     assert df.source.nunique() == 40 and len(df) == 400
 
 
-def test_cli_index_with_the_papers_walks(tmp_path, capsys):
+def test_cli_index_with_the_papers_walks_and_no_order(tmp_path, capsys):
     import json
 
-    for flags, first in (([], True), (["--paper-walks"], False)):
+    for flags, first in (([], True), (["--paper-walks", "--order", "none"], False)):
         idx = tmp_path / f"idx-{first}"
         base = ["index", "rmat:scale=9,seed=2", "--out", str(idx), "--quiet", "--device", "cpu"]
         assert main([*base, *flags]) == 0
         (meta,) = idx.glob("ppr-index-*/meta.json")
         assert json.loads(meta.read_text())["first_step"] is first
+        assert (meta.parent / "perm.npy").exists() is first  # in degree order unless --order none
         out = tmp_path / f"res-{first}"
         query = ["topk-ppr", "--index", str(idx), "--random", "20", "--random-among", "out", "-k", "8"]
         assert main([*query, "--out", str(out), "--quiet", "--device", "cpu"]) == 0
