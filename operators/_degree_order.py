@@ -6,9 +6,9 @@ the same spirit when it builds them. There the copy and its transpose cost about
 memory, and building them (0.3 s at R-MAT 24) outweighs one run's saving (about 40 ms): worth it for
 repeated runs on one graph, hence kept with the graph (``degree_ordered``) and not the default.
 
-The kPAR index (``build_ppr_index(order='degree')``, its default) holds its own renumbered copy
-(``degree_order``): a query's pushes add into the records of hubs, which then share sectors and stay
-in L2 (R-MAT 24 batches 1.19-1.30x faster; ``benchmarks/RESULTS.md``).
+The kPAR index (``build_ppr_index(order='degree')``, its default from 2^22 vertices on) holds its own
+renumbered copy (``renumbered``): a query's pushes add into the records of hubs, which then share
+sectors and stay in L2 (R-MAT 24 batches 1.19-1.30x faster; ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations

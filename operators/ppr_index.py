@@ -9,9 +9,10 @@ exactly, so the same walks give estimates of lower variance than the paper's (R-
 same pushes: precision@1000 0.9900 -> 0.9931 and 0.9839 -> 0.9877, median relative error of the
 top 1000 about 15-20% lower; ``benchmarks/RESULTS.md``). Vertices without out-edges count as
 out-degree 1 in every formula (their residue is pushed back to the source, and a walk from them
-stops or returns). By default the index holds the graph renumbered by decreasing degree (``order``;
-labels travel with the vertices, so queries take and return the same labels): the pushes' records of
-hubs then share sectors and stay in L2, which made R-MAT 24 batches 1.19-1.30x faster on an H100.
+stops or returns). From 2^22 vertices on the index holds the graph renumbered by decreasing degree
+(``order``; labels travel with the vertices, so queries take and return the same labels): the pushes'
+records of hubs then share sectors and stay in L2, which made R-MAT 24 batches 1.19-1.30x faster on an
+H100; on smaller graphs, whose query state fits in L2, it did not pay (``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from ._ppr_index_io import save_index
 FORMAT = "graphjobs-ppr-index"
 VERSION = 3  # 2: first_step (version 1 indexes load with the paper's walks); 3: order (perm.npy)
 HIGH_SHARE = 0.001  # |H| <= 0.1% of n
+# order="auto": degree order from this many vertices on (one query's 16-byte vertex records, 64 MB, then
+# exceed an H100's 50 MB L2). Same-call A/B, batch queries/s: R-MAT 22 and 24 up to 1.30x; R-MAT 20 and
+# 21 mixed (-14% to +17%); soc-Epinions1 and soc-Slashdot0902 up to 15% slower at k = 1000
+DEGREE_ORDER_N = 2**22
 # memory a walk takes while the index is built: 37.1 GiB for 1.1e9 walks at R-MAT 24 on the GPU, a traced
 # 18.4 bytes a walk plus the walks themselves on the CPU
 WALK_BYTES = {"gpu": 36, "cpu": 23}
@@ -157,7 +162,7 @@ def build_ppr_index(
     pagerank=None,
     seed: int = 0,
     first_step: bool = True,
-    order: str | None = "degree",
+    order: str | None = "auto",
 ) -> PPRIndex:
     """Build the kPAR index of ``G`` for top-k personalized PageRank queries (``topk_ppr``).
 
@@ -184,10 +189,11 @@ def build_ppr_index(
         The walks never stop before their first step, and queries add (1 - alpha) r(s, t) to t's
         estimate exactly instead of estimating it from immediate stops: the same number of walks,
         estimates of lower variance, the same guarantee. False: the paper's walks (and estimator).
-    order : {'degree', 'out_degree', 'in_degree'} or None
+    order : {'auto', 'degree', 'out_degree', 'in_degree'} or None
         The index holds a copy of ``G`` renumbered by this order (``graphs.reorder``; hubs first, labels
         kept), unless ``G`` is in it already: R-MAT 24 batches ran 1.19-1.30x faster on an H100, for the
-        graph's memory once more (``index.graph``; ``G`` itself may be dropped). None keeps ``G``'s numbering.
+        graph's memory once more (``index.graph``; ``G`` itself may be dropped). None keeps ``G``'s
+        numbering; 'auto' is 'degree' from 2^22 vertices on, None below (where it did not pay).
 
     Returns
     -------
@@ -207,6 +213,7 @@ def build_ppr_index(
     if pagerank is not None:  # only its order matters: any finite non-negative scores, by label or array
         pagerank = vertex_vector(G, pagerank, "pagerank", normalize=False)
     source, perm, t_order = G, None, time.perf_counter()
+    order = ("degree" if G.n >= DEGREE_ORDER_N else None) if order == "auto" else order
     if order is not None:
         G, perm = renumbered(G, order)
         pagerank = into(pagerank, perm) if perm is not None else pagerank
@@ -275,11 +282,11 @@ def walks_bound(params: PPRParams, arrays: dict, where) -> float:
     return top if params.first_step else round(top)
 
 
-def index_options(*, alpha=0.8, epsilon=0.5, delta_min=None, p_fail=None, budget=0.2, order="degree") -> dict:
+def index_options(*, alpha=0.8, epsilon=0.5, delta_min=None, p_fail=None, budget=0.2, order="auto") -> dict:
     """``build_ppr_index``'s scalar options checked (jobs call it before any work); None stays None."""
     positive = dict(closed_left=False)  # delta_min and p_fail divide: r_max and psi
-    if order is not None and not (isinstance(order, str) and order in reorder_orders()):
-        raise ValueError(f"order must be one of {reorder_orders()} or None, got {order!r}")
+    if order is not None and not (isinstance(order, str) and order in ("auto", *reorder_orders())):
+        raise ValueError(f"order must be one of {('auto', *reorder_orders())} or None, got {order!r}")
     return dict(
         order=order,
         alpha=check_probability("alpha", alpha, closed_right=False),

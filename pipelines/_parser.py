@@ -154,8 +154,8 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--seed", type=int, default=0)
     ix.add_argument("--paper-walks", action="store_true",
                     help="the paper's index walks (default: walks that take their first step)")  # fmt: skip
-    ix.add_argument("--order", choices=["degree", "out_degree", "in_degree", "none"], default="degree",
-                    help="the index's copy of the graph in this order, hubs first (degree)")  # fmt: skip
+    ix.add_argument("--order", choices=["auto", "degree", "out_degree", "in_degree", "none"], default="auto",
+                    help="index graph order, hubs first (auto: degree from 2^22 vertices)")  # fmt: skip
     _run_options(ix)
     tk = command("topk-ppr", "top-k personalized PageRank of many sources")
     tk.add_argument("--index", required=True, help="folder written by `graphjobs index`")

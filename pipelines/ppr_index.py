@@ -41,7 +41,7 @@ class IndexHandle:
 
 def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_min=None, seed=0,
               directed=True, read_options=None, reorder=None, first_step=True,
-              order="degree") -> Job:  # fmt: skip
+              order="auto") -> Job:  # fmt: skip
     """Build the kPAR index of a graph (nothing runs until ``pipelines.run``).
 
     Parameters
@@ -61,9 +61,9 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
         As in ``build_ppr_index``: the index's walks take their first step (lower-variance estimates);
         False builds the paper's walks (``graphjobs index --paper-walks``).
     order : str or None
-        As in ``build_ppr_index``: the index holds the graph renumbered by degree (faster queries; none
-        needed when ``reorder`` put the job's graph in that order already); None keeps its numbering
-        (``graphjobs index --order none``).
+        As in ``build_ppr_index``: from 2^22 vertices on ('auto') the index holds the graph renumbered by
+        degree (faster queries; no copy when ``reorder`` put the job's graph in that order already);
+        None keeps its numbering (``graphjobs index --order none``).
     workdir, alpha, epsilon, seed, directed, read_options, reorder
         Artifact folder and ``build_ppr_index`` / ``read_edgelist`` / ``graphs.reorder`` options.
 

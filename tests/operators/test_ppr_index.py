@@ -187,7 +187,7 @@ def test_walks_follow_the_ppr_distribution(first_step):
 @pytest.mark.parametrize("device", DEVICES)
 def test_save_load_round_trip(tmp_path, rmat13, device):
     g = rmat13.to(device)
-    idx = build_ppr_index(g, seed=5)
+    idx = build_ppr_index(g, seed=5, order="degree")  # a renumbered copy (the default from 2^22 vertices)
     idx.save(tmp_path / "idx")
     back = load_ppr_index(tmp_path / "idx", g)  # the graph it was built from: renumbered as the index's
     assert idx.perm is not None and back.graph.token == idx.graph.token != g.token
@@ -218,7 +218,7 @@ def test_save_load_round_trip(tmp_path, rmat13, device):
 
 def test_an_index_finds_its_graph_or_says_why_not(tmp_path):
     g = graphs.barabasi_albert(300, 3, seed=2)
-    idx = build_ppr_index(g, seed=1)
+    idx = build_ppr_index(g, seed=1, order="degree")  # the folder holds g: renumbered on loading
     g.save(tmp_path / "work" / "graph")
     idx.save(tmp_path / "work" / "index", graph=tmp_path / "work" / "graph")  # beside it, recorded
     (tmp_path / "work").rename(tmp_path / "moved")  # a relative pointer survives moving both
@@ -275,15 +275,16 @@ def test_given_pagerank_orders_the_same_index_and_is_checked():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_index_holds_its_graph_in_degree_order(device):
-    """By default the index keeps a copy of the graph renumbered by decreasing degree: the same edges
-    and labels, the same copy from the CPU and the GPU, the order of the graph it came from recorded.
-    Queries take and return labels, so they answer as well as an index in the graph's own numbering
-    (order=None). A graph in that order already is not copied; an unknown order is refused."""
+    """In degree order (the default from 2^22 vertices on) the index keeps a copy of the graph renumbered
+    by decreasing degree: the same edges and labels, the same copy from the CPU and the GPU, the order of
+    the graph it came from recorded. Queries take and return labels, so they answer as well as an index
+    in the graph's own numbering (order=None, and 'auto' on this small graph). A graph in that order
+    already is not copied; an unknown order is refused."""
     g0 = graphs.barabasi_albert(400, 3, seed=5)
     src, dst, _ = g0.edges()
     lab = np.array([f"v{i}" for i in range(g0.n)], dtype=object)
     g = graphs.from_edges(lab[to_host(src)], lab[to_host(dst)]).to(device)
-    idx = build_ppr_index(g, seed=3)
+    idx = build_ppr_index(g, seed=3, order="degree")
     R, perm = idx.graph, to_host(idx.perm)
     deg = to_host(R.out_degree() + R.in_degree())
     assert (
@@ -296,10 +297,11 @@ def test_the_index_holds_its_graph_in_degree_order(device):
         return sorted(zip(G.ids[to_host(s)].tolist(), G.ids[to_host(d)].tolist(), strict=True))
 
     assert by_label(R) == by_label(g)
-    np.testing.assert_array_equal(to_host(build_ppr_index(g.to("cpu"), seed=3).perm), perm)
+    np.testing.assert_array_equal(to_host(build_ppr_index(g.to("cpu"), seed=3, order="degree").perm), perm)
     plain = build_ppr_index(g, seed=3, order=None)
     assert plain.graph is g and plain.perm is None and plain.source_token is None
-    again = build_ppr_index(R, seed=3)
+    assert build_ppr_index(g, seed=3).graph is g  # 'auto': below 2^22 vertices the graph's own numbering
+    again = build_ppr_index(R, seed=3, order="degree")
     assert again.graph is R and again.perm is None
     for name, arr in idx.arrays.items():
         np.testing.assert_array_equal(to_host(again.arrays[name]), to_host(arr))

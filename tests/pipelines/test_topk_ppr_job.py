@@ -49,7 +49,7 @@ def test_job_from_a_labelled_file(tmp_path, sync):
     # the index is found in the workdir the second time, and the graph and index load once per process
     (folder,) = (tmp_path / "wd").glob("ppr-index-*")
     alone = operators.load_ppr_index(folder)  # the job's index knows where its graph is
-    assert alone.source_token == graphs.read_edgelist(path).token and "v3" in set(alone.graph.ids)
+    assert alone.graph.token == graphs.read_edgelist(path).token and "v3" in set(alone.graph.ids)
     _state.clear()
     pipelines.run(
         pipelines.topk_ppr_job(
@@ -191,16 +191,16 @@ def test_on_a_real_local_cluster(tmp_path):
     assert df.source.nunique() == 40 and len(df) == 400
 
 
-def test_cli_index_with_the_papers_walks_and_no_order(tmp_path, capsys):
+def test_cli_index_with_the_papers_walks_or_in_degree_order(tmp_path, capsys):
     import json
 
-    for flags, first in (([], True), (["--paper-walks", "--order", "none"], False)):
+    for flags, first in ((["--order", "degree"], True), (["--paper-walks"], False)):
         idx = tmp_path / f"idx-{first}"
         base = ["index", "rmat:scale=9,seed=2", "--out", str(idx), "--quiet", "--device", "cpu"]
         assert main([*base, *flags]) == 0
         (meta,) = idx.glob("ppr-index-*/meta.json")
         assert json.loads(meta.read_text())["first_step"] is first
-        assert (meta.parent / "perm.npy").exists() is first  # in degree order unless --order none
+        assert (meta.parent / "perm.npy").exists() is first  # degree order; 'auto' keeps a small graph's
         out = tmp_path / f"res-{first}"
         query = ["topk-ppr", "--index", str(idx), "--random", "20", "--random-among", "out", "-k", "8"]
         assert main([*query, "--out", str(out), "--quiet", "--device", "cpu"]) == 0
