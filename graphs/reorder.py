@@ -16,6 +16,20 @@ def reorder_orders() -> tuple[str, ...]:
     return ORDERS
 
 
+def order_permutation(g: CSRGraph, by: str = "degree"):
+    """``perm`` of ``reorder(g, by)`` (int64, on ``g``'s device): new vertex i is old vertex perm[i], by
+    decreasing degree, ties by old id (both devices sort stably, so they agree)."""
+    if by not in ORDERS:
+        raise ValueError(f"by must be one of {ORDERS} or a permutation, got {by!r}")
+    xp = array_module(g.indptr)
+    deg = xp.zeros(g.n, dtype=np.int64)
+    if by in ("degree", "out_degree"):
+        deg += g.out_degree()
+    if by in ("degree", "in_degree"):
+        deg += g.in_degree()
+    return xp.argsort(-deg, kind="stable") if xp is np else xp.argsort(-deg)
+
+
 def reorder(g: CSRGraph, by="degree") -> CSRGraph:
     """The same graph with internal ids renumbered, e.g. by decreasing degree.
 
@@ -37,14 +51,7 @@ def reorder(g: CSRGraph, by="degree") -> CSRGraph:
     """
     xp = array_module(g.indptr)
     if isinstance(by, str):
-        if by not in ORDERS:
-            raise ValueError(f"by must be one of {ORDERS} or a permutation, got {by!r}")
-        deg = xp.zeros(g.n, dtype=np.int64)
-        if by in ("degree", "out_degree"):
-            deg += g.out_degree()
-        if by in ("degree", "in_degree"):
-            deg += g.in_degree()
-        perm = xp.argsort(-deg, kind="stable") if xp is np else xp.argsort(-deg)
+        perm = order_permutation(g, by)
     else:
         perm = xp.asarray(by).astype(np.int64)
         if perm.shape != (g.n,) or not bool((xp.sort(perm) == xp.arange(g.n)).all()):

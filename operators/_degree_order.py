@@ -17,6 +17,7 @@ import numpy as np
 
 from graphs import CSRGraph, reorder
 from graphs._device import array_module
+from graphs.reorder import order_permutation
 
 KEY = "pagerank_degree_order"
 
@@ -25,14 +26,8 @@ def degree_order(g: CSRGraph, by: str = "degree") -> tuple[CSRGraph, np.ndarray]
     """``(R, perm)``: ``g`` renumbered by decreasing degree (``by`` as in ``graphs.reorder``, ties by id,
     the same on the CPU and the GPU: both sorts are stable); new vertex i is old vertex ``perm[i]``
     (int64, on ``g``'s device)."""
-    xp = array_module(g.indptr)
-    deg = xp.zeros(g.n, dtype=np.int64)
-    if by in ("degree", "out_degree"):
-        deg += g.out_degree()
-    if by in ("degree", "in_degree"):
-        deg += g.in_degree()
-    perm = xp.argsort(-deg, kind="stable") if xp is np else xp.argsort(-deg)
-    return reorder(g, by=perm), perm.astype(np.int64, copy=False)
+    perm = order_permutation(g, by).astype(np.int64, copy=False)
+    return reorder(g, by=perm), perm
 
 
 def renumbered(G: CSRGraph, by: str) -> tuple[CSRGraph, np.ndarray | None]:
