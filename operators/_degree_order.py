@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs import CSRGraph, reorder
+from graphs import CSRGraph
 from graphs._device import array_module
-from graphs.reorder import order_permutation
+from graphs.reorder import order_permutation, renumber
 
 KEY = "pagerank_degree_order"
 
@@ -27,13 +27,15 @@ def degree_order(g: CSRGraph, by: str = "degree") -> tuple[CSRGraph, np.ndarray]
     the same on the CPU and the GPU: both sorts are stable); new vertex i is old vertex ``perm[i]``
     (int64, on ``g``'s device)."""
     perm = order_permutation(g, by).astype(np.int64, copy=False)
-    return reorder(g, by=perm), perm
+    return renumber(g, perm), perm
 
 
 def renumbered(G: CSRGraph, by: str) -> tuple[CSRGraph, np.ndarray | None]:
-    """``degree_order(G, by)``, or ``(G, None)`` when ``G`` is in that order already."""
-    R, perm = degree_order(G, by)
-    return (G, None) if bool((perm == array_module(perm).arange(G.n)).all()) else (R, perm)
+    """``degree_order(G, by)``, or ``(G, None)`` when ``G`` is in that order already (no copy built)."""
+    perm = order_permutation(G, by).astype(np.int64, copy=False)
+    if bool((perm == array_module(perm).arange(G.n)).all()):
+        return G, None
+    return renumber(G, perm), perm
 
 
 def degree_ordered(G: CSRGraph) -> tuple[CSRGraph, np.ndarray]:

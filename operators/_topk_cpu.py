@@ -9,6 +9,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from graphs._device import to_host
 from graphs._mix import mix64
 
 from ._irw import _U_GOLDEN, _walk_cpu
@@ -133,8 +134,6 @@ def tie_order(index):
         if index.perm is None:
             got = (None, None)
         else:
-            from graphs._device import to_host
-
             perm = np.ascontiguousarray(to_host(index.perm), dtype=np.int64)
             inv = np.empty_like(perm)
             inv[perm] = np.arange(perm.size)
