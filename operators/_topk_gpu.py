@@ -20,7 +20,7 @@ from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
 from ._topk_gpu_lists import round_constants
 from ._topk_gpu_push import VERTEX_CUDA, persistent_blocks, push_persistent
-from ._topk_gpu_seen import list_seen
+from ._topk_gpu_seen import list_seen, seen_tiles_buffer
 from ._topk_gpu_select import launch_round_top, read_round_top
 
 THREADS = 256
@@ -127,6 +127,7 @@ class GPUQuery:
         self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.blocks = persistent_blocks()  # fewer when several queries run at once
         self.bsum = cp.empty(self.blocks, dtype=cp.int64)
+        self.seen_tiles = seen_tiles_buffer(self.seen_words)
         self.seg_entries = cp.empty(segment_count(self.sm_blocks), dtype=cp.int64)  # Alg. 4's segments
         self.seg_back = cp.empty(self.seg_entries.size, dtype=cp.float64)
         self.seg_owners = cp.empty(self.seg_entries.size, dtype=cp.int32)  # lists with entries per segment

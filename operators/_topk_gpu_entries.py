@@ -3,11 +3,14 @@
 ``gj_round_lists`` has kept, in each segment's first slots, the touched lists that have entries (w(v)
 as a float, where the list starts in the segment's sequence of entries, and that place's distance to
 the list in ``h_pack``), with the segment's entry and list counts and returned mass.
-``gj_bound_entries_smem`` scans the entry counts, so that places are global; each warp takes chunks of
-consecutive entries, finds the list of its first entry by binary search and then holds the next 32
-lists in its lanes (a step costs ballots and a few shuffles; up to BOUND_WAYS entries a lane, while
-the lists starting in them fit the window, so that several loads are in flight; steps of BOUND_FAST
-x 32 entries inside one list skip the window's work), adding w(v) f into a float copy of est_h in
+``gj_bound_entries_smem`` scans the entry counts, so that places are global; each warp takes
+BOUND_SPREAD or more chunks of consecutive entries, strided over the sequence (in a degree-ordered
+graph the hubs' long lists, whose steps are cheap, come first, and one chunk a warp left the warps of
+the short lists last: R-MAT 24 k = 10, 337 -> 271 us a query), finds the list of its first entry by
+binary search and then holds the next 32 lists in its lanes (a step costs ballots and a few
+shuffles; up to BOUND_WAYS entries a lane, while the lists starting in them fit the window, so that
+several loads are in flight; steps of BOUND_FAST x 32 entries inside one list skip the window's
+work), adding w(v) f into a float copy of est_h in
 shared memory, flushed into est_h (double) with one atomic per nonzero entry (``gj_bound_entries``:
 into est_h itself when |H| does not fit). Places are 32-bit below WIDE_ENTRIES H entries, so that two
 blocks of 1,024 threads fit an SM. Block 0 sums the segments' returned mass in a fixed order.
@@ -27,6 +30,9 @@ from graphs._device import get_kernel, import_cupy
 from ._cuda_blocks import SCAN_CUDA
 
 BOUND_CHUNK = 8192  # consecutive H entries a warp takes at once, a search each (512: R-MAT 24 14-16% slower)
+BOUND_SPREAD = (
+    4  # chunks a warp takes, at least (strided over the sequence), where chunks stay within BOUND_CHUNK
+)
 MAX_SEGMENTS = 1024  # G: the segments' counts are scanned in shared memory
 BOUND_WAYS = 4  # entries per lane and step of the entry pass, at most (loads in flight; 2 and 4 measured)
 # entries per lane and step inside one list, without the window's work: R-MAT 24 k = 10, the pass 217 ->
@@ -84,7 +90,8 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
     const int lane = threadIdx.x & 31;
     const long long nt = *ntouched, per = max(1LL, (nt + segments - 1) / segments);
     const gj_eoff total = (gj_eoff)s_base[segments], warps = (gj_eoff)(gridDim.x * blockDim.x >> 5);
-    const gj_eoff even = ((total + warps - 1) / warps + 31) & ~(gj_eoff)31;  // below warps * CHUNK entries
+    const gj_eoff spread = warps * BOUND_SPREAD;  // below spread * CHUNK entries: chunks of a warp
+    const gj_eoff even = ((total + spread - 1) / spread + 31) & ~(gj_eoff)31;
     const gj_eoff chunk = max((gj_eoff)32, min((gj_eoff)BOUND_CHUNK, even));
     for (gj_eoff base = (gj_eoff)((blockIdx.x * blockDim.x + threadIdx.x) >> 5) * chunk; base < total;
          base += warps * chunk) {
@@ -184,7 +191,9 @@ extern "C" __global__ void gj_bound_entries(const int* ntouched, int segments, c
 def entries_source(wide: bool) -> str:
     """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``."""
     head = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
-    head += f"#define GJ_WAYS {BOUND_WAYS}\n#define GJ_FAST {BOUND_FAST}\n"
+    head += (
+        f"#define GJ_WAYS {BOUND_WAYS}\n#define GJ_FAST {BOUND_FAST}\n#define BOUND_SPREAD {BOUND_SPREAD}\n"
+    )
     head += f"typedef {'long long' if wide else 'int'} gj_eoff;\n"
     return head + SCAN_CUDA + ENTRIES_CUDA
 

@@ -46,19 +46,25 @@ def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent, bl
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("n", "share"), [(1003, 0.3), (4096, 0.3), (4096, 0.02)])
-def test_gpu_touched_list_from_seen_flags(n, share):
+@pytest.mark.parametrize(
+    ("n", "share", "blocks"),
+    [(1003, 0.3, None), (4096, 0.3, None), (4096, 0.02, None), (200_003, 0.02, 3), (200_003, 0.3, 1)],
+)
+def test_gpu_touched_list_from_seen_flags(n, share, blocks):
     """``list_seen`` lists exactly the flagged vertices (any nonzero byte) in vertex order (n % 16 != 0:
     the last word's bytes past n are the buffer's zeros), and the next query's start clears them
-    (densely, or by the list when they are fewer than n / DENSE_CLEAR)."""
+    (densely, or by the list when they are fewer than n / DENSE_CLEAR). With few blocks (as when several
+    queries run at once) a tile spans several words per thread, and a block several rounds of tiles;
+    the first tenth of the vertices is flagged densely, as a degree-ordered graph's hubs are."""
     import cupy as cp
 
     from operators._topk_gpu import GPUQuery
     from operators._topk_gpu_seen import list_seen
 
     q = GPUQuery(build_ppr_index(graphs.barabasi_albert(n, 3, seed=0, device="gpu"), seed=0))
+    q.blocks = blocks or q.blocks
     rng = np.random.default_rng(n)
-    flags = rng.random(n) < share
+    flags = rng.random(n) < np.where(np.arange(n) < n // 10, 0.9, share)
     flags[-1] = True
     q.seen[:] = cp.asarray(flags * rng.integers(1, 256, n), dtype=cp.uint8)
     q.r[:] = cp.asarray(flags.astype(np.float64))
@@ -161,16 +167,17 @@ def _pushed_query(idx):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("wide", "fast"),
-    [(False, None), (True, None), (False, 1)],
-    ids=["32-bit-places", "64-bit-places", "runs-of-32"],
+    ("wide", "fast", "narrow"),
+    [(False, None, False), (True, None, False), (False, 1, False), (False, None, True)],
+    ids=["32-bit-places", "64-bit-places", "runs-of-32", "chunks-of-a-narrow-grid"],
 )
-def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast):
+def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast, narrow):
     """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
     NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
     entries in shared memory or in global memory (when |H| would not fit), from any est_h; with the
     entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on). |H| = 65 here, so the
-    steps inside one list (BOUND_FAST x 32 entries) are taken only with BOUND_FAST = 1."""
+    steps inside one list (BOUND_FAST x 32 entries) are taken only with BOUND_FAST = 1. A grid of one
+    SM's blocks (``narrow``) gives each warp many chunks of the entries, strided over them."""
     import functools
 
     import operators._topk_gpu_bound as bound
@@ -185,6 +192,8 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast)
         monkeypatch.setattr(entries, "_smem_kernel", functools.cache(entries._smem_kernel.__wrapped__))
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
+    if narrow:
+        q.sm_blocks = 1
     v = np.flatnonzero(r > 0)
     lo, hi = a["hptr"][v], a["hptr"][v + 1]
     owner = np.repeat(np.arange(v.size), hi - lo)  # entry j of v's list is hptr[v] + j
@@ -195,6 +204,7 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast)
     expect[q.nh] = (w * a["ret"][v]).sum()
     assert (hi - lo).max() > 32 and (hi - lo > 0).sum() > 100 and touched.size > 4 * q.seg_entries.size
     assert q.bound_smem[1] > 0
+    assert not narrow or owner.size > 64 * 4 * 32  # BOUND_SPREAD chunks of 32 or more, each of 64 warps
     tau = float(np.quantile(pi0[touched], 0.9))
     assert q.bound_by_vertex
     ways = [(True, q.bound_smem, True), (False, q.bound_smem, True), (False, q.bound_smem, False)]
