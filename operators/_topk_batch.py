@@ -54,7 +54,7 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
         blocks = persistent_blocks(streams)  # cooperative grids in flight together must all fit
 
         def answer_in(item, work):
-            work.blocks = blocks
+            work.blocks, work.in_flight = blocks, streams
             return answer(*item, work)
 
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))

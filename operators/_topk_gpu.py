@@ -126,6 +126,7 @@ class GPUQuery:
         self.round_top = None  # the buffers of ``round_top`` for the last k
         self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.blocks = persistent_blocks()  # fewer when several queries run at once
+        self.in_flight = 1  # queries running at once on the GPU (``_topk_batch``)
         self.bsum = cp.empty(self.blocks, dtype=cp.int64)
         self.seen_tiles = seen_tiles_buffer(self.seen_words)
         self.seg_entries = cp.empty(segment_count(self.sm_blocks), dtype=cp.int64)  # Alg. 4's segments
