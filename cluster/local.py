@@ -8,13 +8,17 @@ import importlib.util
 import inspect
 import os
 
-from graphs._device import gpu_count
-
 from .worker import GraphjobsWorker
 
 
 def _cuda_cluster_available() -> bool:
     return gpu_count() > 0 and importlib.util.find_spec("dask_cuda") is not None
+
+
+def gpu_count() -> int:
+    from graphs._device import gpu_count as count  # not at import: see cluster.worker
+
+    return count()
 
 
 def make_cluster(
@@ -69,9 +73,13 @@ def make_cluster(
         from distributed import LocalCluster
 
         workers = n_workers or max(1, min(4, cores // 2))
-        plugin = GraphjobsWorker("cpu", numba_threads=max(1, cores // workers))
+        numba_threads = max(1, cores // workers)
+        plugin = GraphjobsWorker("cpu", numba_threads=numba_threads)
+        # Numba's thread count is per thread: set where the plugin runs, it would not reach the task
+        # threads, which take the process's count (NUMBA_NUM_THREADS, read when Numba is imported)
+        env = {"NUMBA_NUM_THREADS": str(numba_threads), **kw.pop("env", {})}
         cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=threads, processes=True, plugins={plugin}, **kw
+            n_workers=workers, threads_per_worker=threads, processes=True, plugins={plugin}, env=env, **kw
         )
     print(f"graphjobs: Dask dashboard at {cluster.dashboard_link}", flush=True)
     return cluster

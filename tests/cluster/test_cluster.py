@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import dask
 import pytest
 from distributed import Client, LocalCluster, default_client
 
-from cluster import connect, make_cluster, worker_device
+from cluster import GraphjobsWorker, connect, make_cluster, worker_device
 
 
 def _worker_state():
@@ -17,14 +18,32 @@ def _worker_state():
     return worker_device(), numba.get_num_threads()
 
 
+def _task_threads():  # a task that runs Numba without asking for its device first
+    import numba
+
+    return numba.get_num_threads()
+
+
 def test_cpu_cluster_with_plugin_and_connect():
-    with make_cluster(1, device="cpu", dashboard_address=":0") as cluster:
-        assert isinstance(cluster, LocalCluster) and len(cluster.workers) == 1
+    cap = max(1, (os.cpu_count() or 1) // 2)
+    with make_cluster(2, device="cpu", dashboard_address=":0") as cluster:
+        assert isinstance(cluster, LocalCluster) and len(cluster.workers) == 2
         with Client(cluster) as client:
-            (state,) = client.run(_worker_state).values()
-            assert state[0] == "cpu" and state[1] >= 1
+            assert set(client.run(_worker_state).values()) == {("cpu", cap)}
+            # Numba's count is per thread: the task threads too, not only the plugin's
+            tasks = [client.submit(_task_threads, pure=False, workers=[w]) for w in client.run(os.getpid)]
+            assert client.gather(tasks) == [cap, cap]
         with connect(cluster.scheduler_address) as client:  # an existing scheduler
             assert client.submit(worker_device).result() == "cpu"
+
+
+def test_plugin_caps_the_task_threads_that_ask_for_their_device():
+    """On a cluster graphjobs did not start, the plugin's cap reaches a task thread through
+    ``worker_device``, which graphjobs' tasks call."""
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            client.register_plugin(GraphjobsWorker("cpu", numba_threads=1))
+            assert client.submit(_worker_state, pure=False).result() == ("cpu", 1)
 
 
 def test_bad_arguments():
