@@ -1,15 +1,17 @@
 """How a top-k PPR batch runs its sources' rounds (``topk_ppr``): on the calling thread's workspace one
-after another, or on several GPU workspaces with their rounds interleaved (``_streams``); in a batch
-of at least L2_HINT_SOURCES such sources the GPU fetches 32 bytes per L2 miss meanwhile (the rounds'
-kernels read vertex records at random).
+after another, on several GPU workspaces with their rounds interleaved (``_streams``), or on the CPU
+on Numba's count of threads, a workspace each (the query's loops release the GIL); in a GPU batch of at
+least L2_HINT_SOURCES such sources the GPU fetches 32 bytes per L2 miss meanwhile (the rounds' kernels
+read vertex records at random).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
-from graphs._device import l2_fetch_granularity
+from graphs._device import free_memory, l2_fetch_granularity
 
 from ._streams import StreamPool, exhaust
 
@@ -21,6 +23,7 @@ L2_FETCH_BYTES = 32
 # least this many sources left to rounds set it (single-source calls took 1.7-1.9 ms against 0.9 on
 # soc-Epinions1 when every call did)
 L2_HINT_SOURCES = 256
+CPU_WORKSPACE_BYTES = 25  # per vertex: residues and reserves (float64), marks, touched list and queue
 
 
 def workspace(index):
@@ -59,6 +62,53 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
 
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
         pool.interleave(answer_in, todo[1:], streams)
+    elif index.graph.device == "cpu" and cpu_threads(index, len(todo)) > 1:
+        _answer_on_threads(answer, todo, cpu_threads(index, len(todo)), index, ops)
     else:
         for i, s in todo:
             exhaust(answer(i, s, ops))
+
+
+def cpu_threads(index, sources: int) -> int:
+    """Sources a CPU batch answers at once: Numba's thread count for the calling thread (a Dask worker's
+    share of the cores), at most ``sources``, and no more than a quarter of the free memory holds
+    the extra workspaces of."""
+    import numba
+
+    room = free_memory("cpu") // (4 * CPU_WORKSPACE_BYTES * max(index.graph.n, 1))
+    return max(1, min(numba.get_num_threads(), sources, 1 + room))
+
+
+def _answer_on_threads(answer, todo, threads, index, ops) -> None:
+    """``threads`` sources at once on the CPU: each thread takes the next source as it finishes one, on a
+    workspace of its own (``ops`` and spares kept with the index, lent to one call at a time)."""
+    from ._topk_cpu import CPUQuery
+
+    lock, spares = index.__dict__.setdefault("_cpu_spares", (threading.Lock(), []))
+    with lock:
+        works = [spares.pop() for _ in range(min(threads - 1, len(spares)))]
+    works = [ops, *works, *(CPUQuery(index) for _ in range(threads - 1 - len(works)))]
+    items, take, failed = iter(todo), threading.Lock(), threading.Event()
+
+    def run(work):
+        work.serial = True
+        try:
+            while not failed.is_set():
+                with take:
+                    item = next(items, None)
+                if item is None:
+                    return
+                exhaust(answer(*item, work))
+        except BaseException:
+            failed.set()  # the other threads stop after their current source
+            raise
+        finally:
+            work.serial = False
+
+    try:
+        with ThreadPoolExecutor(threads, thread_name_prefix="graphjobs-topk") as pool:
+            for done in [pool.submit(run, w) for w in works]:
+                done.result()
+    finally:
+        with lock:
+            spares.extend(works[1:])

@@ -1,7 +1,9 @@
 """CPU (Numba) primitives of the top-k PPR query: forward push, IRW and H estimates, fallback walks.
 
 One ``CPUQuery`` per thread holds the per-source workspace (residues, reserves, the touched list),
-reset in O(touched) between sources. ``mark`` bits: 1 = queued for a push, 2 = touched.
+reset in O(touched) between sources. ``mark`` bits: 1 = queued for a push, 2 = touched. The loops
+release the GIL, so that a batch answers several sources at once on threads (``_topk_batch``); a
+query on such a thread (``serial``) estimates its candidates in one thread too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from graphs._mix import mix64
 from ._irw import _U_GOLDEN, _walk_cpu
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _afp_cpu(indptr, indices, deg1, beta, rmax, s, alpha, r, pi0, mark, touched, nt, queue):
     """Adaptive forward push (FIFO) from the touched vertices above r(u) > d(u) beta(u) r_max."""
     n = r.size
@@ -59,23 +61,34 @@ def _afp_cpu(indptr, indices, deg1, beta, rmax, s, alpha, r, pi0, mark, touched,
     return pushes, nt
 
 
+@nb.njit(cache=True, nogil=True)
+def _estimate_one(t, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own):
+    """Alg. 6 for candidate t: its reserve and own share, its start list's walks, and H's estimate."""
+    acc = 0.0
+    nf = ip2[t + 1] - ip2[t]
+    for j in range(ip1[t], ip1[t + 1]):
+        v = starts[j]
+        if r[v] > 0.0:
+            k = j - ip1[t]
+            f = freqs[ip2[t] + k] if k < nf else 1
+            acc += r[v] * f / omega[v]
+    h = h_index[t]
+    return pi0[t] + own * r[t] + acc + (est_h[h] if h >= 0 else 0.0)
+
+
 @nb.njit(parallel=True, cache=True)
 def _compute_ppr_cpu(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, out):
     for i in nb.prange(cand.size):
-        t = cand[i]
-        acc = 0.0
-        nf = ip2[t + 1] - ip2[t]
-        for j in range(ip1[t], ip1[t + 1]):
-            v = starts[j]
-            if r[v] > 0.0:
-                k = j - ip1[t]
-                f = freqs[ip2[t] + k] if k < nf else 1
-                acc += r[v] * f / omega[v]
-        h = h_index[t]
-        out[i] = pi0[t] + own * r[t] + acc + (est_h[h] if h >= 0 else 0.0)
+        out[i] = _estimate_one(cand[i], ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
+def _compute_ppr_serial(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, out):
+    for i in range(cand.size):  # a query of a threaded batch: Numba's pool is not shared between threads
+        out[i] = _estimate_one(cand[i], ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own)
+
+
+@nb.njit(cache=True, nogil=True)
 def _bound_reduction_cpu(touched, nt, hptr, h_end, h_freq, ret, r, omega, est_h):
     """Walk part of the estimates of H (Alg. 4); returns the returned mass sum_v r(v) b_v too."""
     returned = 0.0
@@ -89,7 +102,7 @@ def _bound_reduction_cpu(touched, nt, hptr, h_end, h_freq, ret, r, omega, est_h)
     return returned
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _fallback_cpu(indptr, indices, touched, nt, r, pi0, alpha, walks_per_mass, key):
     est = pi0.copy()
     ret = 0.0
@@ -146,14 +159,11 @@ class CPUQuery:
     """The workspace and primitives of Algorithm 3 on the CPU."""
 
     def __init__(self, index):
-        g, a = index.graph, index.arrays
+        g = index.graph
         self.index, self.n = index, g.n
         self.indptr, self.indices = g.indptr, g.indices
-        self.deg1 = np.maximum(np.diff(g.indptr), 1).astype(np.float64)
-        self.ones = np.ones(g.n)
-        # first-step walks carry the alpha share of a residue on (1 / omega scaled by it), the rest of
-        # r(s, t) is added to t exactly (own_share)
-        self.omega = a["omega"].astype(np.float64) / index.params.walk_share
+        self.deg1, self.ones, self.omega = _query_constants(index)
+        self.serial = False  # on a thread of a batch: Alg. 6 in this thread too
         self.r = np.zeros(g.n)
         self.pi0 = np.zeros(g.n)
         self.mark = np.zeros(g.n, dtype=np.uint8)
@@ -232,7 +242,7 @@ class CPUQuery:
     def compute_ppr(self, cand, est_h):
         a = self.index.arrays
         out = np.empty(cand.size)
-        _compute_ppr_cpu(
+        (_compute_ppr_serial if self.serial else _compute_ppr_cpu)(
             cand, a["ip1"], a["starts"], a["ip2"], a["freqs"], self.r, self.omega, self.pi0,
             a["h_index"], est_h, self.index.params.own_share, out,
         )  # fmt: skip
@@ -247,3 +257,16 @@ class CPUQuery:
         perm = tie_order(self.index)[0]
         best = np.argsort(-est, kind="stable") if perm is None else np.lexsort((perm, -est))
         return best, est, int(walks)
+
+
+def _query_constants(index):
+    """Per index, shared by its workspaces: max(d_out, 1) and ones (the push thresholds' factors), and
+    omega scaled so that first-step walks carry the alpha share of a residue (the rest of r(s, t) is
+    added to t exactly: own_share)."""
+    got = index.__dict__.get("_cpu_query_constants")
+    if got is None:
+        g = index.graph
+        deg1 = np.maximum(np.diff(g.indptr), 1).astype(np.float64)
+        omega = index.arrays["omega"].astype(np.float64) / index.params.walk_share
+        got = index.__dict__["_cpu_query_constants"] = (deg1, np.ones(g.n), omega)
+    return got

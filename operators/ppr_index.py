@@ -122,7 +122,8 @@ class PPRIndex:
 
     def forget_workspaces(self) -> None:
         """Drop what queries keep with the index for the next call, so that its memory can be freed:
-        their workspaces (on the GPU about 81 bytes per vertex for each stream) and round constants."""
+        their workspaces (about 81 bytes per vertex for each GPU stream, 25 for each CPU thread) and
+        round constants."""
         for key in [k for k in self.__dict__ if k.startswith("_")]:  # every one, whichever module made it
             del self.__dict__[key]
 

@@ -145,7 +145,9 @@ def topk_ppr(
         round. Default: up to 4 below 2**23 vertices, else up to 8;
         fewer when the free device memory holds fewer workspaces (about 81 bytes per vertex each;
         they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
-        1 answers the sources one after another, as the CPU always does.
+        1 answers the sources one after another. On the CPU the batch answers
+        ``numba.get_num_threads()`` sources at once instead, on threads with a workspace each (25
+        bytes per vertex, kept likewise; at most as many as a quarter of the free memory holds).
         Each source's answer does not depend on this. While the rounds of a GPU call with at least
         256 sources run, the device fetches 32 bytes per L2 miss (a process-wide hint, restored
         after the call; setting and restoring it take about 0.8 ms).

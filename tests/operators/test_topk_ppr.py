@@ -164,6 +164,43 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
         assert (many.rounds == one.rounds).mean() >= 0.95 and list(many.sources) == list(one.sources)
 
 
+def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
+    """On the CPU a batch answers Numba's thread count of sources at once, a workspace each (the spares
+    kept for the next call), with the very answers of one source at a time; an error in one source's
+    query stops the others and reaches the caller."""
+    import numba
+
+    import operators._topk_batch as batch
+    import operators._topk_cpu as cpu
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs Numba to have 2 threads or more")
+    idx = build_ppr_index(rmat13, seed=9)
+    srcs = _sources(rmat13, 40)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = topk_ppr(idx, srcs, k=50)
+        assert "_cpu_spares" not in idx.__dict__
+        numba.set_num_threads(2)
+        assert batch.cpu_threads(idx, 40) == 2 and batch.cpu_threads(idx, 1) == 1
+        for _ in range(2):
+            two = topk_ppr(idx, srcs, k=50)
+            assert len(idx._cpu_spares[1]) == 1  # one spare workspace, reused by the second call
+            for field in ("vertices", "ppr", "rounds", "pushes", "candidates", "exact"):
+                np.testing.assert_array_equal(getattr(two, field), getattr(one, field))
+
+        def broken(self, *args, **kw):
+            raise RuntimeError("a query failed")
+
+        monkeypatch.setattr(cpu.CPUQuery, "push", broken)
+        with pytest.raises(RuntimeError, match="a query failed"):
+            topk_ppr(idx, srcs, k=50)
+        assert len(idx._cpu_spares[1]) == 1  # lent back after the failure
+    finally:
+        numba.set_num_threads(before)
+
+
 @pytest.mark.gpu
 def test_gpu_batch_sets_the_l2_fetch_granularity_and_restores_it(rmat13, monkeypatch):
     """The rounds of a GPU batch of at least L2_HINT_SOURCES sources run with 32 bytes fetched per L2
