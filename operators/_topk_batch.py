@@ -62,8 +62,13 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
 
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
         pool.interleave(answer_in, todo[1:], streams)
-    elif index.graph.device == "cpu" and cpu_threads(index, len(todo)) > 1:
-        _answer_on_threads(answer, todo, cpu_threads(index, len(todo)), index, ops)
+    elif index.graph.device == "cpu":
+        with _cpu_threads_taken(index, len(todo)) as threads:
+            if threads > 1:
+                _answer_on_threads(answer, todo, threads, index, ops)
+                return
+        for i, s in todo:
+            exhaust(answer(i, s, ops))
     else:
         for i, s in todo:
             exhaust(answer(i, s, ops))
@@ -77,6 +82,30 @@ def cpu_threads(index, sources: int) -> int:
 
     room = free_memory("cpu") // (4 * CPU_WORKSPACE_BYTES * max(index.graph.n, 1))
     return max(1, min(numba.get_num_threads(), sources, 1 + room))
+
+
+_CPU_TAKEN = [0]  # threads of CPU batches running in this process
+_CPU_TAKEN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _cpu_threads_taken(index, sources: int):
+    """``cpu_threads``, within the process's Numba threads that other batches have left (several chunks
+    of a job on Dask's local threaded scheduler run at once, each from a thread of its own): the
+    threads, taken until the batch ends; 1 (answer in the calling thread) when none are left."""
+    import numba
+
+    want = cpu_threads(index, sources)
+    with _CPU_TAKEN_LOCK:
+        threads = min(want, numba.config.NUMBA_NUM_THREADS - _CPU_TAKEN[0]) if want > 1 else 1
+        threads = threads if threads > 1 else 1
+        _CPU_TAKEN[0] += threads if threads > 1 else 0
+    try:
+        yield threads
+    finally:
+        if threads > 1:
+            with _CPU_TAKEN_LOCK:
+                _CPU_TAKEN[0] -= threads
 
 
 def _answer_on_threads(answer, todo, threads, index, ops) -> None:

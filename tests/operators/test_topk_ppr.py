@@ -166,8 +166,8 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
 
 def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
     """On the CPU a batch answers Numba's thread count of sources at once, a workspace each (the spares
-    kept for the next call), with the very answers of one source at a time; an error in one source's
-    query stops the others and reaches the caller."""
+    kept for the next call), with the very answers of one source at a time, within the threads that other
+    batches of the process left; an error in one source's query stops the others and reaches the caller."""
     import numba
 
     import operators._topk_batch as batch
@@ -192,6 +192,12 @@ def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
 
         def broken(self, *args, **kw):
             raise RuntimeError("a query failed")
+
+        # threads that other batches of the process hold are not taken again: this one runs in turn
+        monkeypatch.setattr(batch, "_CPU_TAKEN", [numba.config.NUMBA_NUM_THREADS - 1])
+        monkeypatch.setattr(batch, "_answer_on_threads", None)  # would fail if called
+        np.testing.assert_array_equal(topk_ppr(idx, srcs, k=50).vertices, one.vertices)
+        monkeypatch.undo()
 
         monkeypatch.setattr(cpu.CPUQuery, "push", broken)
         with pytest.raises(RuntimeError, match="a query failed"):
