@@ -62,16 +62,14 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
 
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
         pool.interleave(answer_in, todo[1:], streams)
-    elif index.graph.device == "cpu":
+        return
+    if index.graph.device == "cpu":
         with _cpu_threads_taken(index, len(todo)) as threads:
             if threads > 1:
                 _answer_on_threads(answer, todo, threads, index, ops)
                 return
-        for i, s in todo:
-            exhaust(answer(i, s, ops))
-    else:
-        for i, s in todo:
-            exhaust(answer(i, s, ops))
+    for i, s in todo:
+        exhaust(answer(i, s, ops))
 
 
 def cpu_threads(index, sources: int) -> int:
@@ -97,9 +95,9 @@ def _cpu_threads_taken(index, sources: int):
 
     want = cpu_threads(index, sources)
     with _CPU_TAKEN_LOCK:
-        threads = min(want, numba.config.NUMBA_NUM_THREADS - _CPU_TAKEN[0]) if want > 1 else 1
-        threads = threads if threads > 1 else 1
-        _CPU_TAKEN[0] += threads if threads > 1 else 0
+        threads = max(1, min(want, numba.config.NUMBA_NUM_THREADS - _CPU_TAKEN[0]))
+        if threads > 1:
+            _CPU_TAKEN[0] += threads
     try:
         yield threads
     finally:
