@@ -17,8 +17,9 @@ import numpy as np
 import graphs
 from graphs._device import to_host
 from operators import build_ppr_index, ppr, topk_ppr
+from operators._cpu_threads import cpu_threads
 from operators._streams import stream_count
-from operators._topk_batch import cpu_threads
+from operators._topk_batch import CPU_WORKSPACE_BYTES
 from operators.ppr_metrics import ndcg_at_k, precision_at_k
 from operators.topk_ppr import WORKSPACE_BYTES
 
@@ -118,7 +119,7 @@ def run_graph(
         many = _sources(g, batch, seed=2)
         default = stream_count(g, len(many), None, WORKSPACE_BYTES)
         if device == "cpu":  # the CPU answers Numba's thread count of sources at once
-            default = cpu_threads(idx, len(many))
+            default = cpu_threads(g.n, CPU_WORKSPACE_BYTES, len(many))
         # in turn, then the default (at once), then 4 at once where the default is another (its evidence)
         settings = ((1, None) if default == 4 else (1, None, 4)) if device == "gpu" else (1, None)
         with_edges = {}

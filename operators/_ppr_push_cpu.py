@@ -56,27 +56,38 @@ def _phi(sblk, swrp, blk, wrp, warps):
     return best
 
 
+@nb.njit(cache=True, nogil=True)
+def _pull_one(u, tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dmass):
+    acc = 0.0
+    for e in range(tptr[u], tptr[u + 1]):
+        acc += msg[tind[e]]
+    if u == s:
+        acc += alpha * dmass
+    ru = r[u]
+    if ru > tol * max(deg[u], 1) or u == force:
+        p[u] += (1.0 - alpha) * ru
+        ru = 0.0
+    r[u] = ru + acc
+    recv[u] = acc > 0.0
+
+
 @nb.njit(parallel=True, cache=True)
 def _pull_sweep(tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dmass):
-    n = deg.size
-    for u in nb.prange(n):
-        acc = 0.0
-        for e in range(tptr[u], tptr[u + 1]):
-            acc += msg[tind[e]]
-        if u == s:
-            acc += alpha * dmass
-        ru = r[u]
-        if ru > tol * max(deg[u], 1) or u == force:
-            p[u] += (1.0 - alpha) * ru
-            ru = 0.0
-        r[u] = ru + acc
-        recv[u] = acc > 0.0
+    for u in nb.prange(deg.size):
+        _pull_one(u, tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dmass)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
+def _pull_sweep_serial(tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dmass):
+    for u in range(deg.size):  # a solve on a thread of a batch (``_cpu_threads``)
+        _pull_one(u, tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dmass)
+
+
+@nb.njit(cache=True, nogil=True)
 def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weights, layout, static, degrees,
-          p, r, trace):  # fmt: skip
-    """Run to an empty active set; returns (iterations, 0) or (max_iter, 1) when it ran out.
+          p, r, trace, serial):  # fmt: skip
+    """Run to an empty active set; returns (iterations, 0) or (max_iter, 1) when it ran out. ``serial``:
+    pull sweeps in the calling thread (a solve of a threaded batch), else on Numba's threads.
 
     ``weights`` = (l1, l2, l3), ``layout`` = (blocks, warps, lanes), ``static`` = (blk, wrp, Phi_rdr)
     of the pull sweep. ``trace[k]`` gets (model, Phi_rdw, Phi_sqw, |A_k|, bounded) of iteration k.
@@ -162,7 +173,11 @@ def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weigh
                     front[nf] = u
                     nf += 1
         else:
-            _pull_sweep(tptr, tind, deg, msg, r, p, recv, s, s if it == 0 else -1, alpha, tol, dm)
+            force = s if it == 0 else -1
+            if serial:
+                _pull_sweep_serial(tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dm)
+            else:
+                _pull_sweep(tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, dm)
             for u in range(n):
                 msg[u] = 0.0
                 if recv[u]:

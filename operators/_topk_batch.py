@@ -1,6 +1,6 @@
 """How a top-k PPR batch runs its sources' rounds (``topk_ppr``): on the calling thread's workspace one
 after another, on several GPU workspaces with their rounds interleaved (``_streams``), or on the CPU
-on Numba's count of threads, a workspace each (the query's loops release the GIL); in a GPU batch of at
+on threads, a workspace each (``_cpu_threads``; the query's loops release the GIL); in a GPU batch of at
 least L2_HINT_SOURCES such sources the GPU fetches 32 bytes per L2 miss meanwhile (the rounds' kernels
 read vertex records at random).
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
-from graphs._device import free_memory, l2_fetch_granularity
+from graphs._device import l2_fetch_granularity
 
+from ._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
 from ._streams import StreamPool, exhaust
 
 # bytes fetched per L2 miss while a GPU batch's rounds run (64 by default): R-MAT 24 batch at k = 10 / 100 /
@@ -64,7 +64,7 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
         pool.interleave(answer_in, todo[1:], streams)
         return
     if index.graph.device == "cpu":
-        with _cpu_threads_taken(index, len(todo)) as threads:
+        with threads_taken(cpu_threads(index.graph.n, CPU_WORKSPACE_BYTES, len(todo))) as threads:
             if threads > 1:
                 _answer_on_threads(answer, todo, threads, index, ops)
                 return
@@ -72,70 +72,21 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
         exhaust(answer(i, s, ops))
 
 
-def cpu_threads(index, sources: int) -> int:
-    """Sources a CPU batch answers at once: Numba's thread count for the calling thread (a Dask worker's
-    share of the cores), at most ``sources``, and no more than a quarter of the free memory holds
-    the extra workspaces of."""
-    import numba
-
-    room = free_memory("cpu") // (4 * CPU_WORKSPACE_BYTES * max(index.graph.n, 1))
-    return max(1, min(numba.get_num_threads(), sources, 1 + room))
-
-
-_CPU_TAKEN = [0]  # threads of CPU batches running in this process
-_CPU_TAKEN_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _cpu_threads_taken(index, sources: int):
-    """``cpu_threads``, within the process's Numba threads that other batches have left (several chunks
-    of a job on Dask's local threaded scheduler run at once, each from a thread of its own): the
-    threads, taken until the batch ends; 1 (answer in the calling thread) when none are left."""
-    import numba
-
-    want = cpu_threads(index, sources)
-    with _CPU_TAKEN_LOCK:
-        threads = max(1, min(want, numba.config.NUMBA_NUM_THREADS - _CPU_TAKEN[0]))
-        if threads > 1:
-            _CPU_TAKEN[0] += threads
-    try:
-        yield threads
-    finally:
-        if threads > 1:
-            with _CPU_TAKEN_LOCK:
-                _CPU_TAKEN[0] -= threads
-
-
 def _answer_on_threads(answer, todo, threads, index, ops) -> None:
-    """``threads`` sources at once on the CPU: each thread takes the next source as it finishes one, on a
-    workspace of its own (``ops`` and spares kept with the index, lent to one call at a time)."""
+    """``threads`` sources at once on the CPU, each thread on a workspace of its own (``ops`` and spares
+    kept with the index, lent to one call at a time), whose Alg. 6 runs serially."""
     from ._topk_cpu import CPUQuery
 
     lock, spares = index.__dict__.setdefault("_cpu_spares", (threading.Lock(), []))
     with lock:
         works = [spares.pop() for _ in range(min(threads - 1, len(spares)))]
     works = [ops, *works, *(CPUQuery(index) for _ in range(threads - 1 - len(works)))]
-    items, take, failed = iter(todo), threading.Lock(), threading.Event()
-
-    def run(work):
+    for work in works:
         work.serial = True
-        try:
-            while not failed.is_set():
-                with take:
-                    item = next(items, None)
-                if item is None:
-                    return
-                exhaust(answer(*item, work))
-        except BaseException:
-            failed.set()  # the other threads stop after their current source
-            raise
-        finally:
-            work.serial = False
-
     try:
-        with ThreadPoolExecutor(threads, thread_name_prefix="graphjobs-topk") as pool:
-            for done in [pool.submit(run, w) for w in works]:
-                done.result()
+        for_each_on_threads(todo, [lambda item, w=w: exhaust(answer(*item, w)) for w in works])
     finally:
+        for work in works:
+            work.serial = False
         with lock:
             spares.extend(works[1:])

@@ -27,7 +27,7 @@ def test_solver_statistics_follow_the_reference():
     p, r = np.zeros(g.n), np.zeros(g.n)
     it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-6, PUSH, 10**6,
                     np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), (-1, 0), p, r,
-                    trace)  # fmt: skip
+                    trace, False)  # fmt: skip
     ref_p, _, history = _push_reference(g, 0, 0.8, 1e-6)
     assert out == 0 and it == len(history)
     np.testing.assert_allclose(p, ref_p, atol=1e-15)
@@ -42,14 +42,20 @@ def test_solver_statistics_follow_the_reference():
 def _hybrid_trace(g, model, tol):
     """CPU hybrid solve from vertex 0 with ``model``: (iterations, trace rows)."""
     deg, tr = np.diff(g.indptr), g.transpose()
-    trace = np.zeros((500, 5))
     weights, layout = np.array([model.l1, model.l2, model.l3]), (model.blocks, model.warps, model.lanes)
     static = pull_static(np.diff(tr.indptr), model)
     degrees = (light_degree(model, static[2], int(deg.max())), int(deg.max()))
-    it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, tol, HYBRID, 10**6, weights,
-                    layout, static, degrees, np.zeros(g.n), np.zeros(g.n), trace)  # fmt: skip
-    assert out == 0
-    return it, trace[:it]
+    runs = []
+    for serial in (False, True):  # pull sweeps on Numba's threads, or in the calling thread: the same
+        trace = np.zeros((500, 5))
+        p = np.zeros(g.n)
+        it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, tol, HYBRID, 10**6, weights,
+                        layout, static, degrees, p, np.zeros(g.n), trace, serial)  # fmt: skip
+        assert out == 0
+        runs.append((it, trace[:it], p))
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    np.testing.assert_array_equal(runs[0][2], runs[1][2])
+    return runs[0][:2]
 
 
 def test_hybrid_skips_the_statistics_only_where_bounds_prove_push():
@@ -142,7 +148,7 @@ def test_hybrid_decisions_follow_psi_and_switch():
     p, r = np.zeros(g.n), np.zeros(g.n)
     degrees = (light_degree(model, static[2], int(deg.max())), int(deg.max()))
     it, _ = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-9, HYBRID, 10**6,
-                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, degrees, p, r, trace)  # fmt: skip
+                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, degrees, p, r, trace, False)  # fmt: skip
     chosen = trace[:it, 0].astype(int)
     for k in range(it):
         assert chosen[k] == model.choose(trace[k, 1], static[2], trace[k, 2])

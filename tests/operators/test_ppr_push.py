@@ -133,6 +133,46 @@ def _batch_sources(g):
     return to_host(g.ids)[ids] if g.ids is not None else np.array(ids)
 
 
+@pytest.mark.parametrize("method", ITERATIVE)
+def test_cpu_sources_on_threads_equal_one_at_a_time(method, monkeypatch):
+    """On the CPU push, pull and the hybrid solve Numba's thread count of sources at once (pull sweeps
+    then in each solve's own thread): the same rows, top entries and per-source info, in source order;
+    a source that fails stops the batch with its error."""
+    import numba
+
+    import operators._cpu_threads as threads
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs Numba to have 2 threads or more")
+    g = graphs.rmat(10, seed=4)
+    labels = np.concatenate([_batch_sources(g), _batch_sources(g)[::-1]])
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one: dict = {}
+        alone = ppr(g, labels, method=method, tol=1e-8, info=one)
+        top_alone = ppr(g, labels, method=method, tol=1e-8, topk=7)
+        numba.set_num_threads(2)
+        calls = []
+        monkeypatch.setattr(
+            ppr_module,
+            "for_each_on_threads",
+            lambda *a: calls.append(len(a[1])) or threads.for_each_on_threads(*a),
+        )
+        two: dict = {}
+        np.testing.assert_array_equal(ppr(g, labels, method=method, tol=1e-8, info=two), alone)
+        top = ppr(g, labels, method=method, tol=1e-8, topk=7)
+        assert calls == [2, 2]
+        np.testing.assert_array_equal(top[0], top_alone[0])
+        np.testing.assert_array_equal(top[1], top_alone[1])
+        for key in ("iterations", "models", "residual"):
+            assert two[key] == one[key]
+        with pytest.raises(ConvergenceError):
+            ppr(g, labels, method=method, tol=1e-12, max_iter=2)
+    finally:
+        numba.set_num_threads(before)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", ITERATIVE)
 def test_gpu_batches_equal_one_source_at_a_time(method):

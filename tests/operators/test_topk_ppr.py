@@ -170,6 +170,7 @@ def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
     batches of the process left; an error in one source's query stops the others and reaches the caller."""
     import numba
 
+    import operators._cpu_threads as threads
     import operators._topk_batch as batch
     import operators._topk_cpu as cpu
 
@@ -183,7 +184,9 @@ def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
         one = topk_ppr(idx, srcs, k=50)
         assert "_cpu_spares" not in idx.__dict__
         numba.set_num_threads(2)
-        assert batch.cpu_threads(idx, 40) == 2 and batch.cpu_threads(idx, 1) == 1
+        bytes_per_vertex = batch.CPU_WORKSPACE_BYTES
+        assert threads.cpu_threads(idx.graph.n, bytes_per_vertex, 40) == 2
+        assert threads.cpu_threads(idx.graph.n, bytes_per_vertex, 1) == 1
         for _ in range(2):
             two = topk_ppr(idx, srcs, k=50)
             assert len(idx._cpu_spares[1]) == 1  # one spare workspace, reused by the second call
@@ -194,7 +197,7 @@ def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
             raise RuntimeError("a query failed")
 
         # threads that other batches of the process hold are not taken again: this one runs in turn
-        monkeypatch.setattr(batch, "_CPU_TAKEN", [numba.config.NUMBA_NUM_THREADS - 1])
+        monkeypatch.setattr(threads, "_TAKEN", [numba.config.NUMBA_NUM_THREADS - 1])
         monkeypatch.setattr(batch, "_answer_on_threads", None)  # would fail if called
         np.testing.assert_array_equal(topk_ppr(idx, srcs, k=50).vertices, one.vertices)
         monkeypatch.undo()
