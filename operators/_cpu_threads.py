@@ -49,7 +49,8 @@ def threads_taken(want: int):
 
 def for_each_on_threads(items, workers) -> None:
     """Call a worker of ``workers`` (one thread each) on every item, each thread taking the next item as
-    it finishes one; the first error stops the other threads after their current item and is raised."""
+    it finishes one; the first error (or an interrupt of the caller) stops the other threads after their
+    current item and is raised."""
     items, take, failed = iter(items), threading.Lock(), threading.Event()
 
     def run(work):
@@ -65,5 +66,15 @@ def for_each_on_threads(items, workers) -> None:
             raise
 
     with ThreadPoolExecutor(len(workers), thread_name_prefix="graphjobs-cpu") as pool:
-        for done in [pool.submit(run, w) for w in workers]:
-            done.result()
+        try:
+            futures = [pool.submit(run, w) for w in workers]
+            for done in futures:
+                while True:  # waits of 0.1 s: a signal that another thread received reaches this one
+                    try:
+                        done.result(timeout=0.1)
+                        break
+                    except TimeoutError:
+                        continue
+        except BaseException:  # also an interrupt of the caller: the threads stop after their item
+            failed.set()
+            raise

@@ -326,3 +326,35 @@ def test_gpu_models_and_tolerances_share_one_workspace():
         alone = solver(g, MODES[method], 0.8, tol, np.float64, model, batch=2)([3, 40], 10**6)
         np.testing.assert_allclose(to_host(got), to_host(alone[0]), atol=1e-12)
     assert len(used) == 1
+
+
+@pytest.mark.parametrize("how", ["error", "interrupt"])
+def test_threads_stop_after_their_item_on_an_error_or_an_interrupt(how):
+    """An error in one thread of a CPU batch, or an interrupt (Ctrl-C) of the calling thread while the
+    batch runs, stops the other threads after the item each is on, instead of leaving them to finish."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from operators._cpu_threads import for_each_on_threads
+
+    done, started, sent = [], threading.Event(), threading.Event()
+
+    def work(item):
+        started.set()
+        time.sleep(0.1)
+        done.append(item)
+
+    def stop(item):
+        started.wait()
+        if how == "error":
+            raise RuntimeError("one item failed")
+        if not sent.is_set():  # once: the calling thread waits on the others meanwhile
+            sent.set()
+            os.kill(os.getpid(), signal.SIGINT)
+        work(item)
+
+    with pytest.raises(RuntimeError if how == "error" else KeyboardInterrupt):
+        for_each_on_threads(range(1000), [work, work, stop])
+    assert len(done) < 30  # of 1,000: about 30 a second, stopped within 0.1 s
