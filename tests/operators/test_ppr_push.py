@@ -355,6 +355,10 @@ def test_threads_stop_after_their_item_on_an_error_or_an_interrupt(how):
             os.kill(os.getpid(), signal.SIGINT)
         work(item)
 
-    with pytest.raises(RuntimeError if how == "error" else KeyboardInterrupt):
-        for_each_on_threads(range(1000), [work, work, stop])
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # also where a shell ignores it
+    try:
+        with pytest.raises(RuntimeError if how == "error" else KeyboardInterrupt):
+            for_each_on_threads(range(1000), [work, work, stop])
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert len(done) < 30  # of 1,000: about 30 a second, stopped within 0.1 s
