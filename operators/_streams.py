@@ -38,7 +38,10 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
     if streams is not None:
         streams = check_count("streams", streams)
         if streams > 1 and G.device != "gpu":
-            raise ValueError(f"streams={streams} needs the graph on the GPU; the CPU answers sources in turn")
+            raise ValueError(
+                f"streams={streams} needs the graph on the GPU; the CPU answers "
+                "numba.get_num_threads() sources at once (numba.set_num_threads sets it)"
+            )
     if G.device != "gpu":
         return 1
     if streams is None:
