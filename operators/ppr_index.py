@@ -17,6 +17,7 @@ H100; on smaller graphs, whose query state fits in L2, it did not pay (``benchma
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -130,20 +131,9 @@ class PPRIndex:
     def to(self, device: str) -> PPRIndex:
         from graphs._device import to_device
 
-        g = self.graph.to(device)
         arrays = {k: to_device(v, device) for k, v in self.arrays.items()}
         perm = None if self.perm is None else to_device(self.perm, device)
-        return PPRIndex(
-            g,
-            self.params,
-            self.seed,
-            self.budget,
-            arrays,
-            self.omega_i_ub,
-            self.info,
-            perm,
-            self.source_token,
-        )
+        return dataclasses.replace(self, graph=self.graph.to(device), arrays=arrays, perm=perm)
 
     def save(self, path, *, overwrite: bool = False, graph=True) -> None:
         """Write the index to a new directory (arrays as .npy, meta.json), atomically; ``graph``: True
