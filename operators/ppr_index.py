@@ -30,7 +30,8 @@ from graphs._mix import stream_key
 
 from ._checks import check_graph, check_positive, check_probability, vertex_vector
 from ._degree_order import into, renumbered
-from ._irw import invert_walks, walk_ends, walk_pairs
+from ._irw import walk_keys
+from ._irw_invert import invert_walks, walk_pairs
 from ._ppr_index_io import save_index
 
 FORMAT = "graphjobs-ppr-index"
@@ -40,9 +41,10 @@ HIGH_SHARE = 0.001  # |H| <= 0.1% of n
 # exceed an H100's 50 MB L2). Same-call A/B, batch queries/s: R-MAT 22 and 24 up to 1.30x; R-MAT 20 and
 # 21 mixed (-14% to +17%); soc-Epinions1 and soc-Slashdot0902 up to 15% slower at k = 1000
 DEGREE_ORDER_N = 2**22
-# memory a walk takes while the index is built: 37.1 GiB for 1.1e9 walks at R-MAT 24 on the GPU, a traced
-# 18.4 bytes a walk plus the walks themselves on the CPU
-WALK_BYTES = {"gpu": 36, "cpu": 23}
+# memory a walk takes while the index is built: on the GPU the CuPy pool's peak grew by 12.3 GiB from
+# 401M to 784M walks (R-MAT 24, delta_min 16/n and 4/n; results/index-build-memory-keys-ab-h100.txt),
+# on the CPU a traced 22 bytes a walk at R-MAT 18
+WALK_BYTES = {"gpu": 35, "cpu": 22}
 FIRST_LEVEL = 16  # budget scheme: multipliers 16, 8, 4, 2 take 1/2, 1/4, 1/8, then the rest
 ARRAYS = ("beta", "omega", "ret", "ip1", "starts", "ip2", "freqs", "omega_i", "high", "h_index")
 ARRAYS += ("hptr", "h_end", "h_freq")
@@ -216,7 +218,13 @@ def build_ppr_index(
     t0 = time.perf_counter()
     if pagerank is None:
         opts = dict(alpha=alpha, tol=1e-6 / n, max_iter=500, weighted=False, dtype=np.float64)
-        pagerank = global_pagerank(G, **opts)
+        # on a view of G's arrays unless G keeps a transpose already: the transpose and the pull plan,
+        # the graph's size again, would stay with G (or the index's copy of it) through the walks and
+        # after, and the queries never read them
+        plain = CSRGraph(G.indptr, G.indices, directed=G.directed, validate=False)
+        pagerank = global_pagerank(G if G.has_derived("transpose") else plain, **opts)
+        plain.forget_derived()  # the transpose refers back to it: a cycle, freed only by a collection
+        del plain
     deg = xp.maximum(G.out_degree(), 1).astype(np.float64)
     # PRO-rank list: pr(u) / d(u) decreasing, rounded to 9 digits and ties by vertex id, so that the
     # CPU and the GPU (whose sums round differently) build the same list and the same index
@@ -232,11 +240,9 @@ def build_ppr_index(
     beta = xp.where(mult > 1, (mult * base - 1) / (deg * scale), 1.0)  # Eq. 8
     t2 = time.perf_counter()
     try:
-        end, _ = walk_ends(G.indptr, G.indices, omega, stream_key(seed, 7), alpha, first_step=first_step)
+        keys = walk_keys(G.indptr, G.indices, omega, stream_key(seed, 7), alpha, first_step=first_step)
         t3 = time.perf_counter()
-        pairs = walk_pairs(end, omega, n)
-        del end
-        arrays, _ = invert_walks(pairs, n, HIGH_SHARE)
+        arrays, _ = invert_walks(walk_pairs(keys, n), n, HIGH_SHARE)
     except MemoryError as e:  # CuPy's OutOfMemoryError and thrust's bad_alloc are MemoryErrors
         walks, per = int(omega.sum()), WALK_BYTES[G.device]
         size = f"{walks * per / 2**30:.1f} GiB" if walks * per >= 2**30 else f"{walks * per / 2**20:.1f} MiB"

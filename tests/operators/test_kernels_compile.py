@@ -28,6 +28,7 @@ from operators import (
     _im_gpu,
     _im_greedy_gpu,
     _irw,
+    _irw_invert,
     _pagerank_gpu,
     _ppr_calibrate,
     _ppr_push_gpu,
@@ -59,7 +60,12 @@ SOURCES = [
     ("fingerprint", _mix.FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64")),
     ("rmat", generators.RMAT_KERNEL, ("gj_rmat",)),
     *_pagerank_gpu.kernel_sources(),
-    ("irw-walks", _irw.WALKS_KERNEL, ("gj_irw_walks_i32", "gj_irw_walks_i64")),
+    (
+        "irw-walks",
+        _irw.WALKS_KERNEL,
+        ("gj_irw_walks_i32", "gj_irw_walks_i64", "gj_irw_keys_i32", "gj_irw_keys_i64"),
+    ),
+    ("irw-invert", _irw_invert.CUDA, ("gj_irw_split", "gj_irw_place")),
     (
         "topk-push",
         _topk_gpu_frontier.FRONTIER_KERNELS,

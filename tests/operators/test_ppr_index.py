@@ -84,13 +84,18 @@ def test_irw_arrays_equal_a_plain_count_of_the_walks():
     (by H index), the returned walks and omega_I."""
     from collections import Counter
 
-    from operators._irw import invert_walks, walk_ends, walk_pairs
+    from operators._irw import walk_ends, walk_keys
+    from operators._irw_invert import invert_walks, walk_pairs
 
     g = graphs.rmat(10, seed=5)
     omega = np.random.default_rng(1).integers(0, 30, size=g.n)
     end, _ = walk_ends(g.indptr, g.indices, omega, 99, 0.8)
-    count = Counter(zip(end.tolist(), np.repeat(np.arange(g.n), omega).tolist(), strict=True))
-    a, ub = invert_walks(walk_pairs(end, omega, g.n), g.n, 0.01)
+    starts = np.repeat(np.arange(g.n), omega)
+    count = Counter(zip(end.tolist(), starts.tolist(), strict=True))
+    keys = walk_keys(g.indptr, g.indices, omega, 99, 0.8)  # the same walks, as (end, start) keys
+    assert keys[0].tolist() == np.where(end >= 0, end.astype(np.int64) * g.n + starts, starts - g.n).tolist()
+    a, ub = invert_walks(walk_pairs(keys, g.n), g.n, 0.01)
+    assert not keys  # emptied: the walks' memory is freed as soon as they are sorted
     by_end = {t: sorted((v, c) for (t2, v), c in count.items() if t2 == t) for t in range(-1, g.n)}
     assert a["ret"].tolist() == [dict(by_end[-1]).get(v, 0) for v in range(g.n)]
     omega_i = np.array([sum(c for _, c in by_end[t]) for t in range(g.n)])
