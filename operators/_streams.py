@@ -51,7 +51,7 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
 
 
 class StreamPool:
-    """Slots of (CUDA stream, workspace); ``make()`` builds a workspace, on its slot's stream."""
+    """Slots of (CUDA stream, workspace); ``make()`` builds a workspace (on the caller's stream)."""
 
     def __init__(self, make):
         self._make, self._free, self._lock = make, [], threading.Lock()
@@ -62,9 +62,18 @@ class StreamPool:
             if self._free:
                 return self._free.pop()
             self.size += 1
+        # the workspace is allocated on the caller's stream, whose memory pool arena holds what the
+        # index build and earlier calls freed: CuPy reuses a freed block only on the stream that freed
+        # it, so on a new stream R-MAT 26 (1.5 billion edges) ran out of memory at the fourth of 4
+        # workspaces with 27 GiB free in the pool. Its stream waits for the initialising kernels.
+        # Each query's last step is a host read of its stream, so no work of a slot is pending when
+        # a call returns, and the memory can go back to the caller's stream when the slot is dropped.
         stream = cp.cuda.Stream(non_blocking=True)
-        with stream:
-            return stream, self._make()
+        workspace = self._make()
+        ready = cp.cuda.Event(block=False, disable_timing=True)
+        ready.record()
+        stream.wait_event(ready)
+        return stream, workspace
 
     def interleave(self, start, items, workers: int) -> None:
         """Run the generator ``start(item, workspace)`` of every item, up to ``workers`` at once, each on
@@ -98,6 +107,10 @@ class StreamPool:
                 slot, gen = running[j]
                 del running[j]
                 advance(slot, gen)
+        except BaseException:  # the others' queued work finishes before their memory can be reused
+            for stream, _ in slots:
+                stream.synchronize()
+            raise
         finally:
             with self._lock:
                 self._free.extend(slots)

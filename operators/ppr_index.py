@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphs import CSRGraph, reorder_orders
-from graphs._device import array_module, to_host
+from graphs._device import array_module, import_cupy, to_host
 from graphs._mix import stream_key
 
 from ._checks import check_graph, check_positive, check_probability, vertex_vector
@@ -127,6 +127,8 @@ class PPRIndex:
         """Drop what queries keep with the index for the next call, so that its memory can be freed:
         their workspaces (about 81 bytes per vertex for each GPU stream, 25 for each CPU thread) and
         round constants."""
+        if self.graph.device == "gpu":  # no kernel may still use them when their memory is reused
+            import_cupy().cuda.Device().synchronize()
         for key in [k for k in self.__dict__ if k.startswith("_")]:  # every one, whichever module made it
             del self.__dict__[key]
 
