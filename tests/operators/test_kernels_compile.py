@@ -31,6 +31,7 @@ from operators import (
     _irw_invert,
     _pagerank_gpu,
     _ppr_calibrate,
+    _ppr_power,
     _ppr_push_gpu,
     _simrank_gpu,
     _topk_gpu,
@@ -66,6 +67,7 @@ SOURCES = [
         ("gj_irw_walks_i32", "gj_irw_walks_i64", "gj_irw_keys_i32", "gj_irw_keys_i64"),
     ),
     ("irw-invert", _irw_invert.CUDA, ("gj_irw_split", "gj_irw_place")),
+    ("ppr-power-merge", _ppr_power.MERGE_CUDA, ("gj_ppr_row_distinct", "gj_ppr_row_merge")),
     (
         "topk-push",
         _topk_gpu_frontier.FRONTIER_KERNELS,
