@@ -24,9 +24,11 @@ def main(argv=None) -> None:
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--only", default="pagerank,load",
-                    help="pagerank,load,topk,ppr,ppr-batch,ppr-job,influence,simrank,pagerank-mg,"
+                    help="pagerank,load,topk,topk-large,ppr,ppr-batch,ppr-job,influence,simrank,pagerank-mg,"
                          "topk-mg,imm-mg")  # fmt: skip
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
+    ap.add_argument("--topk-large", default="26:22", help="scale:edge_factor of the topk-large graphs (GPU)")
+    ap.add_argument("--large-batch", type=int, default=2000, help="sources of topk-large's batches")
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
     ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
@@ -54,6 +56,9 @@ def main(argv=None) -> None:
     if "topk" in only:
         tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
         topk_ppr.run(rep, args.device, dataset_dir(), tscales, args.batch)
+    if "topk-large" in only and args.device == "gpu":
+        specs = [tuple(int(x) for x in spec.split(":")) for spec in args.topk_large.split(",") if spec]
+        topk_ppr.run_large(rep, specs, args.large_batch)
     if "topk-ablation" in only:
         tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
         topk_ppr.run_ablation(rep, args.device, dataset_dir(), tscales)
