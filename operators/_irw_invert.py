@@ -93,6 +93,33 @@ def _place(t, v, sig, ip1, ip2):
     return starts
 
 
+RUN_CHUNK = 1 << 27  # keys a step of ``_run_starts`` compares
+
+
+def _run_starts(body):
+    """Where each run of equal keys starts in the sorted ``body`` (int64), found chunk by chunk: CuPy's
+    ``flatnonzero`` over all of it made two 8-byte temporaries a walk (R-MAT 26: out of memory)."""
+    xp = array_module(body)
+    bounds = [(lo, min(lo + RUN_CHUNK, body.size)) for lo in range(0, body.size, RUN_CHUNK)]
+
+    def heads(lo, hi):
+        h = xp.empty(hi - lo, dtype=bool)
+        if lo == 0:
+            h[0] = True
+            xp.not_equal(body[1:hi], body[: hi - 1], out=h[1:])
+        else:
+            xp.not_equal(body[lo:hi], body[lo - 1 : hi - 1], out=h)
+        return h
+
+    counts = [int(xp.count_nonzero(heads(lo, hi))) for lo, hi in bounds]
+    first, at = xp.empty(sum(counts), dtype=np.int64), 0
+    for (lo, hi), c in zip(bounds, counts, strict=True):
+        first[at : at + c] = xp.flatnonzero(heads(lo, hi))
+        first[at : at + c] += lo
+        at += c
+    return first
+
+
 def walk_pairs(keys: list, n: int) -> list:
     """The walks' distinct (end, start) pairs as keys ``end * n + start`` in increasing order, each
     pair's number of walks, and ``ret[v]``: the walks from v that returned to the source.
@@ -111,11 +138,7 @@ def walk_pairs(keys: list, n: int) -> list:
     del key
     if not body.size:
         return [xp.zeros(0, dtype=np.int64), xp.zeros(0, dtype=np.int32), ret]
-    head = xp.empty(body.size, dtype=bool)
-    head[0] = True
-    xp.not_equal(body[1:], body[:-1], out=head[1:])
-    first = xp.flatnonzero(head)
-    del head
+    first = _run_starts(body)
     pairs = body[first]
     total = body.size
     del body  # the walks' keys go here

@@ -78,14 +78,19 @@ def test_first_step_walks_never_end_where_they_start_on_a_dag():
         assert (a["ret"][-1] == a["omega"][-1]) == first
 
 
-def test_irw_arrays_equal_a_plain_count_of_the_walks():
+@pytest.mark.parametrize("chunk", [1 << 27, 1000])
+def test_irw_arrays_equal_a_plain_count_of_the_walks(monkeypatch, chunk):
     """The inversion against a dictionary count of the same walks' (start, end) pairs: each end's list
     (frequency > 1 first, each part by start id) with its frequencies, H and its lists by start vertex
-    (by H index), the returned walks and omega_I."""
+    (by H index), the returned walks and omega_I; with the runs of equal pairs found in one chunk or in
+    many (runs crossing chunk boundaries)."""
     from collections import Counter
 
+    from operators import _irw_invert
     from operators._irw import walk_ends, walk_keys
     from operators._irw_invert import invert_walks, walk_pairs
+
+    monkeypatch.setattr(_irw_invert, "RUN_CHUNK", chunk)
 
     g = graphs.rmat(10, seed=5)
     omega = np.random.default_rng(1).integers(0, 30, size=g.n)
