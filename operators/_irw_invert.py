@@ -93,14 +93,26 @@ def _place(t, v, sig, ip1, ip2):
     return starts
 
 
-RUN_CHUNK = 1 << 27  # keys a step of ``_run_starts`` compares
+CHUNK = 1 << 27  # elements a step of ``_positions`` looks at
+
+
+def _positions(size: int, chunk_mask, xp):
+    """Where ``chunk_mask(lo, hi)`` (a bool array for elements lo..hi-1) is set, as int64 positions,
+    found chunk by chunk: CuPy's ``flatnonzero`` and boolean indexing over a whole array make an 8-byte
+    running count of it, and at R-MAT 26 (1.9 billion walks) those ran the build out of memory."""
+    bounds = [(lo, min(lo + CHUNK, size)) for lo in range(0, size, CHUNK)]
+    counts = [int(xp.count_nonzero(chunk_mask(lo, hi))) for lo, hi in bounds]
+    out, at = xp.empty(sum(counts), dtype=np.int64), 0
+    for (lo, hi), c in zip(bounds, counts, strict=True):
+        out[at : at + c] = xp.flatnonzero(chunk_mask(lo, hi))
+        out[at : at + c] += lo
+        at += c
+    return out
 
 
 def _run_starts(body):
-    """Where each run of equal keys starts in the sorted ``body`` (int64), found chunk by chunk: CuPy's
-    ``flatnonzero`` over all of it made two 8-byte temporaries a walk (R-MAT 26: out of memory)."""
+    """Where each run of equal keys starts in the sorted ``body``."""
     xp = array_module(body)
-    bounds = [(lo, min(lo + RUN_CHUNK, body.size)) for lo in range(0, body.size, RUN_CHUNK)]
 
     def heads(lo, hi):
         h = xp.empty(hi - lo, dtype=bool)
@@ -111,13 +123,15 @@ def _run_starts(body):
             xp.not_equal(body[lo:hi], body[lo - 1 : hi - 1], out=h)
         return h
 
-    counts = [int(xp.count_nonzero(heads(lo, hi))) for lo, hi in bounds]
-    first, at = xp.empty(sum(counts), dtype=np.int64), 0
-    for (lo, hi), c in zip(bounds, counts, strict=True):
-        first[at : at + c] = xp.flatnonzero(heads(lo, hi))
-        first[at : at + c] += lo
-        at += c
-    return first
+    return _positions(body.size, heads, xp)
+
+
+def _where(mask, invert: bool = False):
+    """``_positions`` of a bool array (of its clear elements with ``invert``)."""
+    xp = array_module(mask)
+    return _positions(
+        mask.size, (lambda lo, hi: ~mask[lo:hi]) if invert else (lambda lo, hi: mask[lo:hi]), xp
+    )
 
 
 def walk_pairs(keys: list, n: int) -> list:
@@ -142,8 +156,8 @@ def walk_pairs(keys: list, n: int) -> list:
     pairs = body[first]
     total = body.size
     del body  # the walks' keys go here
-    freq = xp.empty(first.size, dtype=np.int32)
-    freq[:-1] = first[1:] - first[:-1]
+    freq = xp.empty(first.size, dtype=np.int32)  # the runs' lengths, with no 8-byte temporary
+    xp.subtract(first[1:], first[:-1], out=freq[:-1], casting="unsafe")
     freq[-1] = total - first[-1]
     return [pairs, freq, ret]
 
@@ -178,11 +192,12 @@ def invert_walks(pairs: list, n: int, high_share: float):
     h_index = xp.full(n, -1, dtype=np.int32)
     h_index[high] = xp.arange(high.size, dtype=np.int32)
     pair_h = in_h[t]
-    ht, hv, hf = t[pair_h], v[pair_h], freq[pair_h]
-    lo = ~pair_h
+    at = _where(pair_h)
+    ht, hv, hf = t[at], v[at], freq[at]
+    at = _where(pair_h, invert=True)
     del pair_h
-    t, v, freq = t[lo], v[lo], freq[lo]  # the IRW proper; the whole pairs are freed here
-    del lo
+    t, v, freq = t[at], v[at], freq[at]  # the IRW proper; the whole pairs are freed here
+    del at
     # H pairs grouped by start vertex (Fig. 4): hptr[v] starts v's (end index in H, frequency) pairs
     order = hv.astype(np.int64)
     order *= n
@@ -196,10 +211,11 @@ def invert_walks(pairs: list, n: int, high_share: float):
     del ht, hv, hf
     # the pairs are in (end, start) order; each end vertex's starts with frequency > 1 go first
     sig = freq > 1
-    ip1, ip2 = _indptr(xp, t, n), _indptr(xp, t[sig], n)
+    at = _where(sig)
+    ip1, ip2 = _indptr(xp, t, n), _indptr(xp, t[at], n)
     starts = _place(t, v, sig, ip1, ip2)
     del t, v
-    irw = dict(ip1=ip1, starts=starts, ip2=ip2, freqs=freq[sig])
+    irw = dict(ip1=ip1, starts=starts, ip2=ip2, freqs=freq[at])
     return {**irw, **h_store, "ret": ret, "omega_i": omega_i}, ub
 
 

@@ -90,7 +90,7 @@ def test_irw_arrays_equal_a_plain_count_of_the_walks(monkeypatch, chunk):
     from operators._irw import walk_ends, walk_keys
     from operators._irw_invert import invert_walks, walk_pairs
 
-    monkeypatch.setattr(_irw_invert, "RUN_CHUNK", chunk)
+    monkeypatch.setattr(_irw_invert, "CHUNK", chunk)
 
     g = graphs.rmat(10, seed=5)
     omega = np.random.default_rng(1).integers(0, 30, size=g.n)
