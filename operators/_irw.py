@@ -1,4 +1,5 @@
-"""Random walks of the kPAR index (their inversion into the IRW layout: ``_irw_invert``).
+"""Random walks of the kPAR index: the budget scheme's walk multipliers (Sec. 3.3.2, ``budget_levels``) and
+the walks themselves (their inversion into the IRW layout: ``_irw_invert``).
 
 Walk ``w`` (numbered through all start vertices, ``wptr`` gives each start's first walk) draws
 ``rand_unit(mix64(key + w * GOLDEN), c)`` for its c-th number, so CPU and GPU produce the same walks
@@ -11,6 +12,8 @@ are the same, the first stop draw is unused). ``walk_keys`` writes each walk as 
 """
 
 from __future__ import annotations
+
+import math
 
 import numba as nb
 import numpy as np
@@ -136,3 +139,28 @@ def walk_keys(indptr, indices, omega, key: int, alpha: float, *, first_step: boo
     start``, or ``start - n`` (negative) for a walk that returned to the source. In a list, for
     ``walk_pairs`` to empty: 8 bytes a walk, where the ends and the starts cost 16 to 20 more."""
     return [_walks(indptr, indices, omega, key, alpha, first_step, True)[0]]
+
+
+FIRST_LEVEL = 16  # budget scheme: multipliers 16, 8, 4, 2 take 1/2, 1/4, 1/8, then the rest
+
+
+def budget_levels(base_in_order: np.ndarray, budget: float) -> np.ndarray:
+    """Walk multiplier of each vertex in PRO-rank order (Sec. 3.3.2).
+
+    Multiplier a = FIRST_LEVEL is given down the list until half of the extra budget is spent,
+    then a/2 until three quarters are, ..., and a = 2 until the budget is used up.
+    """
+    level = np.ones(base_in_order.size, dtype=np.int64)
+    total = math.floor(budget * float(base_in_order.sum()))
+    used, pos, a, share = 0, 0, FIRST_LEVEL, 0.5
+    while a >= 2 and pos < level.size and used < total:
+        goal = total if a == 2 else math.floor(total * share)
+        cum = used + np.cumsum((a - 1) * base_in_order[pos:])
+        take = int(np.searchsorted(cum, goal, side="right"))
+        if take:
+            level[pos : pos + take] = a
+            used = int(cum[take - 1])
+            pos += take
+        a //= 2
+        share += (1 - share) / 2
+    return level

@@ -30,7 +30,7 @@ from graphs._mix import stream_key
 
 from ._checks import check_graph, check_positive, check_probability, vertex_vector
 from ._degree_order import into, renumbered
-from ._irw import walk_keys
+from ._irw import budget_levels, walk_keys
 from ._irw_invert import invert_walks, walk_pairs
 from ._ppr_index_io import save_index
 
@@ -45,7 +45,6 @@ DEGREE_ORDER_N = 2**22
 # 401M to 784M walks (R-MAT 24, delta_min 16/n and 4/n; results/index-build-memory-keys-ab-h100.txt),
 # on the CPU a traced 22 bytes a walk at R-MAT 18
 WALK_BYTES = {"gpu": 35, "cpu": 22}
-FIRST_LEVEL = 16  # budget scheme: multipliers 16, 8, 4, 2 take 1/2, 1/4, 1/8, then the rest
 ARRAYS = ("beta", "omega", "ret", "ip1", "starts", "ip2", "freqs", "omega_i", "high", "h_index")
 ARRAYS += ("hptr", "h_end", "h_freq")
 
@@ -235,7 +234,7 @@ def build_ppr_index(
     t1 = time.perf_counter()
     scale = params.r_max(delta_min) * params.psi / delta_min
     base = xp.ceil(deg * scale).astype(np.int64)
-    level = _budget_levels(to_host(base)[to_host(pro)], budget)
+    level = budget_levels(to_host(base)[to_host(pro)], budget)
     mult = xp.ones(n, dtype=np.int64)
     mult[pro] = xp.asarray(level)
     omega = base * mult
@@ -294,25 +293,3 @@ def index_options(*, alpha=0.8, epsilon=0.5, delta_min=None, p_fail=None, budget
         p_fail=None if p_fail is None else check_probability("p_fail", p_fail, **positive),
         budget=check_positive("budget", budget) if budget else 0.0,
     )
-
-
-def _budget_levels(base_in_order: np.ndarray, budget: float) -> np.ndarray:
-    """Walk multiplier of each vertex in PRO-rank order (Sec. 3.3.2).
-
-    Multiplier a = FIRST_LEVEL is given down the list until half of the extra budget is spent,
-    then a/2 until three quarters are, ..., and a = 2 until the budget is used up.
-    """
-    level = np.ones(base_in_order.size, dtype=np.int64)
-    total = math.floor(budget * float(base_in_order.sum()))
-    used, pos, a, share = 0, 0, FIRST_LEVEL, 0.5
-    while a >= 2 and pos < level.size and used < total:
-        goal = total if a == 2 else math.floor(total * share)
-        cum = used + np.cumsum((a - 1) * base_in_order[pos:])
-        take = int(np.searchsorted(cum, goal, side="right"))
-        if take:
-            level[pos : pos + take] = a
-            used = int(cum[take - 1])
-            pos += take
-        a //= 2
-        share += (1 - share) / 2
-    return level
