@@ -75,8 +75,8 @@ def topk_ppr_job(
         skips the chunks it finished before.
     streams : int, optional
         Sources a GPU worker answers at once within a chunk (``operators.topk_ppr``'s ``streams``;
-        default: the operator's). CPU workers answer one at a time. The rows do not depend on it, and
-        a re-run with another value resumes the same job.
+        default: the operator's). CPU workers answer as many sources at once as they have Numba
+        threads. The rows do not depend on it, and a re-run with another value resumes the same job.
 
     Returns
     -------
