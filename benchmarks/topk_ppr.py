@@ -18,7 +18,7 @@ import graphs
 from graphs._device import to_host
 from operators import build_ppr_index, ppr, topk_ppr
 from operators._cpu_threads import cpu_threads
-from operators._streams import stream_count
+from operators._streams import WIDE_FROM, stream_count
 from operators._topk_batch import CPU_WORKSPACE_BYTES
 from operators.ppr_metrics import ndcg_at_k, precision_at_k
 from operators.topk_ppr import WORKSPACE_BYTES
@@ -122,13 +122,15 @@ def run_graph(
                      speedup=peers[k]["median"] / med)  # fmt: skip
     if batch:
         many = _sources(g, batch, seed=2)
-        default = stream_count(g, len(many), None, WORKSPACE_BYTES)
-        if device == "cpu":  # the CPU answers Numba's thread count of sources at once
-            default = cpu_threads(g.n, CPU_WORKSPACE_BYTES, len(many))
-        # in turn, then the default (at once), then 4 at once where the default is another (its evidence)
-        settings = ((1, None) if default == 4 else (1, None, 4)) if device == "gpu" else (1, None)
         with_edges = {}
         for k in (10, 100, 1000):  # the issue names no k for the batch target: each of the latency table's
+            default = stream_count(g, len(many), None, WORKSPACE_BYTES, k)
+            if device == "cpu":  # the CPU answers Numba's thread count of sources at once
+                default = cpu_threads(g.n, CPU_WORKSPACE_BYTES, len(many))
+            # in turn, then the default (at once), then, where the graph is large enough for either, the
+            # other of 4 and 8 at once (the evidence for the default)
+            other = (4 if default != 4 else 8) if device == "gpu" and g.n >= WIDE_FROM else None
+            settings = (1, None) if other is None else (1, None, other)
             rate = {}
             for streams in settings:
                 t0 = time.perf_counter()

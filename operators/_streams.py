@@ -29,12 +29,17 @@ from ._checks import check_count
 # / 1,385 / 603; R-MAT 24 on 8 against 4: 1,636 / 976 / 429 against 1,508 / 990 / 445 (with threads at
 # 82d6c1b and 2e4c8f9 it was mixed between instances too, and 4 led 8 at R-MAT 22 by up to 41%).
 WIDE_FROM = 1 << 23
+# ... but from this k on, 4 there too: each query then touches more of the graph, and 8 at once contend
+# for the L2. R-MAT 24, 4,000 sources, same call, both orders (results/topk-streams-by-k-ab-h100.txt): 4
+# against 8 streams 1.036-1.042x at k = 100, 1.051-1.061x at k = 300, 1.075-1.082x at k = 1000, 0.86x at
+# k = 10; the benchmark's own 4-stream runs since 735ce4f agree (k = 1000 ahead in all 13, k = 100 in 10).
+NARROW_K = 100
 
 
-def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
+def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None = None) -> int:
     """How many queries to run at once: ``streams`` if given (GPU only), else, of those whose workspaces
-    fit twice in free device memory, up to 4 below ``WIDE_FROM`` vertices and up to 8 from there; never
-    more than ``queries``."""
+    fit twice in free device memory, up to 8 from ``WIDE_FROM`` vertices for ``k`` below ``NARROW_K``,
+    otherwise up to 4; never more than ``queries``."""
     if streams is not None:
         streams = check_count("streams", streams)
         if streams > 1 and G.device != "gpu":
@@ -45,7 +50,7 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int) -> int:
     if G.device != "gpu":
         return 1
     if streams is None:
-        most = 8 if G.n >= WIDE_FROM else 4
+        most = 8 if G.n >= WIDE_FROM and (k is None or k < NARROW_K) else 4
         streams = max(1, min(most, free_memory("gpu") // (2 * bytes_per_vertex * max(G.n, 1))))
     return max(1, min(streams, queries))
 

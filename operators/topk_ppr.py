@@ -142,7 +142,7 @@ def topk_ppr(
     streams : int, optional
         GPU only: sources answered at once, each on its own CUDA stream and workspace, driven in turn
         from the calling thread, so that one query's kernels run while the host reads another's
-        round. Default: up to 4 below 2**23 vertices, else up to 8;
+        round. Default: up to 8 from 2**23 vertices for k below 100, else up to 4;
         fewer when the free device memory holds fewer workspaces (about 81 bytes per vertex each;
         they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
         1 answers the sources one after another. On the CPU the batch answers
@@ -183,7 +183,7 @@ def topk_ppr(
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
-    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES)  # checked before any work
+    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES, k)  # checked before any work
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)

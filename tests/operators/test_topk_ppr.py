@@ -132,8 +132,8 @@ def test_forget_workspaces(rmat13, device):
 
 
 def test_default_streams_by_graph_size(monkeypatch):
-    """The default concurrency on the GPU: at most 4 below 2**23 vertices, at most 8 from there, fewer
-    when free memory holds fewer than two workspaces each; never more than the queries."""
+    """The default concurrency on the GPU: at most 4 below 2**23 vertices, at most 8 from there for k
+    below 100, fewer when free memory holds fewer than two workspaces each; never more than the queries."""
     from types import SimpleNamespace
 
     import operators._streams as st
@@ -147,6 +147,11 @@ def test_default_streams_by_graph_size(monkeypatch):
     monkeypatch.setattr(st, "free_memory", lambda device: 3 * 2 * 81 * 2**26)  # three workspaces at 2**26
     assert count(2**26) == 3 and count(2**22) == 4
     assert st.stream_count(SimpleNamespace(n=2**24, device="gpu"), 100, 6, 81) == 6  # as given
+    monkeypatch.setattr(st, "free_memory", lambda device: 80 * 2**30)
+    by_k = [
+        st.stream_count(SimpleNamespace(n=2**24, device="gpu"), 100, None, 81, k) for k in (10, 99, 100, 1000)
+    ]
+    assert by_k == [8, 8, 4, 4]  # from k = 100 on, 4 at once there too
 
 
 @pytest.mark.gpu
