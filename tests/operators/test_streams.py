@@ -1,5 +1,6 @@
-"""StreamPool.interleave: several query generators driven from one thread, each on its slot's stream (the
-scheduling only: CuPy's streams are stood in for, so it runs on the CPU; the GPU test of the same path is
+"""StreamPool.interleave: several query generators driven from one thread, each on its slot's stream, whose
+workspace is made on the caller's stream (the scheduling only: CuPy's streams are stood in for, so it
+runs on the CPU; the GPU test of the same path is
 ``test_topk_ppr.test_gpu_streams_answer_as_one_at_a_time``)."""
 
 from __future__ import annotations
@@ -11,6 +12,19 @@ import pytest
 
 import operators._streams as st
 
+SEQ = itertools.count()  # the order in which workspaces are made and events recorded
+
+
+class FakeEvent:
+    """Stands in for ``cupy.cuda.Event``: remembers on which stream (None: the caller's) and when it was
+    recorded."""
+
+    def __init__(self, block: bool = False, disable_timing: bool = True):
+        self.on, self.seq = "never", None
+
+    def record(self):
+        self.on, self.seq = FakeStream.active, next(SEQ)
+
 
 class FakeStream:
     """A context manager standing in for ``cupy.cuda.Stream``: ``active`` is the current one."""
@@ -20,7 +34,7 @@ class FakeStream:
 
     def __init__(self, non_blocking: bool):
         assert non_blocking
-        self.id = next(self.ids)
+        self.id, self.waited, self.synced = next(self.ids), [], 0
 
     def __enter__(self):
         self.prev, FakeStream.active = FakeStream.active, self
@@ -29,12 +43,19 @@ class FakeStream:
     def __exit__(self, *exc):
         FakeStream.active = self.prev
 
+    def wait_event(self, event):
+        self.waited.append(event)
+
+    def synchronize(self):
+        self.synced += 1
+
 
 class Work:
-    """A workspace made on its slot's stream whose queued step reports ready on every third poll."""
+    """A workspace whose queued step reports ready on every third poll. It is made on the caller's stream
+    (CuPy's pool reuses freed memory only there); ``stream`` is its slot's, seen at its first step."""
 
     def __init__(self):
-        self.stream, self.polls = FakeStream.active, 0
+        self.made_on, self.seq, self.stream, self.polls = FakeStream.active, next(SEQ), None, 0
 
     def ready(self) -> bool:
         self.polls += 1
@@ -43,7 +64,8 @@ class Work:
 
 @pytest.fixture
 def pool(monkeypatch):
-    monkeypatch.setattr(st, "import_cupy", lambda: SimpleNamespace(cuda=SimpleNamespace(Stream=FakeStream)))
+    fake = SimpleNamespace(cuda=SimpleNamespace(Stream=FakeStream, Event=FakeEvent))
+    monkeypatch.setattr(st, "import_cupy", lambda: fake)
     return st.StreamPool(Work)
 
 
@@ -52,6 +74,10 @@ def _query(item, work, log, live, fail=None):
     live.append(item)
     log += [("start", item), ("peak", len(live))]
     for step in range(item % 4):
+        if work.stream is None:  # its slot's stream, which waits for what made the workspace
+            work.stream = FakeStream.active
+            assert work.stream is not None and work.made_on is None
+            assert any(e.on is None and e.seq > work.seq for e in work.stream.waited)
         assert FakeStream.active is work.stream
         if item == fail:
             raise RuntimeError(f"query {item} failed")
@@ -83,6 +109,7 @@ def test_interleave_raises_the_first_error_and_keeps_its_slots(pool):
     with pytest.raises(RuntimeError, match="query 6 failed"):
         pool.interleave(lambda item, work: _query(item, work, log, live, fail=6), list(range(12)), 3)
     assert pool.size == 3 and len(pool._free) == 3  # every slot is back in the pool
+    assert all(stream.synced for stream, _ in pool._free)  # their queued work done before any reuse
     log, live = [], []
     pool.interleave(lambda item, work: _query(item, work, log, live), [5, 6, 7], 3)
     assert sorted(e[1] for e in log if e[0] == "done") == [5, 6, 7]
