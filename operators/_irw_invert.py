@@ -2,10 +2,11 @@
 (Fig. 4), in as little memory as the arrays allow.
 
 The walks come as one 64-bit key each (``_irw.walk_keys``); one in-place sort of them gives the distinct
-(end, start) pairs in order. From there every step works on pairs (about 0.56 a walk at R-MAT 24), and
-each large temporary is freed before the next is made: a pair's end and start are split by one kernel,
-and each IRW entry is scattered to its slot by one kernel from a 64-bit running count, where a NumPy
-expression made five or six 64-bit temporaries a pair.
+(end, start) pairs in order. From there every step works on pairs (0.56 a walk at R-MAT 24, 0.8 at
+R-MAT 26), and each large temporary is freed before the next is made: a pair's end and start are split
+by one kernel, each IRW entry is scattered to its slot by one kernel from a 64-bit running count (a
+NumPy expression made five or six 64-bit temporaries a pair), and large selections go by positions
+found chunk by chunk.
 """
 
 from __future__ import annotations
@@ -139,9 +140,9 @@ def walk_pairs(keys: list, n: int) -> list:
     pair's number of walks, and ``ret[v]``: the walks from v that returned to the source.
 
     ``keys`` holds ``_irw.walk_keys``'s array, which is sorted in place and freed here; the result is a
-    list that ``invert_walks`` empties, so that each array is freed as soon as it is used (R-MAT 26
-    at the default delta_min has 1.7 billion walks). A returned walk has the key start - n < 0, so the
-    sort puts them first, by start.
+    list that ``invert_walks`` empties, so that each array is freed as soon as it is used (R-MAT 26 at
+    edge factor 22 has 1.9 billion walks at the default delta_min). A returned walk has the key
+    start - n < 0, so the sort puts them first, by start.
     """
     key = keys.pop()
     xp = array_module(key)
