@@ -2,7 +2,7 @@
 (Fig. 4), in as little memory as the arrays allow.
 
 The walks come as one 64-bit key each (``_irw.walk_keys``); one in-place sort of them gives the distinct
-(end, start) pairs in order. From there every step works on pairs (0.56 a walk at R-MAT 24, 0.8 at
+(end, start) pairs in order. From there every step works on pairs (0.74 a walk at R-MAT 24, 0.8 at
 R-MAT 26), and each large temporary is freed before the next is made: a pair's end and start are split
 by one kernel, each IRW entry is scattered to its slot by one kernel from a 64-bit running count (a
 NumPy expression made five or six 64-bit temporaries a pair), and large selections go by positions
