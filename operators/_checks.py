@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,6 +16,18 @@ def check_graph(G) -> CSRGraph:
     if not isinstance(G, CSRGraph):
         raise TypeError(f"expected a graphs.CSRGraph as the first argument, got {type(G).__name__}")
     return G
+
+
+def warn_if_weighted(G: CSRGraph, what: str) -> None:
+    """PPR here follows out-edges uniformly (the issues' definition): say so when a graph has weights,
+    which ``pagerank(G, personalization={s: 1})`` (NetworkX's meaning, the same PPR otherwise) follows."""
+    if G.weighted:
+        warnings.warn(
+            f"{what} follows out-edges uniformly and ignores this graph's edge weights; for PPR that "
+            "follows them, operators.pagerank(G, alpha=..., personalization={s: 1}) gives it exactly",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def check_probability(name: str, value, *, closed_left: bool = True, closed_right: bool = True) -> float:

@@ -18,7 +18,14 @@ from graphs._device import array_module, to_host
 from graphs._mix import stream_key
 
 from . import _ppr_power
-from ._checks import check_choice, check_count, check_graph, check_positive, check_probability
+from ._checks import (
+    check_choice,
+    check_count,
+    check_graph,
+    check_positive,
+    check_probability,
+    warn_if_weighted,
+)
 from ._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
 from ._irw import walk_ends
 from ._ppr_cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
@@ -51,7 +58,8 @@ def ppr(
     Parameters
     ----------
     G : CSRGraph
-        On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored.
+        On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored
+        (a UserWarning says so; ``pagerank(G, personalization={s: 1})`` follows them).
     sources : label or sequence of labels
         Original vertex labels of the sources.
     alpha : float
@@ -102,6 +110,7 @@ def ppr(
         labels and the values of the top entries, two host arrays of shape (len(sources), topk).
     """
     G = check_graph(G)
+    warn_if_weighted(G, "ppr")
     opts = ppr_options(
         alpha=alpha, tol=tol, method=method, max_iter=max_iter, dtype=dtype, topk=topk, block=block
     )

@@ -28,7 +28,7 @@ from graphs import CSRGraph, reorder_orders
 from graphs._device import array_module, import_cupy, to_host
 from graphs._mix import stream_key
 
-from ._checks import check_graph, check_positive, check_probability, vertex_vector
+from ._checks import check_graph, check_positive, check_probability, vertex_vector, warn_if_weighted
 from ._degree_order import into, renumbered
 from ._irw import budget_levels, walk_keys
 from ._irw_invert import invert_walks, walk_pairs
@@ -163,7 +163,8 @@ def build_ppr_index(
     Parameters
     ----------
     G : CSRGraph
-        At least 2 vertices; built on the graph's device (GPU kernels or Numba). Weights are ignored.
+        At least 2 vertices; built on the graph's device (GPU kernels or Numba). Weights are ignored
+        (a UserWarning says so).
     alpha : float
         Probability of following an edge (0.8: stop probability 0.2).
     epsilon : float
@@ -198,6 +199,7 @@ def build_ppr_index(
     from .pagerank import pagerank as global_pagerank
 
     G = check_graph(G)
+    warn_if_weighted(G, "the top-k PPR index")
     if G.n < 2:
         raise ValueError(f"the PPR index needs a graph with at least 2 vertices, got n={G.n}")
     o = index_options(

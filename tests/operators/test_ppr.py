@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import networkx as nx
 import numpy as np
 import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import ConvergenceError, ppr
+from operators import ConvergenceError, build_ppr_index, pagerank, ppr
 from operators._ppr_reference import _ppr_reference
 from operators.ppr_metrics import ndcg_at_k, precision_at_k
 from tests.conftest import DEVICES, to_networkx
@@ -55,6 +57,28 @@ def test_power_counts_repeated_edges_as_networkx_multigraphs_do(device):
         assert pt.has_canonical_format and pt.nnz == 7
         want = sorted([3 / 4, 1 / 4, 1 / 2, 1 / 2, 1, 2 / 3, 1 / 3])  # edges u -> r over d_out(u)
         np.testing.assert_allclose(sorted(to_host(pt.data).tolist()), want)
+
+
+def test_weighted_graphs_are_told_that_ppr_ignores_weights():
+    """ppr and the top-k index follow out-edges uniformly: a weighted graph gets a warning that names
+    pagerank(personalization=...), which follows the weights (and equals ppr on the same graph unweighted)."""
+    src, dst, w = np.array([0, 0, 1, 2]), np.array([1, 2, 2, 0]), np.array([9.0, 1.0, 1.0, 1.0])
+    weighted = graphs.from_edges(src, dst, weights=w, n=3, renumber=False)
+    plain = graphs.from_edges(src, dst, n=3, renumber=False)
+    with pytest.warns(UserWarning, match=r"ignores this graph's edge weights.*personalization"):
+        x = ppr(weighted, [0], method="power", tol=1e-13)[0]
+    with pytest.warns(UserWarning, match="the top-k PPR index follows out-edges uniformly"):
+        build_ppr_index(weighted, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none for a graph without weights
+        np.testing.assert_allclose(x, ppr(plain, [0], method="power", tol=1e-13)[0], atol=1e-12)
+    follows = pagerank(weighted, alpha=0.8, personalization={0: 1.0}, tol=1e-15, max_iter=1000)
+    for rows, got in (
+        ([[0, 0.9, 0.1], [0, 0, 1], [1, 0, 0]], follows),
+        ([[0, 0.5, 0.5], [0, 0, 1], [1, 0, 0]], x),
+    ):
+        want = np.linalg.solve(np.eye(3) - 0.8 * np.array(rows).T, [0.2, 0, 0])  # pi = 0.2 e_0 + 0.8 P^T pi
+        np.testing.assert_allclose(got, want, atol=1e-12)
 
 
 @pytest.mark.parametrize("device", DEVICES)
