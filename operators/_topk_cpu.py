@@ -124,6 +124,27 @@ def _fallback_cpu(indptr, indices, touched, nt, r, pi0, alpha, walks_per_mass, k
     return est, ret, g
 
 
+@nb.njit(cache=True, nogil=True)
+def _clear_cpu(touched, nt, r, pi0, mark):
+    for i in range(nt):
+        u = touched[i]
+        r[u] = 0.0
+        pi0[u] = 0.0
+        mark[u] = 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _candidates_cpu(touched, nt, pi0, h_index, tau, exclude_h):
+    out = np.empty(nt, dtype=touched.dtype)
+    c = 0
+    for i in range(nt):
+        u = touched[i]
+        if pi0[u] >= tau and not (exclude_h and h_index[u] >= 0):
+            out[c] = u
+            c += 1
+    return out[:c]
+
+
 def select_top(verts, est, k: int, perm=None):
     """Positions of the k largest estimates, decreasing; estimates equal in float32 (a relative
     1e-7, far below any guarantee) rank by vertex id, so that the answer does not depend on the
@@ -172,10 +193,7 @@ class CPUQuery:
         self.nt = 0
 
     def start(self, s: int) -> None:
-        t = self.touched[: self.nt]
-        self.r[t] = 0.0
-        self.pi0[t] = 0.0
-        self.mark[t] = 0
+        _clear_cpu(self.touched, self.nt, self.r, self.pi0, self.mark)  # in Numba: a batch's threads run it
         self.s = s
         self.r[s] = 1.0
         self.mark[s] = 2
@@ -224,11 +242,7 @@ class CPUQuery:
         return self.round
 
     def candidates(self, tau: float, exclude_h: bool):
-        t = self.touched[: self.nt]
-        keep = self.pi0[t] >= tau
-        if exclude_h:
-            keep &= self.index.arrays["h_index"][t] < 0
-        c = t[keep]
+        c = _candidates_cpu(self.touched, self.nt, self.pi0, self.index.arrays["h_index"], tau, exclude_h)
         return c[np.argsort(-self.pi0[c], kind="stable")]
 
     def bound_reduction(self):
