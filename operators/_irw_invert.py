@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from graphs._device import array_module, get_kernel
+from graphs._device import array_module, get_kernel, launch_config
 
 CUDA = r"""
 // key = end * n + start -> (end, start)
@@ -60,10 +60,6 @@ def _place_cpu(t, v, sig, ip1, ip2, starts):
             starts[ip2[e + 1] + i - before] = v[i]
 
 
-def _grid(count: int):
-    return (max(1, min(65535 * 32, (count + 255) // 256)),), (256,)
-
-
 def _split(key, n: int, ids):
     """(key // n, key % n) as ``ids`` arrays."""
     xp = array_module(key)
@@ -73,7 +69,8 @@ def _split(key, n: int, ids):
     if xp is np:
         _split_cpu(key, np.int64(n), t, v)
     elif key.size:
-        get_kernel(CUDA, "gj_irw_split")(*_grid(key.size), (key, np.int64(key.size), np.int64(n), t, v))
+        args = (key, np.int64(key.size), np.int64(n), t, v)
+        get_kernel(CUDA, "gj_irw_split")(*launch_config(key.size), args)
     return t, v
 
 
@@ -90,7 +87,7 @@ def _place(t, v, sig, ip1, ip2):
     elif t.size:
         incl = xp.cumsum(sig, dtype=np.int64)
         args = (t, v, sig, incl, ip1, ip2, np.int64(t.size), starts)
-        get_kernel(CUDA, "gj_irw_place")(*_grid(t.size), args)
+        get_kernel(CUDA, "gj_irw_place")(*launch_config(t.size), args)
     return starts
 
 

@@ -11,7 +11,7 @@ import numba as nb
 import numpy as np
 
 from graphs import CSRGraph
-from graphs._device import array_module, free_memory, get_kernel
+from graphs._device import array_module, free_memory, get_kernel, launch_config
 
 from ._checks import check_count
 from .errors import ConvergenceError
@@ -106,7 +106,7 @@ def _cusparse_matrix(g):
     t, deg = g.transpose(), g.out_degree()
     if t.indices.dtype != cp.int32:
         raise NotImplementedError("GPU power iteration supports graphs with fewer than 2**31 vertices")
-    n, grid = np.int64(g.n), ((max(1, min(65535, (g.n + 255) // 256)),), (256,))
+    n, grid = np.int64(g.n), launch_config(g.n, 256, max_blocks=65535)
     cnt = cp.empty(g.n, dtype=cp.int64)
     get_kernel(MERGE_CUDA, "gj_ppr_row_distinct")(*grid, (t.indptr, t.indices, n, cnt))
     nptr = cp.zeros(g.n + 1, dtype=cp.int64)
