@@ -55,7 +55,7 @@ def _sources_options(p, *, single: bool = False):
     which = p.add_mutually_exclusive_group(required=True)
     if single:
         which.add_argument("--source", help="one source label")
-    which.add_argument("--sources", help="text file with one source label per line")
+    which.add_argument("--sources", help="text file with one source label per line (- for standard input)")
     which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
     among = "draw --random sources among all vertices, or those with out- / in-edges"
     p.add_argument("--random-among", choices=["all", "out", "in"], default="all", help=among)

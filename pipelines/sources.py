@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -56,19 +57,28 @@ class SourceText:
 
     @classmethod
     def read(cls, path: str) -> SourceText:
-        """One label per line; blank lines and lines starting with ``#`` are skipped."""
-        items, lines = [], []
-        if not os.path.isfile(path):
+        """One label per line; blank lines and lines starting with ``#`` are skipped. ``"-"`` reads
+        standard input; a pipe (``<(...)`` in a shell) is read like a file."""
+        if str(path) == "-":
+            return cls._parse(sys.stdin, "<stdin>")
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path}: a directory (expected a file of source labels, one per line)")
+        if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file (expected source labels, one per line)")
         with open(path) as f:
-            for number, line in enumerate(f, 1):
-                text = line.strip()
-                if text and not text.startswith("#"):
-                    items.append(text)
-                    lines.append(number)
+            return cls._parse(f, str(path))
+
+    @classmethod
+    def _parse(cls, f, origin: str) -> SourceText:
+        items, lines = [], []
+        for number, line in enumerate(f, 1):
+            text = line.strip()
+            if text and not text.startswith("#"):
+                items.append(text)
+                lines.append(number)
         if not items:
-            raise GraphFormatError(path, None, "expected source labels, one per line; found none")
-        return cls(items, origin=path, lines=lines)
+            raise GraphFormatError(origin, None, "expected source labels, one per line; found none")
+        return cls(items, origin=origin, lines=lines)
 
     def __len__(self) -> int:
         return len(self.items)

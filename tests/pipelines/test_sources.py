@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
+import threading
+
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -73,6 +77,35 @@ def test_source_file_and_flag_errors_from_the_command_line(tmp_path, capsys):
     assert main(["ppr", str(edges), "--sources", str(tmp_path / "nope.txt"), *base]) == 1
     assert "nope.txt: no such file" in capsys.readouterr().err
     assert main(["simrank", str(edges), "--source", "2", "-k", "2", *base]) == 0
+
+
+def test_sources_from_standard_input_a_pipe_and_not_a_directory(tmp_path, monkeypatch, capsys):
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n1 2\n2 0\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("# header\n2\n\n0\n"))
+    got = SourceText.read("-")
+    assert (got.items, got.lines, got.origin) == (["2", "0"], [2, 4], "<stdin>")
+    monkeypatch.setattr("sys.stdin", io.StringIO("1\nx\n"))
+    with pytest.raises(GraphFormatError, match=r"<stdin>, line 2: expected an integer vertex label, got 'x'"):
+        SourceText.read("-").labels_for("i")
+    if hasattr(os, "mkfifo"):  # what a shell's <(...) hands over: not a regular file
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=lambda: fifo.write_text("1\n2\n"))
+        writer.start()
+        got = SourceText.read(str(fifo))
+        writer.join()
+        assert got.items == ["1", "2"]
+    with pytest.raises(IsADirectoryError, match=r"a directory \(expected a file of source labels"):
+        SourceText.read(tmp_path)
+    base = ["--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--quiet", "--device", "cpu"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("2\n0\n"))
+    assert main(["ppr", str(edges), "--sources", "-", "--topk", "2", *base]) == 0
+    rows = pd.read_parquet(tmp_path / "o")
+    assert sorted(set(rows["source"])) == [0, 2]
+    monkeypatch.setattr("sys.stdin", io.StringIO("7\n"))
+    assert main(["ppr", str(edges), "--sources", "-", "--topk", "2", "--overwrite", *base]) == 1
+    assert "<stdin>, line 1: vertex 7 is not in the graph" in capsys.readouterr().err
 
 
 def test_a_bare_integer_is_refused_and_random_sources_are_explicit(tmp_path, sync):
