@@ -28,7 +28,11 @@ from .stages import cluster_workers, write_parquet
 def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, directed, read_options, out,
                 workdir, top, partitions) -> Job:  # fmt: skip
     if partitions == "auto" or personalization is not None:
-        raise ValueError("a dataset source needs partitions=N (one part per worker) and no personalization")
+        first = files[0] if files else "none"
+        raise ValueError(
+            f"a dataset of {len(files)} edge file(s) (the first: {first}) is read as one graph split over "
+            "the workers: it needs partitions=N (--partitions N, a part per worker) and no personalization"
+        )
     opts = dict(read_options or {})
     weighted_read = bool(opts.pop("weighted", False)) or opts.get("weight_col") is not None
     dedupe = bool(opts.pop("dedupe", False))

@@ -103,6 +103,11 @@ def parse_source(source):
     path = Path(text)
     if not path.exists():
         raise FileNotFoundError(f"{text}: no such file (or generator spec like 'rmat:16', 'ba:n=1000,m=3')")
+    if not (path.is_file() or path.is_dir()):  # a pipe (a shell's <(...)) can be read once, by this process
+        raise ValueError(
+            f"{text}: not a regular file (a pipe?): a job's workers read its input, again on a re-run; "
+            "write it to a file first (gzipped edge lists are read as they are)"
+        )
     return ("file", str(path.resolve()))
 
 

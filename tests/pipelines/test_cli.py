@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -55,6 +56,17 @@ def test_user_errors_are_one_line(tmp_path, capsys, text, args, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and err[0].startswith("graphjobs: error:") and message in err[0]
     assert main(["pagerank", str(tmp_path / "nope.txt")]) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_pipe_as_input_is_refused_with_what_to_do(tmp_path, capsys):
+    fifo = tmp_path / "edges"
+    os.mkfifo(fifo)  # what a shell's <(zcat ...) hands over: workers cannot read it, nor read it twice
+    args = ["--workdir", str(tmp_path / "wd"), "--out", str(tmp_path / "o.pq")]
+    assert main(["pagerank", str(fifo), *args]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "edges: not a regular file (a pipe?)" in err[0]
+    assert "write it to a file" in err[0]
 
 
 def test_scheduler_connect_timeout(tmp_path, capsys):
