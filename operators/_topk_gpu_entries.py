@@ -11,8 +11,10 @@ binary search and then holds the next 32 lists in its lanes (a step costs ballot
 shuffles; up to BOUND_WAYS entries a lane, while the lists starting in them fit the window, so that
 several loads are in flight; steps of BOUND_FAST x 32 entries inside one list skip the window's
 work), adding w(v) f into a float copy of est_h in
-shared memory, flushed into est_h (double) with one atomic per nonzero entry (``gj_bound_entries``:
-into est_h itself when |H| does not fit). Places are 32-bit below WIDE_ENTRIES H entries, so that two
+shared memory, flushed into est_h (double) with one atomic per nonzero entry. When |H| does not fit
+(about 55,000 floats on an H100: R-MAT 26 has 67,099), the copy holds the first ``ncache`` H vertices,
+those of the most entries in a degree-ordered graph, and the others' terms go to est_h itself, as all
+of them do in ``gj_bound_entries``. Places are 32-bit below WIDE_ENTRIES H entries, so that two
 blocks of 1,024 threads fit an SM. Block 0 sums the segments' returned mass in a fixed order.
 
 The float copy: a block's partial sum of one H vertex adds N positive terms, so it is within
@@ -24,6 +26,8 @@ sampling error is around 1e-3. A float add to shared memory is a compare-and-swa
 from __future__ import annotations
 
 import functools
+
+import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
@@ -39,6 +43,7 @@ BOUND_WAYS = 4  # entries per lane and step of the entry pass, at most (loads in
 # 200 us and 158M -> 122M instructions a query (8: 207 us), results/topk-entries-fast-ab-h100.txt
 BOUND_FAST = 4
 WIDE_ENTRIES = 2**30  # from this many H entries on, their places are 64-bit (32-bit sums stay below 2^31)
+MIN_CACHE = 4096  # fewest H vertices worth a shared copy of their part of est_h (else all go to est_h)
 
 ENTRIES_CUDA = r"""
 // an H entry is one word: the H vertex in the low `hbits` bits, the walks' count above (pack_entries)
@@ -56,9 +61,18 @@ __device__ __forceinline__ void gj_segment_bases(const long long* seg_entries, i
     if (threadIdx.x == 0) s_base[segments] = run;
     __syncthreads();
 }
-// the shared copy of est_h is float (see the module's notes); est_h itself is double
-__device__ __forceinline__ void gj_acc_add(double* p, float v) { atomicAdd(p, (double)v); }
-__device__ __forceinline__ void gj_acc_add(float* p, float v) { atomicAdd(p, v); }
+// H vertex h's term: into the block's float copy of est_h (see the module's notes), which holds only the
+// first ncache H vertices when SPLIT (the others' terms go to est_h itself, in double); with no copy (acc
+// is est_h) always into est_h
+template <bool SPLIT>
+__device__ __forceinline__ void gj_h_add(double* acc, double*, int, unsigned h, float v) {
+    atomicAdd(&acc[h], (double)v);
+}
+template <bool SPLIT>
+__device__ __forceinline__ void gj_h_add(float* acc, double* est_h, int ncache, unsigned h, float v) {
+    if (!SPLIT || h < (unsigned)ncache) atomicAdd(&acc[h], v);
+    else atomicAdd(&est_h[h], (double)v);
+}
 // the OR of every lane's `bits` (a warp-wide reduction: native from sm_80 on)
 __device__ __forceinline__ unsigned gj_warp_or(unsigned bits) {
 #if __CUDA_ARCH__ >= 800
@@ -68,16 +82,20 @@ __device__ __forceinline__ unsigned gj_warp_or(unsigned bits) {
     return bits;
 #endif
 }
+// the entry pass's parameters, the same for its three kernels (with ncache: see gj_h_add)
+#define GJ_ENTRY_PARAMS const int* ntouched, int segments, const long long* seg_entries, \
+        const int* seg_owners, const double* seg_back, const gj_eoff* off, const float* wv, \
+        const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h
+#define GJ_ENTRY_ARGS \
+    ntouched, segments, seg_entries, seg_owners, seg_back, off, wv, gap, h_pack, hbits, nh, est_h
 // A warp adds entries [base, stop) of the sequence, 32 to 32 GJ_WAYS a step. Segment b's lists sit at
 // slots [per * b, per * b + seg_owners[b]) of off (first entry inside the segment) / gap / wv, none
 // empty. The list of the first entry is found by binary search; after that the warp keeps the next 32
 // lists in its lanes (a window): the lists starting inside a step are a ballot, each entry's list the
 // count of them starting at or before it, and the window moves on by that count. No lane walks list
 // by list (a divergent walk with a division per list before).
-template <typename T>
-__device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, const long long* seg_entries,
-        const int* seg_owners, const double* seg_back, const gj_eoff* off, const float* wv,
-        const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h, T* acc) {
+template <bool SPLIT, typename T>
+__device__ __forceinline__ void gj_bound_add(GJ_ENTRY_PARAMS, T* acc, int ncache) {
     __shared__ long long s_base[MAX_SEGMENTS + 1];
     gj_segment_bases(seg_entries, segments, s_base);
     if (blockIdx.x == 0) {  // the returned mass, summed in the same order every time
@@ -118,7 +136,7 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
                     for (int q = 0; q < GJ_FAST; ++q) y[q] = h_pack[G0 + sb + 32 * q + lane];
 #pragma unroll
                     for (int q = 0; q < GJ_FAST; ++q)
-                        gj_acc_add(&acc[GJ_H(y[q])], W0 * (float)(y[q] >> hbits));
+                        gj_h_add<SPLIT>(acc, est_h, ncache, GJ_H(y[q]), W0 * (float)(y[q] >> hbits));
                 }
                 if (sb >= lend) break;
                 // up to GJ_WAYS x 32 entries a step, GJ_WAYS per lane, while the lists starting in them fit
@@ -161,28 +179,32 @@ __device__ __forceinline__ void gj_bound_add(const int* ntouched, int segments, 
                 }
 #pragma unroll
                 for (int q = 0; q < GJ_WAYS; ++q)
-                    if (w[q] != 0.0f) gj_acc_add(&acc[GJ_H(x[q])], w[q] * (float)(x[q] >> hbits));
+                    if (w[q] != 0.0f)
+                        gj_h_add<SPLIT>(acc, est_h, ncache, GJ_H(x[q]), w[q] * (float)(x[q] >> hbits));
             }
             pos = sb0 + lend;
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(1024, 2) gj_bound_entries_smem(const int* ntouched, int segments,
-        const long long* seg_entries, const int* seg_owners, const double* seg_back, const gj_eoff* off,
-        const float* wv, const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h) {
+template <bool SPLIT> __device__ __forceinline__ void gj_bound_smem(GJ_ENTRY_PARAMS, int ncache) {
     extern __shared__ float acc[];
-    for (int j = threadIdx.x; j < nh; j += blockDim.x) acc[j] = 0.0;  // (ordered by gj_segment_bases)
-    gj_bound_add(ntouched, segments, seg_entries, seg_owners, seg_back, off, wv, gap, h_pack, hbits, nh,
-                 est_h, acc);
+    for (int j = threadIdx.x; j < ncache; j += blockDim.x) acc[j] = 0.0;  // (ordered by gj_segment_bases)
+    gj_bound_add<SPLIT>(GJ_ENTRY_ARGS, acc, ncache);
     __syncthreads();
-    for (int j = threadIdx.x; j < nh; j += blockDim.x)
+    for (int j = threadIdx.x; j < ncache; j += blockDim.x)
         if (acc[j] != 0.0f) atomicAdd(&est_h[j], (double)acc[j]);
 }
-extern "C" __global__ void gj_bound_entries(const int* ntouched, int segments, const long long* seg_entries,
-        const int* seg_owners, const double* seg_back, const gj_eoff* off, const float* wv,
-        const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h) {
-    gj_bound_add(ntouched, segments, seg_entries, seg_owners, seg_back, off, wv, gap, h_pack, hbits, nh,
-                 est_h, est_h);
+// ncache = nh: all of H in the shared copy
+extern "C" __global__ void __launch_bounds__(1024, 2) gj_bound_entries_smem(GJ_ENTRY_PARAMS, int ncache) {
+    gj_bound_smem<false>(GJ_ENTRY_ARGS, ncache);
+}
+// ncache < nh: H's first ncache vertices in the shared copy
+extern "C" __global__ void __launch_bounds__(1024, 2) gj_bound_entries_split(GJ_ENTRY_PARAMS, int ncache) {
+    gj_bound_smem<true>(GJ_ENTRY_ARGS, ncache);
+}
+// no copy: every term into est_h
+extern "C" __global__ void gj_bound_entries(GJ_ENTRY_PARAMS, int) {
+    gj_bound_add<false>(GJ_ENTRY_ARGS, est_h, 0);
 }
 """
 
@@ -203,34 +225,39 @@ ENTRIES_SOURCE = entries_source(False)
 
 def bound_entries(q, args, wide: bool) -> None:
     """Launch the entry pass on ``args`` (``_topk_gpu_bound.select_and_bound_gpu``): into a shared copy
-    of est_h when ``q.bound_smem`` says it fits, else into est_h itself. With several queries in flight
-    it takes one block an SM, leaving the rest to their other kernels (R-MAT 24 batches 2-6% faster, one
-    query 3-10% slower: results/topk-entries-one-block-ab-h100.txt)."""
-    smem, per_sm = q.bound_smem
+    of est_h, or of its first part when ``q.bound_smem`` says that all of it does not fit, else into est_h
+    itself. With several queries in flight it takes one block an SM, leaving the rest to their other
+    kernels (R-MAT 24 batches 2-6% faster, one query 3-10% slower:
+    results/topk-entries-one-block-ab-h100.txt)."""
+    smem, per_sm, ncache = q.bound_smem
     if per_sm:
-        kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide)
+        kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh)
         per = min(per_sm, fit) if q.in_flight == 1 else 1
-        kernel((q.sm_blocks * per,), (1024,), args, shared_mem=smem)
+        kernel((q.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), shared_mem=smem)
     else:
-        get_kernel(entries_source(wide), "gj_bound_entries")((q.sm_blocks * 8,), (256,), args)
+        get_kernel(entries_source(wide), "gj_bound_entries")((q.sm_blocks * 8,), (256,), (*args, np.int32(0)))
 
 
-def bound_smem_plan(nh: int) -> tuple[int, int]:
-    """Shared memory of one block of ``gj_bound_entries_smem`` (est_h's copy) and how many such blocks
-    of 1,024 threads run on an SM at once (0: |H| does not fit; est_h is added to directly)."""
+def bound_smem_plan(nh: int) -> tuple[int, int, int]:
+    """Shared memory of one block of ``gj_bound_entries_smem`` (a float copy of est_h's first ``ncache``
+    entries: all of H when it fits), how many such blocks of 1,024 threads run on an SM at once (0: no
+    copy; est_h is added to directly) and ``ncache``."""
     dev = import_cupy().cuda.Device()
-    smem, static = 4 * max(nh, 1), 8 * (MAX_SEGMENTS + 1) + 1024
-    if smem + static > dev.attributes["MaxSharedMemoryPerBlockOptin"]:
-        return smem, 0
-    return smem, max(1, min(2, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (smem + static + 1024)))
+    static = 8 * (MAX_SEGMENTS + 1) + 1024
+    ncache = min(max(nh, 1), (dev.attributes["MaxSharedMemoryPerBlockOptin"] - static) // 4)
+    smem = 4 * ncache
+    if ncache < min(max(nh, 1), MIN_CACHE):
+        return smem, 0, 0
+    per_sm = max(1, min(2, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (smem + static + 1024)))
+    return smem, per_sm, ncache
 
 
 @functools.cache
-def _smem_kernel(device: int, wide: bool):
+def _smem_kernel(device: int, wide: bool, split: bool = False):
     """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (set per round
     before, a query over a smaller H could lower it under a concurrent larger one), and how many of its
     blocks of 1,024 threads the registers let run on an SM at once."""
-    kernel = get_kernel(entries_source(wide), "gj_bound_entries_smem")
+    kernel = get_kernel(entries_source(wide), "gj_bound_entries_split" if split else "gj_bound_entries_smem")
     optin = import_cupy().cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
     kernel.max_dynamic_shared_size_bytes = optin - kernel.attributes["shared_size_bytes"]
     return kernel, max(1, 65536 // (1024 * kernel.attributes["num_regs"]))

@@ -49,12 +49,14 @@ NVCC = shutil.which("nvcc")
 # so that the loops keep their registers
 SPILL_BUDGET = {"gj_ppr_solve_f32": 64, "gj_ppr_solve_f64": 80, "gj_ppr_solve_batch_f32": 104,
                 "gj_ppr_solve_batch_f64": 128, "gj_afp_push_persistent": 12, "gj_bound_entries_smem": 16,
+                "gj_bound_entries_split": 16,
                 "_Z11gj_ppr_nextPjS_PKjS1_iiPiPdS3_iiddddiibb": 104}  # fmt: skip
 # local memory per thread of an entry function as the GPU machine compiles it (CuPy 14.2's NVRTC 13.0 and
 # driver 13.0; 0 where unnamed): spilled registers and local arrays. Measured there; nvcc 13.0 reports the
 # same stack frames except gj_ppr_solve_batch_f32 (48) and gj_im_sample_block (0 bytes at 38 registers,
 # where the GPU's compile keeps 32 registers and 16 bytes local)
 LOCAL_BUDGET = {"gj_list_seen": 16, "gj_round_top": 32, "gj_im_sample_block": 16, "gj_bound_entries_smem": 16,
+                "gj_bound_entries_split": 16,
                 "gj_ppr_solve_f32": 56, "gj_ppr_solve_f64": 56,
                 "gj_ppr_solve_batch_f32": 56, "gj_ppr_solve_batch_f64": 64}  # fmt: skip
 SOURCES = [
@@ -83,7 +85,11 @@ SOURCES = [
     ("topk-round-top", _topk_gpu_select.ROUND_TOP_KERNEL, ("gj_round_top",)),
     ("topk-estimate", _topk_gpu_estimate.ESTIMATE_SOURCE, ("gj_compute_ppr", "gj_compute_big")),
     ("topk-bound", _topk_gpu_bound.BOUND_SOURCE, ("gj_round_lists",)),
-    ("topk-entries", _topk_gpu_entries.ENTRIES_SOURCE, ("gj_bound_entries_smem", "gj_bound_entries")),
+    (
+        "topk-entries",
+        _topk_gpu_entries.ENTRIES_SOURCE,
+        ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
+    ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
     (
         "ppr-push-pull",

@@ -166,6 +166,22 @@ def _pushed_query(idx):
 
 
 @pytest.mark.gpu
+def test_bound_smem_plan_copies_all_of_h_or_its_first_part():
+    """|H| of a shared copy: all of it where it fits, else as much as a block may hold (R-MAT 26's
+    67,099 on an H100), never past the block's opt-in shared memory."""
+    import cupy as cp
+
+    from operators._topk_gpu_entries import MAX_SEGMENTS, bound_smem_plan
+
+    optin = cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    assert bound_smem_plan(65) == (4 * 65, 2, 65)
+    for nh in (16_707, 67_099, 10**7):
+        smem, per_sm, ncache = bound_smem_plan(nh)
+        assert per_sm >= 1 and smem == 4 * ncache and smem + 8 * (MAX_SEGMENTS + 1) + 1024 <= optin
+        assert ncache == nh if 4 * nh + 8 * (MAX_SEGMENTS + 1) + 1024 <= optin else 4096 <= ncache < nh
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     ("wide", "fast", "narrow"),
     [(False, None, False), (True, None, False), (False, 1, False), (False, None, True)],
@@ -175,7 +191,8 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
     """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
     NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
     entries in shared memory or in global memory (when |H| would not fit), from any est_h; with the
-    entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on). |H| = 65 here, so the
+    entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on), or with a shared copy of
+    H's first half, the rest added to est_h itself. |H| = 65 here, so the
     steps inside one list (BOUND_FAST x 32 entries) are taken only with BOUND_FAST = 1. A grid of one
     SM's blocks (``narrow``) gives each warp many chunks of the entries, strided over them."""
     import functools
@@ -203,7 +220,7 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
     np.add.at(expect, a["h_end"][entry], w[owner] * a["h_freq"][entry])
     expect[q.nh] = (w * a["ret"][v]).sum()
     assert (hi - lo).max() > 32 and (hi - lo > 0).sum() > 100 and touched.size > 4 * q.seg_entries.size
-    assert q.bound_smem[1] > 0
+    assert q.bound_smem[1] > 0 and q.bound_smem[2] == q.nh
     assert not narrow or owner.size > 64 * 4 * 32  # BOUND_SPREAD chunks of 32 or more, each of 64 warps
     tau = float(np.quantile(pi0[touched], 0.9))
     assert q.bound_by_vertex
@@ -213,7 +230,9 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
     # (N + 2) 2^-24 of its sum, whatever block took them; the lane-or-warp way adds in double
     terms = np.append(np.bincount(a["h_end"][entry], minlength=q.nh), 0)
     in_float = (terms + 2) * 2.0**-24 * expect
-    for by_vertex, plan, exclude_h in [*ways, (False, (0, 0), True)]:
+    half = q.nh // 2  # a shared copy of H's first half only, as when |H| does not fit (R-MAT 26)
+    ways += [(False, (4 * half, 1, half), True), (False, (0, 0, 0), True)]
+    for by_vertex, plan, exclude_h in ways:
         q.bound_by_vertex, q.bound_smem = by_vertex, plan
         q.est_h.fill(1.0)
         q.counts[6] = 0
