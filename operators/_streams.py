@@ -20,6 +20,7 @@ from collections import deque
 from graphs._device import free_memory, import_cupy
 
 from ._checks import check_count
+from .errors import InsufficientMemoryError
 
 # Below this many vertices at most 4 queries at once, from here at most 8. One H100, 10,000 sources,
 # the queries interleaved from one thread (735ce4f, results/topk-gpu-h100-735ce4f.jsonl), queries/s on
@@ -36,10 +37,12 @@ WIDE_FROM = 1 << 23
 NARROW_K = 100
 
 
-def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None = None) -> int:
-    """How many queries to run at once: ``streams`` if given (GPU only), else, of those whose workspaces
-    fit twice in free device memory, up to 8 from ``WIDE_FROM`` vertices for ``k`` below ``NARROW_K``,
-    otherwise up to 4; never more than ``queries``."""
+def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None = None, made: int = 0) -> int:
+    """How many queries to run at once: ``streams`` if given (GPU only; an ``InsufficientMemoryError``
+    before any work when their workspaces do not fit), else, of those whose workspaces fit twice in free
+    device memory, up to 8 from ``WIDE_FROM`` vertices for ``k`` below ``NARROW_K``, otherwise up to 4;
+    never more than ``queries``. ``made``: workspaces kept from earlier calls (a ``StreamPool``'s), which
+    need no memory."""
     if streams is not None:
         streams = check_count("streams", streams)
         if streams > 1 and G.device != "gpu":
@@ -49,10 +52,22 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None 
             )
     if G.device != "gpu":
         return 1
+    per = bytes_per_vertex * max(G.n, 1)
     if streams is None:
         most = 8 if G.n >= WIDE_FROM and (k is None or k < NARROW_K) else 4
-        streams = max(1, min(most, free_memory("gpu") // (2 * bytes_per_vertex * max(G.n, 1))))
-    return max(1, min(streams, queries))
+        return max(1, min(most, made + free_memory("gpu") // (2 * per), queries))
+    streams = max(1, min(streams, queries))
+    new = streams - made
+    if streams > 1 and new > 0:
+        free = free_memory("gpu")
+        if new * per > free:
+            raise InsufficientMemoryError(
+                f"streams={streams} (a query workspace of {per / 2**30:.2f} GiB each, {made} kept)",
+                new * per,
+                free,
+                f"at most streams={made + free // per} fit; leave streams to the default to choose",
+            )
+    return streams
 
 
 class StreamPool:

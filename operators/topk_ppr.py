@@ -183,7 +183,8 @@ def topk_ppr(
         delta=np.zeros(b),
         seconds=np.zeros(b),
     )
-    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES, k)  # checked before any work
+    pool = index.__dict__.get("_stream_pool")  # workspaces of earlier batches, reused
+    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES, k, 0 if pool is None else pool.size)
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)

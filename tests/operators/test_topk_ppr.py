@@ -10,7 +10,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr, topk_ppr
+from operators import InsufficientMemoryError, build_ppr_index, ppr, topk_ppr
 from operators.ppr_metrics import ndcg_at_k, precision_at_k
 from tests.conftest import DEVICES, snap
 
@@ -147,6 +147,17 @@ def test_default_streams_by_graph_size(monkeypatch):
     monkeypatch.setattr(st, "free_memory", lambda device: 3 * 2 * 81 * 2**26)  # three workspaces at 2**26
     assert count(2**26) == 3 and count(2**22) == 4
     assert st.stream_count(SimpleNamespace(n=2**24, device="gpu"), 100, 6, 81) == 6  # as given
+    g26 = SimpleNamespace(n=2**26, device="gpu")
+    assert st.stream_count(g26, 100, None, 81, made=4) == 7  # kept workspaces need no memory
+    # given streams whose workspaces do not fit: an error before any work, saying how many do
+    with pytest.raises(
+        InsufficientMemoryError, match=r"streams=7 \(a query workspace of 5.06 GiB each, 0 kept\)"
+    ):
+        st.stream_count(g26, 100, 7, 81)
+    with pytest.raises(InsufficientMemoryError, match=r"at most streams=8 fit"):
+        st.stream_count(g26, 100, 9, 81, made=2)
+    assert st.stream_count(g26, 100, 8, 81, made=2) == 8 and st.stream_count(g26, 100, 6, 81) == 6
+    assert st.stream_count(g26, 0, 7, 81) == 1  # one source: no other workspace
     monkeypatch.setattr(st, "free_memory", lambda device: 80 * 2**30)
     by_k = [
         st.stream_count(SimpleNamespace(n=2**24, device="gpu"), 100, None, 81, k) for k in (10, 99, 100, 1000)
