@@ -14,7 +14,9 @@ every iteration; not adopted there.)
 
 from __future__ import annotations
 
+import itertools
 import threading
+import warnings
 from collections import deque
 
 from graphs._device import free_memory, import_cupy
@@ -88,8 +90,13 @@ class StreamPool:
         # workspaces with 27 GiB free in the pool. Its stream waits for the initialising kernels.
         # Each query's last step is a host read of its stream, so no work of a slot is pending when
         # a call returns, and the memory can go back to the caller's stream when the slot is dropped.
-        stream = cp.cuda.Stream(non_blocking=True)
-        workspace = self._make()
+        try:
+            stream = cp.cuda.Stream(non_blocking=True)
+            workspace = self._make()
+        except BaseException:
+            with self._lock:
+                self.size -= 1
+            raise
         ready = cp.cuda.Event(block=False, disable_timing=True)
         ready.record()
         stream.wait_event(ready)
@@ -99,7 +106,9 @@ class StreamPool:
         """Run the generator ``start(item, workspace)`` of every item, up to ``workers`` at once, each on
         its slot's stream. A generator yields once it has queued work on its stream and is resumed
         (on that stream) when ``workspace.ready()``, or, when none is, the one that yielded first;
-        its ``estimate_finish`` then waits for its own work. The first error is raised."""
+        its ``estimate_finish`` then waits for its own work. The first error is raised. A workspace that
+        finds no memory (free memory is an estimate: the pool's free bytes may be fragmented) leaves the
+        call to the slots made so far, with a warning."""
         cp = import_cupy()
         todo, running, slots = iter(items), deque(), []
 
@@ -118,7 +127,21 @@ class StreamPool:
 
         try:
             for item in todo:
-                slots.append(self._take(cp))
+                try:
+                    slots.append(self._take(cp))
+                except MemoryError as exc:  # CuPy's OutOfMemoryError is one
+                    if not slots:
+                        raise
+                    warnings.warn(
+                        f"{len(slots)} of {workers} GPU query workspaces fit in memory ({exc}); "
+                        f"running {len(slots)} at once",
+                        RuntimeWarning,
+                        stacklevel=5,  # topk_ppr's caller
+                    )
+                    # begun by the first slot that comes free: each slot made holds a query in flight,
+                    # since a slot's queries are begun until one yields or none is left
+                    todo = itertools.chain([item], todo)
+                    break
                 advance(slots[-1], start(item, slots[-1][1]))
                 if len(slots) == workers:
                     break

@@ -115,6 +115,25 @@ def test_interleave_raises_the_first_error_and_keeps_its_slots(pool):
     assert sorted(e[1] for e in log if e[0] == "done") == [5, 6, 7]
 
 
+def test_interleave_runs_on_the_slots_that_fit_when_a_workspace_finds_no_memory(monkeypatch):
+    fake = SimpleNamespace(cuda=SimpleNamespace(Stream=FakeStream, Event=FakeEvent))
+    monkeypatch.setattr(st, "import_cupy", lambda: fake)
+    made = itertools.count()
+
+    def make():  # the third workspace finds no memory (CuPy raises OutOfMemoryError, a MemoryError)
+        if next(made) == 2:
+            raise MemoryError("Out of memory allocating 537,408,000 bytes")
+        return Work()
+
+    pool, log, live = st.StreamPool(make), [], []
+    items = list(range(23))
+    with pytest.warns(RuntimeWarning, match=r"2 of 5 GPU query workspaces fit in memory \(Out of memory"):
+        pool.interleave(lambda item, work: _query(item, work, log, live), items, 5)
+    assert sorted(e[1] for e in log if e[0] == "done") == sorted(items)  # the item without a slot too
+    assert max(e[1] for e in log if e[0] == "peak") <= 2 and not live
+    assert pool.size == 2 and len(pool._free) == 2  # the failed slot is not counted
+
+
 def test_exhaust_returns_the_generators_value():
     def gen():
         yield
