@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from benchmarks import influence, load, pagerank, ppr_push, scale_out, simrank, topk_ppr
+from benchmarks import influence, load, pagerank, ppr_push, scale_out, simrank, topk_ablation, topk_ppr
 from benchmarks.common import Reporter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def main(argv=None) -> None:
         topk_ppr.run_large(rep, specs, args.large_batch)
     if "topk-ablation" in only:
         tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
-        topk_ppr.run_ablation(rep, args.device, dataset_dir(), tscales)
+        topk_ablation.run_ablation(rep, args.device, dataset_dir(), tscales)
     if "ppr" in only or "ppr-batch" in only:  # ppr-batch: only the batch throughput rows
         pscales = [int(s) for s in args.ppr_scales.split(",") if s] if args.device == "gpu" else []
         ppr_push.run(rep, args.device, dataset_dir(), pscales, batches_only="ppr" not in only)
