@@ -15,6 +15,9 @@ from operators.ppr_metrics import precision_at_k
 from .common import Reporter
 from .topk_ppr import _sources
 
+# The query's switches, from the simplest to full kPAR (the paper's schedule: a launch per frontier,
+# delta halved once per round), then graphjobs' two additions; tiling and the persistent push only
+# change the GPU kernels
 PAPER = dict(persistent=False, jump=False)
 ABLATION = (
     ("IRW only", dict(adaptive=False, high_irw=False, tiling=False, **PAPER)),

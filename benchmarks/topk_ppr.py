@@ -15,10 +15,10 @@ import time
 import numpy as np
 
 import graphs
-from graphs._device import free_memory, to_host
+from graphs._device import to_host
 from operators import build_ppr_index, ppr, topk_ppr
 from operators._cpu_threads import cpu_threads
-from operators._streams import WIDE_FROM, stream_count
+from operators._streams import WIDE_FROM, stream_count, workspaces_that_fit
 from operators._topk_batch import CPU_WORKSPACE_BYTES
 from operators.ppr_metrics import ndcg_at_k, precision_at_k
 from operators.topk_ppr import WORKSPACE_BYTES
@@ -50,9 +50,8 @@ def _kept(idx) -> int:
 
 
 def _room_for(g, idx, streams: int) -> bool:
-    """Whether ``streams`` workspaces fit as the default counts them (twice each new one's bytes free)."""
-    new = streams - _kept(idx)
-    return new <= 0 or free_memory("gpu") >= 2 * new * WORKSPACE_BYTES * g.n
+    """Whether ``streams`` workspaces fit as the default counts them."""
+    return workspaces_that_fit(g, WORKSPACE_BYTES, _kept(idx)) >= streams
 
 
 def _peer_topk(g, srcs, exact, ks) -> dict:
@@ -248,9 +247,6 @@ def run(rep: Reporter, device: str, dataset_dir, scales, batch: int) -> None:
         )
 
 
-# The query's switches, from the simplest to full kPAR (the paper's schedule: a launch per frontier,
-# delta halved once per round), then graphjobs' two additions; tiling and the persistent push only
-# change the GPU kernels
 @contextlib.contextmanager
 def _cpu_threads(n):
     """Numba's thread count (so the CPU batch's sources at once) set to ``n`` inside; None: unchanged."""

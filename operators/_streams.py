@@ -54,10 +54,10 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None 
             )
     if G.device != "gpu":
         return 1
-    per = bytes_per_vertex * max(G.n, 1)
     if streams is None:
         most = 8 if G.n >= WIDE_FROM and (k is None or k < NARROW_K) else 4
-        return max(1, min(most, made + free_memory("gpu") // (2 * per), queries))
+        return max(1, min(most, workspaces_that_fit(G, bytes_per_vertex, made), queries))
+    per = bytes_per_vertex * max(G.n, 1)
     streams = max(1, min(streams, queries))
     new = streams - made
     if streams > 1 and new > 0:
@@ -70,6 +70,12 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None 
                 f"at most streams={made + free // per} fit; leave streams to the default to choose",
             )
     return streams
+
+
+def workspaces_that_fit(G, bytes_per_vertex: int, made: int = 0) -> int:
+    """Query workspaces the default allows on the GPU: the ``made`` ones kept, and as many new ones as
+    have twice their bytes free (free memory is an estimate; the margin keeps room for the queries)."""
+    return made + free_memory("gpu") // (2 * bytes_per_vertex * max(G.n, 1))
 
 
 class StreamPool:
