@@ -34,13 +34,15 @@ def main() -> None:
           f"H entries {total / 1e6:.2f}M", flush=True)  # fmt: skip
     srcs = g.internal_ids(_sources(g, 4 * b, seed=1))
     for k in (100, 1000):
-        rmax = idx.params.r_max(1.0 / (10 * k * math.log(g.n)))  # the first round, at delta_init
+        delta = 1.0 / (10 * k * math.log(g.n))  # the first round, at delta_init
+        rmax = idx.params.r_max(delta)
         q = CPUQuery(idx)
         for group in range(4):
             sets = []
             for s in srcs[group * b : (group + 1) * b]:
                 q.start(int(s))
                 q.push(rmax, adaptive=True, tiling=False, persistent=False)
+                q.estimate(0.5 * delta, k, high_irw=True, tiling=False)  # the CPU pushes with the round
                 sets.append(q.touched[: q.nt].copy())
             union = np.unique(np.concatenate(sets))
             each = sum(int(hlen[t].sum()) for t in sets) / b
