@@ -129,24 +129,31 @@ def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
     sum r(v) b_v into ``q.est_h[nh]``. ``q`` is the GPUQuery: ``bigval``, ``shift``, ``off`` and
     ``seg_*`` are its scratch space here, ``bound_by_vertex`` is ``nh <= BY_VERTEX_H`` and
     ``bound_smem`` its ``_topk_gpu_entries.bound_smem_plan``."""
+    if q.bound_by_vertex:
+        q.est_h.fill(0)
+    key = ("lists", exclude_h, q.bound_by_vertex)
+    kernel, head, tail, entries = q.launch_args(key, lambda: _round_args(q, exclude_h))
+    kernel((q.seg_entries.size,), (256,), (*head, np.float64(tau), *tail))
+    if entries is not None:
+        bound_entries(q, *entries)
+
+
+def _round_args(q, exclude_h: bool):
+    """``gj_round_lists`` and its arguments around tau, and those of the entry pass (None by vertex)."""
     a, nh, nt = q.index.arrays, q.nh, q.counts[3:]
     segments, by_vertex = q.seg_entries.size, q.bound_by_vertex
-    if by_vertex:
-        q.est_h.fill(0)
     c = q.constants
     wide = c.h_pack.size >= WIDE_ENTRIES
-    source = bound_source(wide)
     eoff = np.int64 if wide else np.int32
     # scratch: each list's weight (float), gap (its first entry minus its place) and place in its segment
     wv, gap, off = q.bigval.view(np.float32), q.shift.view(eoff), q.off.view(eoff)
-    get_kernel(source, "gj_round_lists")(
-        (segments,), (256,),
-        (q.touched, nt, q.pi0, np.float64(tau), a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:],
-         q.state, c.lists, c.h_pack, np.int32(c.hbits), np.int32(nh), np.int32(by_vertex), q.est_h,
-         wv, gap, off, q.seg_entries, q.seg_owners, q.seg_back),
-    )  # fmt: skip
-    if by_vertex:
-        return
-    args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
-            np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
-    bound_entries(q, args, wide)
+    head = (q.touched, nt, q.pi0)
+    tail = (a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:], q.state, c.lists, c.h_pack,
+            np.int32(c.hbits), np.int32(nh), np.int32(by_vertex), q.est_h, wv, gap, off, q.seg_entries,
+            q.seg_owners, q.seg_back)  # fmt: skip
+    entries = None
+    if not by_vertex:
+        args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
+                np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
+        entries = (args, wide)
+    return get_kernel(bound_source(wide), "gj_round_lists"), head, tail, entries

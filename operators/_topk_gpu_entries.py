@@ -229,13 +229,23 @@ def bound_entries(q, args, wide: bool) -> None:
     itself. With several queries in flight it takes one block an SM, leaving the rest to their other
     kernels (R-MAT 24 batches 2-6% faster, one query 3-10% slower:
     results/topk-entries-one-block-ab-h100.txt)."""
-    smem, per_sm, ncache = q.bound_smem
-    if per_sm:
-        kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh)
-        per = min(per_sm, fit) if q.in_flight == 1 else 1
-        kernel((q.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), shared_mem=smem)
-    else:
-        get_kernel(entries_source(wide), "gj_bound_entries")((q.sm_blocks * 8,), (256,), (*args, np.int32(0)))
+
+    def make():
+        smem, per_sm, ncache = q.bound_smem
+        if per_sm:
+            kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh)
+            per = min(per_sm, fit) if q.in_flight == 1 else 1
+            return kernel, (q.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), smem
+        return (
+            get_kernel(entries_source(wide), "gj_bound_entries"),
+            (q.sm_blocks * 8,),
+            (256,),
+            (*args, np.int32(0)),
+            0,
+        )
+
+    kernel, grid, block, full, smem = q.launch_args(("entries", q.bound_smem, q.in_flight == 1, wide), make)
+    kernel(grid, block, full, shared_mem=smem)
 
 
 def bound_smem_plan(nh: int) -> tuple[int, int, int]:

@@ -97,17 +97,21 @@ def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
     listed in ``ids``, into ``q.est`` (``q`` is the GPUQuery; the candidate count stays on the device).
     With tiles (tsize > 1), start lists longer than ``BIG_STEPS`` steps of a tile are summed by a block
     each afterwards."""
-    a = q.index.arrays
-    big_list = BIG_STEPS * tsize if tsize > 1 else np.iinfo(np.int64).max
-    lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], q.state, q.inv_omega)
-    get_kernel(ESTIMATE_SOURCE, "gj_compute_ppr")(
-        (q.sm_blocks * 4,), (256,),
-        (ids, q.counts[6:], np.int32(offset), np.int32(tsize), np.int64(big_list), q.big, *lists, q.pi0,
-         a["h_index"], q.est_h, np.float64(q.index.params.own_share), q.est),
-    )  # fmt: skip
-    if tsize > 1:
-        args = (ids, q.counts[6:], q.big, *lists, q.est)
-        get_kernel(ESTIMATE_SOURCE, "gj_compute_big")((q.sm_blocks * 2,), (256,), args)
+
+    def make():
+        a = q.index.arrays
+        big_list = BIG_STEPS * tsize if tsize > 1 else np.iinfo(np.int64).max
+        lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], q.state, q.inv_omega)
+        count = q.counts[6:]
+        small = (ids, count, np.int32(offset), np.int32(tsize), np.int64(big_list), q.big, *lists, q.pi0,
+                 a["h_index"], q.est_h, np.float64(q.index.params.own_share), q.est)  # fmt: skip
+        big = (ids, count, q.big, *lists, q.est) if tsize > 1 else None
+        return small, big
+
+    small, big = q.launch_args(("ppr", offset, tsize), make)
+    get_kernel(ESTIMATE_SOURCE, "gj_compute_ppr")((q.sm_blocks * 4,), (256,), small)
+    if big is not None:
+        get_kernel(ESTIMATE_SOURCE, "gj_compute_big")((q.sm_blocks * 2,), (256,), big)
 
 
 def fallback_gpu(q, walks_per_mass: float, key: int):

@@ -242,10 +242,14 @@ def persistent_blocks(streams: int = 1) -> int:
 
 def push_persistent(q, rmax: float, adaptive: bool) -> None:
     """The round's push, every frontier in one cooperative launch (``q`` is the GPUQuery)."""
-    g = q.index.graph
     q.load_thresholds(adaptive)
-    args = (
-        g.indptr, g.indices, rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.state, q.pi0, q.touched,
-        q.seen, q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
-    )  # fmt: skip
-    persistent_kernel()((q.blocks,), (THREADS,), args)
+
+    def make():
+        g = q.index.graph
+        return (g.indptr, g.indices), (
+            np.float64(q.index.params.alpha), q.state, q.pi0, q.touched, q.seen, q.front, np.int64(g.n),
+            q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
+        )  # fmt: skip
+
+    head, tail = q.launch_args("push", make)
+    persistent_kernel()((q.blocks,), (THREADS,), (*head, rmax, np.int32(q.s), *tail))

@@ -103,10 +103,16 @@ LIST_SEEN_KERNEL = f"#define SEEN_AHEAD {SEEN_AHEAD}\n" + PUSH_DEVICE + SCAN_CUD
 
 def list_seen(q) -> None:
     """Rebuild ``q.touched`` (and its count) from the seen flags after a push, in vertex order."""
-    nw = q.seen_words.size // 16
-    tw = THREADS * max(1, -(-nw // (THREADS * SEEN_TILES * q.blocks)))
-    args = (q.seen_words, np.int64(q.seen.size), np.int64(tw), q.touched, q.counts[3:], q.seen_tiles)
-    get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", cooperative=True)((q.blocks,), (THREADS,), args)
+
+    def make():
+        nw = q.seen_words.size // 16
+        tw = THREADS * max(1, -(-nw // (THREADS * SEEN_TILES * q.blocks)))
+        kernel = get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", cooperative=True)
+        args = (q.seen_words, np.int64(q.seen.size), np.int64(tw), q.touched, q.counts[3:], q.seen_tiles)
+        return kernel, args
+
+    kernel, args = q.launch_args(("seen", q.blocks), make)
+    kernel((q.blocks,), (THREADS,), args)
 
 
 def seen_tiles_buffer(seen_words):
