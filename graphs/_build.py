@@ -173,7 +173,5 @@ def expand_rows(indptr, m: int):
     starts = indptr[1:-1]
     starts = starts[starts < m]
     if starts.size:
-        import cupyx
-
-        cupyx.scatter_add(flags, starts, 1)
+        cp.add.at(flags, starts, 1)  # cupyx.scatter_add is deprecated in CuPy 14
     return cp.cumsum(flags, dtype=dtype)
