@@ -14,6 +14,8 @@ import numpy as np
 from graphs._device import to_host
 
 from ._topk_cpu_loops import (
+    RoundArrays,
+    Workspace,
     _compute_ppr_cpu,
     _fallback_cpu,
     _round_cpu,
@@ -75,15 +77,15 @@ class CPUQuery:
         self.perm = np.zeros(0, dtype=np.int64) if perm is None else perm
         self.arrays = {}  # the index's arrays as the loops take them, by ``adaptive``
 
-    def _graph(self, adaptive: bool):
+    def _graph(self, adaptive: bool) -> RoundArrays:
         got = self.arrays.get(adaptive)
         if got is None:
             a, P = self.index.arrays, self.index.params
             beta = a["beta"] if adaptive else self.ones
-            got = self.arrays[adaptive] = (
-                self.indptr, self.indices, self.deg1, beta, P.alpha, a["h_index"], a["hptr"],
-                a["h_end"], a["h_freq"], a["ret"], self.omega, a["ip1"], a["starts"], a["ip2"],
-                a["freqs"], P.own_share, a["high"],
+            got = self.arrays[adaptive] = RoundArrays(
+                self.indptr, self.indices, self.deg1, beta, P.alpha, a["h_index"], a["hptr"], a["h_end"],
+                a["h_freq"], a["ret"], self.omega, a["ip1"], a["starts"], a["ip2"], a["freqs"],
+                P.own_share, a["high"],
             )  # fmt: skip
         return got
 
@@ -108,21 +110,21 @@ class CPUQuery:
         Alg. 6 over the candidates; returns the top k (internal ids, unnormalised estimates), the number
         of candidates and the returned mass."""
         g = self._graph(self.adaptive)
-        q = (self.r, self.pi0, self.mark, self.touched, self.queue, self.s, self.nt)
+        q = Workspace(self.r, self.pi0, self.mark, self.touched, self.queue, self.s, self.nt)
         if self.serial:
             pushes, self.nt, verts, est, ncand, ret = _round_cpu(
                 g, q, self.rmax, tau, high_irw, self.est_h, k, self.perm
             )
         else:  # Alg. 6 on Numba's threads
             pushes, self.nt, cand, ret = _round_head(g, q, self.rmax, tau, high_irw, self.est_h)
-            a, own = self.index.arrays, g[15]
+            a, own = self.index.arrays, g.own
             est_c = np.empty(cand.size)
             _compute_ppr_cpu(
                 cand, a["ip1"], a["starts"], a["ip2"], a["freqs"], self.r, self.omega, self.pi0,
                 a["h_index"], self.est_h, own, est_c,
             )  # fmt: skip
             verts, est = _round_tail(
-                cand, est_c, self.r, self.pi0, g[16], self.est_h, own, high_irw, k, self.perm
+                cand, est_c, self.r, self.pi0, g.high, self.est_h, own, high_irw, k, self.perm
             )
             ncand = cand.size
         self.push_count += int(pushes)

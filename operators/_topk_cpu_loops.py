@@ -8,12 +8,22 @@ them queueing for it (top-10 batches on soc-Epinions1 fell from 2,740 queries/s 
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numba as nb
 import numpy as np
 
 from graphs._mix import mix64
 
 from ._irw import _U_GOLDEN, _walk_cpu
+
+# what a round reads of the index (the push thresholds' factor ``beta``: the index's, or ones), and of the
+# workspace (``s`` the source, ``nt`` the touched count)
+RoundArrays = namedtuple(
+    "RoundArrays",
+    "indptr indices deg1 beta alpha h_index hptr h_end h_freq ret omega ip1 starts ip2 freqs own high",
+)
+Workspace = namedtuple("Workspace", "r pi0 mark touched queue s nt")
 
 
 @nb.njit(cache=True, nogil=True)
@@ -170,15 +180,15 @@ def _select_cpu(verts, est, k, perm):
 @nb.njit(cache=True, nogil=True)
 def _round_head(g, q, rmax, tau, high_irw, est_h):
     """The push from the touched vertices, then the candidates and Alg. 4 over H into ``est_h``:
-    (pushes, touched count, candidates, returned mass). ``g``: the index's arrays (see ``CPUQuery``),
-    ``q``: the workspace's. The candidates are not sorted by reserve as the paper's line says: each is
-    estimated on its own and the top k ranks ties by id, so their order changes nothing (as on the GPU)."""
-    indptr, indices, deg1, beta, alpha, h_index, hptr, h_end, h_freq, ret, omega = g[:11]
-    r, pi0, mark, touched, queue, s, nt = q
-    pushes, nt = _afp_cpu(indptr, indices, deg1, beta, rmax, s, alpha, r, pi0, mark, touched, nt, queue)
-    cand = _candidates_cpu(touched, nt, pi0, h_index, tau, high_irw)
+    (pushes, touched count, candidates, returned mass). ``g``: RoundArrays, ``q``: Workspace. The
+    candidates are not sorted by reserve as the paper's line says: each is estimated on its own and the
+    top k ranks ties by id, so their order changes nothing (as on the GPU)."""
+    pushes, nt = _afp_cpu(
+        g.indptr, g.indices, g.deg1, g.beta, rmax, q.s, g.alpha, q.r, q.pi0, q.mark, q.touched, q.nt, q.queue
+    )
+    cand = _candidates_cpu(q.touched, nt, q.pi0, g.h_index, tau, high_irw)
     est_h[:] = 0.0
-    returned = _bound_reduction_cpu(touched, nt, hptr, h_end, h_freq, ret, r, omega, est_h)
+    returned = _bound_reduction_cpu(q.touched, nt, g.hptr, g.h_end, g.h_freq, g.ret, q.r, g.omega, est_h)
     return pushes, nt, cand, returned
 
 
@@ -206,10 +216,9 @@ def _round_cpu(g, q, rmax, tau, high_irw, est_h, k, perm):
     """A whole round in this thread: ``_round_head``, Alg. 6 serially, ``_round_tail``;
     (pushes, touched count, vertices, estimates, candidates, returned mass)."""
     pushes, nt, cand, returned = _round_head(g, q, rmax, tau, high_irw, est_h)
-    ip1, starts, ip2, freqs, own, high = g[11:]
-    r, pi0 = q[0], q[1]
-    h_index, omega = g[5], g[10]
     est_c = np.empty(cand.size)
-    _compute_ppr_serial(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, est_c)
-    verts, est = _round_tail(cand, est_c, r, pi0, high, est_h, own, high_irw, k, perm)
+    _compute_ppr_serial(
+        cand, g.ip1, g.starts, g.ip2, g.freqs, q.r, g.omega, q.pi0, g.h_index, est_h, g.own, est_c
+    )
+    verts, est = _round_tail(cand, est_c, q.r, q.pi0, g.high, est_h, g.own, high_irw, k, perm)
     return pushes, nt, verts, est, cand.size, returned
