@@ -117,15 +117,11 @@ class CPUQuery:
             )
         else:  # Alg. 6 on Numba's threads
             pushes, self.nt, cand, ret = _round_head(g, q, self.rmax, tau, high_irw, self.est_h)
-            a, own = self.index.arrays, g.own
-            est_c = np.empty(cand.size)
+            est_c, est_h = np.empty(cand.size), self.est_h
             _compute_ppr_cpu(
-                cand, a["ip1"], a["starts"], a["ip2"], a["freqs"], self.r, self.omega, self.pi0,
-                a["h_index"], self.est_h, own, est_c,
-            )  # fmt: skip
-            verts, est = _round_tail(
-                cand, est_c, self.r, self.pi0, g.high, self.est_h, own, high_irw, k, self.perm
+                cand, g.ip1, g.starts, g.ip2, g.freqs, q.r, g.omega, q.pi0, g.h_index, est_h, g.own, est_c
             )
+            verts, est = _round_tail(cand, est_c, q.r, q.pi0, g.high, est_h, g.own, high_irw, k, self.perm)
             ncand = cand.size
         self.push_count += int(pushes)
         return verts, est, int(ncand), float(ret)
