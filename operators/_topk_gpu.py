@@ -14,12 +14,13 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
+from . import _topk_gpu_graph as graph_rounds
 from ._topk_gpu_bound import BY_VERTEX_H, select_and_bound_gpu
 from ._topk_gpu_entries import bound_smem_plan, segment_count
 from ._topk_gpu_estimate import compute_ppr_gpu, fallback_gpu
 from ._topk_gpu_frontier import BIG_DEGREE, TSIZE, push_frontiers
 from ._topk_gpu_lists import round_constants
-from ._topk_gpu_push import VERTEX_CUDA, persistent_blocks, push_persistent
+from ._topk_gpu_push import QP_S, VERTEX_CUDA, persistent_blocks, push_persistent
 from ._topk_gpu_seen import list_seen, seen_tiles_buffer
 from ._topk_gpu_select import launch_round_top, read_round_top
 
@@ -61,8 +62,9 @@ extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouche
     }
 }
 
-extern "C" __global__ void gj_query_start(int s, gj_vertex* vs, unsigned char* seen, int* touched,
+extern "C" __global__ void gj_query_start(const double* qp, gj_vertex* vs, unsigned char* seen, int* touched,
         int* counts, unsigned long long* stats) {
+    const int s = (int)qp[GJ_QP_S];
     vs[s].r = 1.0; seen[s] = 1; touched[0] = s;
     for (int i = 0; i < 8; ++i) counts[i] = 0;
     counts[3] = 1;
@@ -124,6 +126,7 @@ class GPUQuery:
         self.counts = cp.zeros(8, dtype=cp.int32)
         self.stats = cp.zeros(3, dtype=cp.uint64)
         self.round_top = None  # the buffers of ``round_top`` for the last k
+        self.round_tops = {}  # and for every k so far (a captured round holds their addresses)
         self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.blocks = persistent_blocks()  # fewer when several queries run at once
         self.in_flight = 1  # queries running at once on the GPU (``_topk_batch``)
@@ -135,6 +138,14 @@ class GPUQuery:
         self.bound_by_vertex, self.bound_smem = self.nh <= BY_VERTEX_H, bound_smem_plan(self.nh)
         self.launches = 0
         self.args = {}  # round kernels' arguments, built once per workspace (``launch_args``)
+        # the round's r_max, tau and source (QP_*), written on the host and copied before the kernels
+        self.qp = cp.zeros(4, dtype=cp.float64)
+        self.qp_host = np.frombuffer(cp.cuda.alloc_pinned_memory(32), dtype=np.float64, count=4)
+        self.qp_copy = (self.qp.data.ptr, self.qp_host.ctypes.data, 32)
+        self.qp_sent = False  # qp holds qp_host's values (or their copy is queued)
+        self.fresh = False  # started, its start kernels not yet queued
+        self.deferred = None  # a batch's push, queued with the rest of the round (``_topk_gpu_graph``)
+        self.graphs = {}  # the rounds captured as CUDA graphs, by configuration
         self.record = np.zeros(6)
         self.done = cp.cuda.Event(block=False, disable_timing=True)  # recorded after a round's last copy
         self.round = None  # what ``estimate_finish`` reads: (ids, offset, k)
@@ -181,16 +192,51 @@ class GPUQuery:
         )
         return clear, (self.state, self.seen, self.touched, self.counts, self.stats)
 
+    def set_param(self, i: int, value) -> None:
+        """Parameter ``i`` (QP_RMAX, QP_TAU, QP_S) of the round, copied to ``qp`` on the current stream
+        before the next kernel that reads it: one copy for the values set since the last (inside a
+        captured round the copy runs with the graph, from what the host wrote last)."""
+        if self.qp_host[i] != value or not self.qp_sent:
+            self.qp_host[i] = value
+            self.qp_sent = False
+
+    def send_params(self) -> None:
+        if not self.qp_sent:
+            cp = import_cupy()
+            stream = cp.cuda.get_current_stream().ptr
+            cp.cuda.runtime.memcpyAsync(*self.qp_copy, cp.cuda.runtime.memcpyHostToDevice, stream)
+            self.qp_sent = True
+
+    @property
+    def batched(self) -> bool:
+        """Rounds of a batch (several queries in flight, each on its own stream) on a graph below
+        ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs."""
+        return self.in_flight > 1 and graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
+
     def start(self, s: int) -> None:
-        self.s, self.launches = s, 0
+        self.s, self.launches, self.fresh = s, 0, True
+        if not self.batched:  # else queued with the first round
+            self.launch_start()
+
+    def launch_start(self) -> None:
+        self.fresh = False
+        self.set_param(QP_S, self.s)
+        self.send_params()
         clear, tail = self.launch_args("start", self._start_args)
         _kernel("gj_query_clear")((self.sm_blocks * 4,), (THREADS,), clear)
-        _kernel("gj_query_start")((1,), (1,), (np.int32(s), *tail))
+        _kernel("gj_query_start")((1,), (1,), (self.qp, *tail))
 
     def push(self, rmax: float, *, adaptive: bool, tiling: bool, persistent: bool) -> None:
-        """ParallelAFP from the regenerated frontier until it is empty."""
+        """ParallelAFP from the regenerated frontier until it is empty (in a batch, queued with the
+        rest of the round by ``estimate_launch``)."""
+        self.load_thresholds(adaptive)
+        if persistent and self.batched:
+            self.deferred = float(rmax)
+            return
+        if self.fresh:
+            self.launch_start()
         if persistent:
-            push_persistent(self, np.float64(rmax), adaptive)
+            push_persistent(self, float(rmax))
         else:
             push_frontiers(self, np.float64(rmax), adaptive, tiling)
         list_seen(self)
@@ -199,13 +245,28 @@ class GPUQuery:
         """Queue the rest of the round on the current stream: candidates, Alg. 4, Alg. 6 and the top k,
         copied to the host; ``ready()`` tells when it has arrived."""
         nh = self.nh
-        select_and_bound_gpu(self, tau, high_irw)
         offset = nh if high_irw else 0  # with H: the list is H, then the candidates outside H
         ids = self.launch_args(("ids", offset), lambda: self.ids[nh - offset :])
-        compute_ppr_gpu(self, ids, offset, TSIZE if tiling else 1)
-        launch_round_top(self, ids, offset, k)
+        if self.deferred is not None:
+            rmax, self.deferred = self.deferred, None
+            graph_rounds.batch_round(self, rmax, tau, k, high_irw, tiling, ids, offset)
+        else:
+            self.estimate_kernels(tau, k, high_irw, tiling, ids, offset)
         self.done.record()
         self.round = (ids, offset, k)
+
+    def round_kernels(self, rmax, tau, k, high_irw, tiling, ids, offset) -> None:
+        """The whole round: the start kernels when it is the query's first, the push and the rest."""
+        if self.fresh:
+            self.launch_start()
+        push_persistent(self, rmax)
+        list_seen(self)
+        self.estimate_kernels(tau, k, high_irw, tiling, ids, offset)
+
+    def estimate_kernels(self, tau, k, high_irw, tiling, ids, offset) -> None:
+        select_and_bound_gpu(self, tau, high_irw)
+        compute_ppr_gpu(self, ids, offset, TSIZE if tiling else 1)
+        launch_round_top(self, ids, offset, k)
 
     def ready(self) -> bool:
         return self.done.done

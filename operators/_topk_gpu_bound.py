@@ -29,7 +29,7 @@ from graphs._device import get_kernel
 
 from ._cuda_blocks import SCAN_CUDA
 from ._topk_gpu_entries import WIDE_ENTRIES, bound_entries
-from ._topk_gpu_push import PUSH_DEVICE
+from ._topk_gpu_push import PUSH_DEVICE, QP_TAU
 
 BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its lane or warp
 
@@ -61,9 +61,10 @@ __device__ __forceinline__ void gj_add_lists(double w, long long f, long long le
 struct __align__(32) gj_hlist { long long first; double inv_omega; long long len; int ret; int pad; };
 // by_vertex: est_h was zeroed before the launch; otherwise this zeroes it for gj_bound_entries
 extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouched, const double* pi0,
-        double tau, const int* h_index, int exclude_h, int* cand, int* ncand, const gj_vertex* vs,
+        const double* qp, const int* h_index, int exclude_h, int* cand, int* ncand, const gj_vertex* vs,
         const gj_hlist* lists, const unsigned* h_pack, int hbits, int nh, int by_vertex, double* est_h,
         float* wv, gj_eoff* gap, gj_eoff* off, long long* seg_entries, int* seg_owners, double* seg_back) {
+    const double tau = qp[GJ_QP_TAU];
     const long long nt = *ntouched, per = (nt + gridDim.x - 1) / gridDim.x;
     const long long lo = min(per * blockIdx.x, nt), hi = min(lo + per, nt);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -131,15 +132,17 @@ def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
     ``bound_smem`` its ``_topk_gpu_entries.bound_smem_plan``."""
     if q.bound_by_vertex:
         q.est_h.fill(0)
+    q.set_param(QP_TAU, tau)
+    q.send_params()
     key = ("lists", exclude_h, q.bound_by_vertex)
-    kernel, head, tail, entries = q.launch_args(key, lambda: _round_args(q, exclude_h))
-    kernel((q.seg_entries.size,), (256,), (*head, np.float64(tau), *tail))
+    kernel, args, entries = q.launch_args(key, lambda: _round_args(q, exclude_h))
+    kernel((q.seg_entries.size,), (256,), args)
     if entries is not None:
         bound_entries(q, *entries)
 
 
 def _round_args(q, exclude_h: bool):
-    """``gj_round_lists`` and its arguments around tau, and those of the entry pass (None by vertex)."""
+    """``gj_round_lists`` and its arguments, and those of the entry pass (None by vertex)."""
     a, nh, nt = q.index.arrays, q.nh, q.counts[3:]
     segments, by_vertex = q.seg_entries.size, q.bound_by_vertex
     c = q.constants
@@ -147,13 +150,12 @@ def _round_args(q, exclude_h: bool):
     eoff = np.int64 if wide else np.int32
     # scratch: each list's weight (float), gap (its first entry minus its place) and place in its segment
     wv, gap, off = q.bigval.view(np.float32), q.shift.view(eoff), q.off.view(eoff)
-    head = (q.touched, nt, q.pi0)
-    tail = (a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:], q.state, c.lists, c.h_pack,
-            np.int32(c.hbits), np.int32(nh), np.int32(by_vertex), q.est_h, wv, gap, off, q.seg_entries,
-            q.seg_owners, q.seg_back)  # fmt: skip
+    lists = (q.touched, nt, q.pi0, q.qp, a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:], q.state,
+             c.lists, c.h_pack, np.int32(c.hbits), np.int32(nh), np.int32(by_vertex), q.est_h, wv, gap, off,
+             q.seg_entries, q.seg_owners, q.seg_back)  # fmt: skip
     entries = None
     if not by_vertex:
         args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
                 np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
         entries = (args, wide)
-    return get_kernel(bound_source(wide), "gj_round_lists"), head, tail, entries
+    return get_kernel(bound_source(wide), "gj_round_lists"), lists, entries

@@ -35,6 +35,7 @@ THREADS = 256
 # top-100 and the SNAP graphs; four edges at 2 per SM: 2-5% faster on the SNAP graphs, 3% slower at
 # R-MAT 24 (results/topk-ab-h100-8c841c3.txt)
 PUSH_BATCH, PUSH_PER_SM = 2, 3
+QP_RMAX, QP_TAU, QP_S = 0, 1, 2  # GPUQuery.qp, as GJ_QP_* in the kernels
 
 VERTEX_CUDA = r"""
 // a vertex's query state in one 16-byte record, so that a pushed edge reads one random sector (in three
@@ -42,6 +43,11 @@ VERTEX_CUDA = r"""
 // as a float rounded down (GPUQuery.load_thresholds) and its flags (bit 0: next frontier, 1: touched,
 // 2: claimed, so that the reserve pi0 is read and cleared only where one was written)
 struct __align__(16) gj_vertex { double r; float thr; int mark; };
+// a query's parameters of the round in device memory (GPUQuery.qp), so that the round's launches can be
+// replayed as a CUDA graph: r_max, tau, the source
+#define GJ_QP_RMAX 0
+#define GJ_QP_TAU 1
+#define GJ_QP_S 2
 """
 
 PUSH_DEVICE = (
@@ -113,11 +119,13 @@ PERSISTENT_CUDA = r"""
 // Every frontier of one round in one cooperative launch (grid-wide barriers between the steps).
 // fcount[0..1]: the two frontiers' sizes, [3] the touched list's; stats[0..2] += pushes, frontiers, edges.
 extern "C" __global__ void __launch_bounds__(GJ_T, PUSH_PER_SM) gj_afp_push_persistent(
-        const long long* indptr, const int* indices, double rmax, int s, double alpha, gj_vertex* vs,
+        const long long* indptr, const int* indices, const double* qp, double alpha, gj_vertex* vs,
         double* pi0, const int* touched, unsigned char* seen, int* front, long long n, int* fcount,
         double* val, long long* off, long long* shift, long long* bsum, double* dangling,
         unsigned long long* stats) {
     cg::grid_group grid = cg::this_grid();
+    const double rmax = qp[GJ_QP_RMAX];
+    const int s = (int)qp[GJ_QP_S];
     __shared__ long long s_start[MAX_BLOCKS + 1];
     const long long nthreads = (long long)gridDim.x * GJ_T, tid = (long long)blockIdx.x * GJ_T + threadIdx.x;
     if (tid == 0) fcount[0] = fcount[1] = 0;
@@ -240,16 +248,17 @@ def persistent_blocks(streams: int = 1) -> int:
     return max(1, min(resident, MAX_BLOCKS) // max(1, streams))
 
 
-def push_persistent(q, rmax: float, adaptive: bool) -> None:
-    """The round's push, every frontier in one cooperative launch (``q`` is the GPUQuery)."""
-    q.load_thresholds(adaptive)
+def push_persistent(q, rmax: float) -> None:
+    """The round's push, every frontier in one cooperative launch (``q`` is the GPUQuery, its thresholds
+    loaded)."""
+    q.set_param(QP_RMAX, rmax)
+    q.send_params()
 
     def make():
         g = q.index.graph
-        return (g.indptr, g.indices), (
-            np.float64(q.index.params.alpha), q.state, q.pi0, q.touched, q.seen, q.front, np.int64(g.n),
-            q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
+        return (
+            g.indptr, g.indices, q.qp, np.float64(q.index.params.alpha), q.state, q.pi0, q.touched, q.seen,
+            q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
         )  # fmt: skip
 
-    head, tail = q.launch_args("push", make)
-    persistent_kernel()((q.blocks,), (THREADS,), (*head, rmax, np.int32(q.s), *tail))
+    persistent_kernel()((q.blocks,), (THREADS,), q.launch_args("push", make))

@@ -129,9 +129,7 @@ class RoundTop:
 def launch_round_top(q, ids, offset: int, k: int) -> None:
     """Queue the kernel and the copy of its buffer into pinned host memory on the current stream (``q`` is
     the GPUQuery; its list is ``ids[:offset + candidates]`` with estimates ``q.est``)."""
-    top = q.round_top
-    if top is None or top.k != k:
-        top = q.round_top = RoundTop(k)
+    top = q.round_top = q.round_tops.get(k) or q.round_tops.setdefault(k, RoundTop(k))
     args = top.args.get(offset)
     if args is None:
         args = top.args[offset] = (

@@ -304,7 +304,7 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
     q = SimpleNamespace(
         est=cp.asarray(np.concatenate((est, [-1.0] * 5))),  # entries past the list are not read
         counts=cp.asarray(counts), est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
-        stats=cp.asarray([5, 6, 7], dtype=cp.uint64), record=None, round_top=None,
+        stats=cp.asarray([5, 6, 7], dtype=cp.uint64), record=None, round_top=None, round_tops={},
         index=SimpleNamespace(perm=None),  # ties by these ids (an index in its graph's numbering)
     )  # fmt: skip
     for _ in range(2):  # the buffers are reused: counters must be left at zero

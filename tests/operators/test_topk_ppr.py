@@ -180,6 +180,57 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
         assert (many.rounds == one.rounds).mean() >= 0.95 and list(many.sources) == list(one.sources)
 
 
+@pytest.mark.gpu
+def test_gpu_batch_rounds_replay_as_graphs(rmat13, monkeypatch):
+    """A batch's rounds (several queries in flight) are captured as CUDA graphs and replayed, with the
+    answers of rounds launched kernel by kernel; a configuration whose capture fails keeps launching
+    directly, with the same answers."""
+    import cupy as cp
+
+    import operators._topk_gpu as tg
+    import operators._topk_gpu_graph as gr
+
+    idx = build_ppr_index(rmat13.to("gpu"), seed=9)
+    srcs = _sources(rmat13, 60)
+
+    def check(many, one):
+        same = [list(x) == list(y) for x, y in zip(one.vertices, many.vertices, strict=True)]
+        assert np.mean(same) >= 0.95  # atomic float adds may reorder near-ties
+        np.testing.assert_allclose(many.ppr, one.ppr, rtol=1e-6)
+        assert (many.rounds == one.rounds).mean() >= 0.95
+
+    def kept():  # what each configuration holds: a graph, or _CAPTURE / _DIRECT
+        pool = idx.__dict__.get("_stream_pool")  # made by the first batch
+        return [g for _, w in (pool._free if pool else ()) for g in w.graphs.values()]
+
+    def graphs():
+        return [g for g in kept() if g is not gr._CAPTURE and g is not gr._DIRECT]
+
+    direct = {}
+    for k in (10, 100):
+        monkeypatch.setattr(gr, "GRAPHS", False)
+        before = len(graphs())
+        direct[k] = topk_ppr(idx, srcs, k=k, streams=3)
+        assert len(graphs()) == before  # (those of k = 10 stay kept while k = 100 runs)
+        monkeypatch.setattr(gr, "GRAPHS", True)
+        check(topk_ppr(idx, srcs, k=k, streams=3), direct[k])
+        assert len(graphs()) > before  # captured and replayed
+        check(topk_ppr(idx, srcs, k=k, streams=3), direct[k])  # the second call replays them only
+    check(topk_ppr(idx, srcs, k=10, streams=3), direct[10])  # replays after rounds of another k
+
+    idx.forget_workspaces()
+    seen = tg.list_seen
+
+    def no_capture(q):  # a launch that a capture cannot take
+        if cp.cuda.get_current_stream().is_capturing():
+            raise RuntimeError("not capturable")
+        seen(q)
+
+    monkeypatch.setattr(tg, "list_seen", no_capture)
+    check(topk_ppr(idx, srcs, k=10, streams=3), direct[10])
+    assert not graphs() and gr._DIRECT in kept()
+
+
 def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
     """On the CPU a batch answers Numba's thread count of sources at once, a workspace each (the spares
     kept for the next call), with the very answers of one source at a time, within the threads that other

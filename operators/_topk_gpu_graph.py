@@ -1,0 +1,73 @@
+"""A batch's top-k rounds replayed as CUDA graphs (``GPUQuery.estimate_launch`` with queries in flight).
+
+A round queues ten or so launches and copies (the query's start with its first round, the push, the
+touched list, the candidates and Alg. 4, Alg. 6, the round's top k and its copy to the host), each
+5-7 us of host time in CuPy. In a batch the host thread queues every stream's rounds, so on small
+graphs it, not the GPU, sets the rate. The kernels read the round's r_max, tau and source from the
+workspace's parameter block (``GPUQuery.qp``, copied from pinned memory inside the round), so the same
+launches serve every round of a configuration: its first round runs them directly (kernels compile,
+buffers and argument tuples get made), the second captures them on the workspace's stream, and every
+later one writes the three parameters and launches the graph. A configuration whose capture fails
+(a driver that cannot capture a cooperative launch) keeps running them directly.
+
+A graph holds the addresses of the workspace's buffers, the index's arrays and the round's top-k
+buffers (``GPUQuery.round_tops``, one per k), which live as long as the workspace that holds it.
+
+Batches on graphs below MAX_VERTICES only. One H100, same call, 4,000 sources with out-edges, default
+streams, queries/s before -> after (results/topk-graph-rounds-h100.txt): soc-Epinions1 k = 10
+6,749-6,960 -> 7,763-8,432, R-MAT 22 k = 100 3,154-3,215 -> 3,368-3,447, where the host had set the
+rate; R-MAT 24 is GPU-bound, and graphs there lost 2-4% at k = 10 in the trial
+(results/topk-graph-rounds-trial-h100.txt).
+"""
+
+from __future__ import annotations
+
+from graphs._device import import_cupy
+
+GRAPHS = True  # False: batches launch every kernel of every round (for comparison)
+MAX_VERTICES = 2**23  # graphs of more vertices keep direct launches (their batches are GPU-bound)
+_CAPTURE = object()  # the configuration ran once: capture it next time
+_DIRECT = object()  # its capture failed: run its launches directly
+
+
+def batch_round(q, rmax: float, tau: float, k: int, high_irw: bool, tiling: bool, ids, offset: int) -> None:
+    """Queue one round of a batch's query on the current stream, as a graph where one was captured."""
+    cp = import_cupy()
+    key = (q.fresh, k, high_irw, tiling, q.blocks, q.in_flight, q.bound_smem, q.bound_by_vertex, offset)
+    q.qp_host[:3] = (rmax, tau, q.s)
+    q.qp_sent = False  # a round's first launch sends them: one copy a round, inside its graph
+    got = q.graphs.get(key)
+    args = (rmax, tau, k, high_irw, tiling, ids, offset)
+    if got is None or got is _DIRECT:
+        q.round_kernels(*args)
+        q.graphs.setdefault(key, _CAPTURE)
+        return
+    if got is _CAPTURE:
+        got = q.graphs[key] = _capture(cp, q, args)
+        if got is _DIRECT:
+            q.round_kernels(*args)
+            return
+    q.fresh = q.qp_sent = False  # the graph sends the parameters (``qp_sent`` is the host's view)
+    q.round_top = q.round_tops[k]  # where the graph's copy lands, read by ``estimate_finish``
+    got.launch(cp.cuda.get_current_stream())
+
+
+def _capture(cp, q, args):
+    """The round's launches captured on the current stream (nothing runs yet), or _DIRECT."""
+    stream = cp.cuda.get_current_stream()
+    fresh = q.fresh
+    stream.begin_capture(cp.cuda.runtime.streamCaptureModeThreadLocal)
+    try:
+        q.round_kernels(*args)
+    except Exception:
+        q.fresh, q.qp_sent = fresh, False  # the start kernels and the parameters' copy were captured, not run
+        try:
+            stream.end_capture()
+        except Exception:
+            pass
+        return _DIRECT
+    try:
+        return stream.end_capture()
+    except Exception:  # an invalidated capture reports it here
+        q.fresh, q.qp_sent = fresh, False
+        return _DIRECT
