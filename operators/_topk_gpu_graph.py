@@ -14,9 +14,9 @@ A graph holds the addresses of the workspace's buffers, the index's arrays and t
 buffers (``GPUQuery.round_tops``, one per k), which live as long as the workspace that holds it.
 
 Batches on graphs below MAX_VERTICES only. One H100, same call, 4,000 sources with out-edges, default
-streams, queries/s before -> after (results/topk-graph-rounds-h100.txt): soc-Epinions1 k = 10
-6,749-6,960 -> 7,763-8,432, R-MAT 22 k = 100 3,154-3,215 -> 3,368-3,447, where the host had set the
-rate; R-MAT 24 is GPU-bound, and graphs there lost 2-4% at k = 10 in the trial
+streams, two calls, queries/s before -> after at k = 10 (results/topk-graph-rounds-h100.txt):
+soc-Epinions1 5,461-6,960 -> 7,763-8,432, R-MAT 22 2,775-5,024 -> 5,132-5,261, where the host had set
+the rate; R-MAT 24 is GPU-bound, and graphs there lost 2-4% at k = 10 in the trial
 (results/topk-graph-rounds-trial-h100.txt).
 """
 
