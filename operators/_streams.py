@@ -55,6 +55,8 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None 
     if G.device != "gpu":
         return 1
     if streams is None:
+        if queries <= 1:  # no memory query for a call of one or two sources
+            return 1
         most = 8 if G.n >= WIDE_FROM and (k is None or k < NARROW_K) else 4
         return max(1, min(most, workspaces_that_fit(G, bytes_per_vertex, made), queries))
     per = bytes_per_vertex * max(G.n, 1)

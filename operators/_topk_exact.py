@@ -11,10 +11,11 @@ the 78,441 vertices with out-edges have only a self-loop.)
 
 A source whose walks never leave it (no out-edge, or self-loops only) is the smallest case (T = {s},
 pi(s, s) = 1), and a common one: about half of an R-MAT graph's vertices have no out-edge, so half of a
-batch of uniformly random sources. ``lone_sources`` finds them and ``lone_topk`` answers them without
-any round, as the solve would. ``small_reaches`` finds the other sources of small closed reach before
-any round too (6.5% of soc-Epinions1's sources with out-edges), by a bounded search over a host copy
-of the graph, kept with it up to PROBE_EDGES edges.
+batch of uniformly random sources. ``lone_sources`` finds them (in bits kept with the graph, n / 8
+bytes on the host, so that a call of one source does no device work before its rounds) and
+``lone_topk`` answers them without any round, as the solve would. ``small_reaches`` finds the other
+sources of small closed reach before any round too (6.5% of soc-Epinions1's sources with out-edges),
+by a bounded search over a host copy of the graph, kept with it up to PROBE_EDGES edges.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from graphs._device import array_module, to_host
+from graphs._device import array_module, get_kernel, import_cupy, to_host
 
 from ._topk_cpu import select_top
 
@@ -64,26 +65,62 @@ def closed_reach_topk(G, reach, s: int, alpha: float, k: int, order=(None, None)
     return verts, vals
 
 
-LONE_DEGREE = 4  # sources of up to this many out-edges are checked for self-loops only
-
-
 def lone_sources(G, src: np.ndarray) -> np.ndarray:
-    """Which of ``src`` (internal ids, host) have no out-edge to another vertex (one gather per batch)."""
-    xp = array_module(G.indptr)
-    rows = xp.asarray(src)
-    lo, hi = to_host(G.indptr[xp.stack([rows, rows + 1])])  # one copy from the device
-    deg = hi - lo
-    lone = deg == 0
-    few = np.flatnonzero((deg > 0) & (deg <= LONE_DEGREE))
-    if few.size:
-        count = deg[few]
-        pos = np.repeat(lo[few] - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
-        dst = to_host(G.indices[xp.asarray(pos)]).astype(np.int64)
-        owner = np.repeat(few, count)
-        leaves = np.zeros(src.size, dtype=bool)
-        leaves[owner[dst != src[owner]]] = True
-        lone[few] = ~leaves[few]
-    return lone
+    """Which of ``src`` (internal ids, host) have no out-edge to another vertex: a lookup in the graph's
+    ``lone_vertices`` bits, so that a call of one source does no device work for it."""
+    bits = G.derived("topk_lone_vertices", lone_vertices)
+    return ((bits[src >> 3] >> (src & 7).astype(np.uint8)) & 1).astype(bool)
+
+
+def lone_vertices(G) -> np.ndarray:
+    """Bit v (little-endian within each byte) set when vertex v has no out-edge to another vertex (none, or
+    self-loops only), on the host: n / 8 bytes kept with the graph, computed once on its device."""
+    if G.device == "gpu":
+        lone = _lone_gpu(G)
+    else:
+        lone = np.empty(G.n, dtype=np.uint8)
+        _lone_cpu(G.indptr, G.indices, lone)
+    return np.packbits(lone, bitorder="little")
+
+
+@nb.njit(cache=True)
+def _lone_cpu(indptr, indices, lone):
+    for v in range(lone.size):
+        lone[v] = 1
+        for e in range(indptr[v], indptr[v + 1]):
+            if indices[e] != v:
+                lone[v] = 0
+                break
+
+
+LONE_CUDA = r"""
+// lone[v] = 1 when every out-edge of v is a self-loop (or it has none); a thread per vertex, which stops
+// at its first edge to another vertex
+extern "C" __global__ void gj_lone_vertices(const long long* indptr, const IDX* indices, long long n,
+        unsigned char* lone) {
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < n; v += step) {
+        unsigned char own = 1;
+        for (long long e = indptr[v], end = indptr[v + 1]; e < end; ++e) {
+            if ((long long)indices[e] != v) { own = 0; break; }
+        }
+        lone[v] = own;
+    }
+}
+"""
+
+
+def lone_source(indices_dtype) -> str:
+    """``LONE_CUDA`` for the graph's index type."""
+    return f"#define IDX {'long long' if indices_dtype == np.int64 else 'int'}\n" + LONE_CUDA
+
+
+def _lone_gpu(G) -> np.ndarray:
+    cp = import_cupy()
+    kernel = get_kernel(lone_source(G.indices.dtype), "gj_lone_vertices")
+    lone = cp.empty(G.n, dtype=cp.uint8)
+    kernel((max(1, min(4096, (G.n + 255) // 256)),), (256,), (G.indptr, G.indices, np.int64(G.n), lone))
+    return lone.get()
 
 
 def lone_topk(sources: np.ndarray, k: int, n: int, order=(None, None)):

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from graphs import _mix, generators
@@ -34,6 +35,7 @@ from operators import (
     _ppr_power,
     _ppr_push_gpu,
     _simrank_gpu,
+    _topk_exact,
     _topk_gpu,
     _topk_gpu_bound,
     _topk_gpu_entries,
@@ -91,6 +93,7 @@ SOURCES = [
         ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
     ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
+    ("topk-lone", _topk_exact.lone_source(np.int32), ("gj_lone_vertices",)),
     (
         "ppr-push-pull",
         _ppr_push_gpu.PPR_PUSH_KERNEL,

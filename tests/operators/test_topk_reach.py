@@ -71,3 +71,21 @@ def test_large_gpu_graphs_keep_no_host_copy(monkeypatch):
     assert not g.has_derived("topk_host_copy")
     res = topk_ppr(build_ppr_index(g, seed=0), [300], k=5)  # the round path still answers it
     assert res.exact[0] and res.rounds[0] == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lone_sources_are_those_without_edges_to_others(device):
+    """A source is lone when it has no out-edge or self-loops only, of any number (NetworkX's successors
+    as the oracle); the bits are computed once per graph, and ids past the first byte read their own."""
+    g, src, dst = _graph("cpu")
+    src = src + [600] * 6 + [601] * 6  # six self-loops; five and an edge out
+    dst = dst + [600] * 6 + [601] * 5 + [0]
+    g = graphs.from_edges(src, dst, n=610, renumber=False).to(device)
+    nxg = nx.MultiDiGraph(list(zip(src, dst, strict=True)))
+    nxg.add_nodes_from(range(g.n))
+    want = [set(nxg.successors(v)) <= {v} for v in range(g.n)]
+    ids = np.random.default_rng(0).permutation(g.n)
+    np.testing.assert_array_equal(lone_sources(g, ids), np.array(want)[ids])
+    assert want[600] and not want[601] and want[302] and not want[307]
+    bits = g.derived("topk_lone_vertices", None)  # computed by the first call
+    assert bits.nbytes == -(-g.n // 8)
