@@ -4,8 +4,10 @@ CPU: a partition per row. GPU: the whole block at once; short rows (under 32 k e
 there, longer ones are not. The k-th largest
 of any k or more distinct entries of a row is at most the row's k-th largest, so the maxima of
 ``16 k`` strided chunks of the row (columns congruent mod ``16 k``) give a lower bound of the k-th
-largest; only the positive entries at or above it are copied to the host and sorted there. A row
-with fewer than k positive entries gets its zeros of the smallest columns after them.
+largest; only the positive entries at or above it are copied to the host and sorted there. One kernel
+appends them to a few slots per row, copied back in one piece (a row with more of them than slots is
+redone from a mask of the block). A row with fewer than k positive entries gets its zeros of the
+smallest columns after them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 from graphs._device import array_module, to_host
 
 CHUNKS_PER_K = 16
+CAP_PER_K = 8  # candidate slots a row keeps per k on the GPU (the bound lets at least k through)
+MAX_GRID_ROWS = 65535  # rows of one candidates launch (its grid's y dimension)
 
 
 def top_entries(block, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,12 +64,87 @@ def _sort_rows_gpu(block, k: int):
     return to_host(top % n).astype(np.int64), to_host(vals[top]).astype(block.dtype)
 
 
-def _top_gpu(block, k: int):
+CANDIDATES_CUDA = r"""
+// Row i's entries at or above bound[i] and positive, appended to its slots of out (row i holds
+// 1 + 2 cap words: the count, then cap columns, then cap values as double bits); blockIdx.y is the row
+extern "C" __global__ void gj_top_candidates(const VAL* block, long long ld, long long n, const VAL* bound,
+        int cap, long long* out) {
+    const int i = blockIdx.y;
+    const VAL b = bound[i];
+    long long* row = out + (long long)i * (1 + 2LL * cap);
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += step) {
+        const VAL x = block[(long long)i * ld + j];
+        if (x > (VAL)0 && x >= b) {
+            const long long p = (long long)atomicAdd(reinterpret_cast<unsigned long long*>(row), 1ULL);
+            if (p < cap) {
+                row[1 + p] = j;
+                row[1 + cap + p] = __double_as_longlong((double)x);
+            }
+        }
+    }
+}
+"""
+
+
+def candidates_source(dtype) -> str:
+    """``CANDIDATES_CUDA`` for a block of ``dtype`` values."""
+    return f"#define VAL {'float' if np.dtype(dtype) == np.float32 else 'double'}\n" + CANDIDATES_CUDA
+
+
+def _candidates(block, bound, k: int):
+    """Per row, the count and the (columns, values) of its entries at or above the bound and positive, on
+    the host in one copy: at most CAP_PER_K * k of them (a row with more is redone by ``_top_gpu_mask``)."""
     import cupy as cp
 
+    from graphs._device import get_kernel
+
+    rows, n = block.shape
+    cap = CAP_PER_K * k
+    out = cp.zeros((rows, 1 + 2 * cap), dtype=cp.int64)
+    kernel = get_kernel(candidates_source(block.dtype), "gj_top_candidates")
+    grid = (max(1, min(int(n + 255) // 256, 1024)), rows)
+    ld = block.strides[0] // block.itemsize
+    kernel(grid, (256,), (block, np.int64(ld), np.int64(n), bound.astype(block.dtype), np.int32(cap), out))
+    out = to_host(out)
+    return out[:, 0], out[:, 1 : 1 + cap], out[:, 1 + cap :].view(np.float64)
+
+
+def _top_gpu(block, k: int):
     rows, n = block.shape
     if n < 2 * CHUNKS_PER_K * k:
         return _sort_rows_gpu(block, k)
+    if rows > MAX_GRID_ROWS or block.strides[1] != block.itemsize:
+        return _top_gpu_mask(block, k)
+    count, cols, vals = _candidates(block, _lower_bound(block, k), k)
+    verts = np.empty((rows, k), dtype=np.int64)
+    top = np.zeros((rows, k), dtype=block.dtype)
+    over = count > cols.shape[1]
+    for i in np.flatnonzero(~over):
+        c, v = cols[i, : count[i]], vals[i, : count[i]]
+        order = np.lexsort((c, -v))[:k]
+        _fill(verts[i], top[i], c[order], v[order].astype(block.dtype), n, k)
+    if over.any():
+        redo = np.flatnonzero(over)
+        verts[redo], top[redo] = _top_gpu_mask(block[redo], k)
+    return verts, top
+
+
+def _fill(verts, vals, c, v, n: int, k: int) -> None:
+    """A row's top k from its first ``take`` (sorted) entries; with fewer than k positive entries,
+    zeros of the smallest other columns follow."""
+    take = min(k, c.size)
+    verts[:take], vals[:take] = c[:take], v[:take]
+    if take < k:  # every positive entry is in: zeros of the smallest columns follow
+        free = np.setdiff1d(np.arange(min(n, k + take)), c, assume_unique=True)
+        verts[take:] = free[: k - take]
+
+
+def _top_gpu_mask(block, k: int):
+    """Every row by a mask of the entries at or above its bound (rows of many such entries)."""
+    import cupy as cp
+
+    rows, n = block.shape
     bound = _lower_bound(block, k)
     r, c = cp.nonzero((block >= bound[:, None]) & (block > 0))
     v = to_host(block[r, c])
@@ -77,9 +156,5 @@ def _top_gpu(block, k: int):
     vals = np.zeros((rows, k), dtype=block.dtype)
     for i in range(rows):
         lo, hi = starts[i], starts[i + 1]
-        take = min(k, hi - lo)
-        verts[i, :take], vals[i, :take] = c[lo : lo + take], v[lo : lo + take]
-        if take < k:  # every positive entry is in: zeros of the smallest columns follow
-            free = np.setdiff1d(np.arange(min(n, k + take)), c[lo:hi], assume_unique=True)
-            verts[i, take:] = free[: k - take]
+        _fill(verts[i], vals[i], c[lo:hi], v[lo:hi], n, k)
     return verts, vals

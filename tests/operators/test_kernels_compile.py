@@ -35,6 +35,7 @@ from operators import (
     _ppr_power,
     _ppr_push_gpu,
     _simrank_gpu,
+    _top_rows,
     _topk_exact,
     _topk_gpu,
     _topk_gpu_bound,
@@ -94,6 +95,8 @@ SOURCES = [
     ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
     ("topk-lone", _topk_exact.lone_source(np.int32), ("gj_lone_vertices",)),
+    ("top-rows-f32", _top_rows.candidates_source(np.float32), ("gj_top_candidates",)),
+    ("top-rows-f64", _top_rows.candidates_source(np.float64), ("gj_top_candidates",)),
     (
         "ppr-push-pull",
         _ppr_push_gpu.PPR_PUSH_KERNEL,

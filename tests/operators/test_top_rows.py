@@ -38,9 +38,16 @@ def test_cpu_top_entries_match_a_full_sort(k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("k", [1, 10, 50])
-def test_gpu_top_entries_match_the_cpu(k):
+@pytest.mark.parametrize(("k", "slots"), [(1, None), (10, None), (50, None), (10, 1), (50, 1)])
+def test_gpu_top_entries_match_the_cpu(k, slots, monkeypatch):
+    """With the default candidate slots, and with k slots a row, where rows of ties or of many entries at
+    the bound overflow them and are redone from the mask."""
     import cupy as cp
+
+    from operators import _top_rows
+
+    if slots is not None:
+        monkeypatch.setattr(_top_rows, "CAP_PER_K", slots)
 
     for block in _blocks(np.random.default_rng(k)):
         verts, vals = top_entries(cp.asarray(block), k)
