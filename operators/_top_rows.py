@@ -104,7 +104,8 @@ def _candidates(block, bound, k: int):
     out = cp.zeros((rows, 1 + 2 * cap), dtype=cp.int64)
     kernel = get_kernel(candidates_source(block.dtype), "gj_top_candidates")
     grid = (max(1, min(int(n + 255) // 256, 1024)), rows)
-    ld, bound = block.strides[0] // block.itemsize, bound.astype(block.dtype, copy=False)
+    ld = block.strides[0] // block.itemsize
+    bound = cp.ascontiguousarray(bound, dtype=block.dtype)  # a column of the sorted maxima: strided
     kernel(grid, (256,), (block, np.int64(ld), np.int64(n), bound, np.int32(cap), out))
     out = to_host(out)
     return out[:, 0], out[:, 1 : 1 + cap], out[:, 1 + cap :].view(np.float64)
