@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import time
@@ -52,6 +53,13 @@ def wall(
             sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times
+
+
+def fresh(path: str) -> str:
+    """``path`` with nothing left from an earlier run: a job's output folder resumes the chunks it already
+    holds (and an index folder is reused), so a timed job that found them would time nothing."""
+    shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
 def gpu_time(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3):

@@ -31,7 +31,7 @@ from operators import ppr
 from operators._ppr_cost import cost_model
 
 from . import cugraph_peer
-from .common import Reporter, wall
+from .common import Reporter, fresh, wall
 from .topk_ppr import _sources, _sync
 
 METHODS = ("push", "pull", "hybrid")
@@ -179,10 +179,10 @@ def run_job(rep: Reporter, name: str, source, *, sources: int = 10_000, workdir:
             tag = "default" if block is None else block
             same = dict(chunk=500, block=block, workdir=workdir, overwrite=True)
             warm = pipelines.ppr_job(source, pipelines.RandomSources(500), seed=100,
-                                     out=f"{workdir}/warm-{name}-{tag}", **same)  # fmt: skip
+                                     out=fresh(f"{workdir}/warm-{name}-{tag}"), **same)  # fmt: skip
             pipelines.run(warm, client, progress=False)
             job = pipelines.ppr_job(source, pipelines.RandomSources(sources), seed=7,
-                                    out=f"{workdir}/batch-{name}-{tag}", **same)  # fmt: skip
+                                    out=fresh(f"{workdir}/batch-{name}-{tag}"), **same)  # fmt: skip
             t0 = time.perf_counter()
             summary = pipelines.run(job, client, progress=False)
             rates[tag] = summary["queries"] / (time.perf_counter() - t0)

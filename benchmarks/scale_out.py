@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import graphs
-from benchmarks.common import Reporter
+from benchmarks.common import Reporter, fresh
 from benchmarks.pagerank import gpu_iteration_seconds
 
 ITERATIONS = 40
@@ -88,7 +88,7 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
     from cluster import make_cluster
 
     counts = [g for g in gpu_counts if g <= cp.cuda.runtime.getDeviceCount()]
-    folder = f"{workdir}/topk-index-{scale}"
+    folder = fresh(f"{workdir}/topk-index-{scale}")  # the build is timed
     with make_cluster(1, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
         t0 = time.perf_counter()
         pipelines.run(pipelines.index_job(f"rmat:scale={scale},seed=0", out=folder), client, progress=False)
@@ -102,7 +102,7 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
                 sources=pipelines.RandomSources(250 * 4 * g),
                 chunk=250,
                 seed=100 + g,
-                out=f"{workdir}/warm-{g}",
+                out=fresh(f"{workdir}/warm-{g}"),
                 overwrite=True,
             )
             pipelines.run(warm, client, progress=False)  # every worker loads the graph and the index once
@@ -114,7 +114,7 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
                     chunk=500,
                     seed=7 + rep_i,
                     k=100,
-                    out=f"{workdir}/batch-{g}-{rep_i}",
+                    out=fresh(f"{workdir}/batch-{g}-{rep_i}"),
                     overwrite=True,
                 )
                 t0 = time.perf_counter()
