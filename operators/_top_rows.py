@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import array_module, to_host
+from graphs._device import array_module, get_kernel, to_host
 
 CHUNKS_PER_K = 16
 CAP_PER_K = 8  # candidate slots a row keeps per k on the GPU (the bound lets at least k through)
@@ -96,8 +96,6 @@ def _candidates(block, bound, k: int):
     """Per row, the count and the (columns, values) of its entries at or above the bound and positive, on
     the host in one copy: at most CAP_PER_K * k of them (a row with more is redone by ``_top_gpu_mask``)."""
     import cupy as cp
-
-    from graphs._device import get_kernel
 
     rows, n = block.shape
     cap = CAP_PER_K * k

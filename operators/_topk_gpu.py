@@ -196,7 +196,7 @@ class GPUQuery:
         """Parameter ``i`` (QP_RMAX, QP_TAU, QP_S) of the round, copied to ``qp`` on the current stream
         before the next kernel that reads it: one copy for the values set since the last (inside a
         captured round the copy runs with the graph, from what the host wrote last)."""
-        if self.qp_host[i] != value or not self.qp_sent:
+        if self.qp_host[i] != value:
             self.qp_host[i] = value
             self.qp_sent = False
 
