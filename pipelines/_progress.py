@@ -2,7 +2,8 @@
 
 Job keys are readable (``graphjobs-load-<token>``, ``ppr-<token>-<chunk>``), so ``dask.utils.key_split``
 names the stage of every task. On a cluster the counts come from the scheduler's progress feed (as for
-``distributed.progress``); on Dask's local scheduler from a callback. One line, redrawn in place.
+``distributed.progress``); on Dask's local scheduler from a callback. On a terminal one line, redrawn in
+place; written to a file or a pipe (a log), a line every ``LOG_INTERVAL`` seconds and the last one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections import Counter
 from dask.callbacks import Callback
 from dask.utils import format_time, key_split
 
+LOG_INTERVAL = 10.0  # seconds between the lines written where the stream is not a terminal
+
 
 def stage_line(done: dict, total: dict, elapsed: float, order=()) -> str:
     """``[elapsed] stage done/total ...``: the stages of ``order`` first, then the others of ``total``."""
@@ -24,18 +27,26 @@ def stage_line(done: dict, total: dict, elapsed: float, order=()) -> str:
 
 class _Line:
     """Redraws one line in place, at most every ``interval`` seconds, and always at the end; stages
-    are listed in the order their first task finished (so, roughly, the order they run in)."""
+    are listed in the order their first task finished (so, roughly, the order they run in). Where the
+    stream is not a terminal, each line is written whole, the first after ``LOG_INTERVAL`` seconds."""
 
     def __init__(self, stream=None, interval: float = 0.1):
-        self.stream, self.interval = stream or sys.stdout, interval
-        self.t0, self.last, self.shown, self.order = time.perf_counter(), "", 0.0, []
+        self.stream = stream or sys.stdout
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
+        self.interval = interval if self.tty else max(interval, LOG_INTERVAL)
+        self.t0, self.last, self.order = time.perf_counter(), "", []
+        self.shown = 0.0 if self.tty else self.t0
 
     def draw(self, done: dict, total: dict, *, final: bool = False) -> None:
         now = time.perf_counter()
         self.order += [n for n, d in done.items() if d and n not in self.order]
         text = stage_line(done, total, now - self.t0, self.order)
         if final or (text != self.last and now - self.shown >= self.interval):
-            print("\r" + text, end="\n" if final else "", file=self.stream, flush=True)
+            if self.tty:
+                print("\r" + text, end="\n" if final else "", file=self.stream, flush=True)
+            else:
+                print(text, file=self.stream, flush=True)
             self.last, self.shown = text, now
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -195,7 +197,7 @@ def test_progress_in_a_jupyter_kernel_without_ipywidgets(tmp_path, monkeypatch, 
     with make_cluster(1, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
         job = pipelines.pagerank_job(path, out=tmp_path / "o.parquet", workdir=tmp_path / "wd")
         summary = pipelines.run(job, client, progress=True)
-    last = capsys.readouterr().out.split("\r")[-1]
+    last = capsys.readouterr().out.splitlines()[-1]
     assert summary["n"] == 3 and "graphjobs-load 1/1" in last and "pagerank" in last
 
 
@@ -208,8 +210,38 @@ def test_progress_by_stage_on_the_local_scheduler(tmp_path, sync, capsys):
         path, pipelines.RandomSources(3), topk=2, out=tmp_path / "o", workdir=tmp_path / "wd", chunk=1
     )
     pipelines.run(job, progress=True)
-    last = capsys.readouterr().out.split("\r")[-1]
-    assert last.endswith("\n")
+    out = capsys.readouterr().out  # not a terminal: whole lines, no redraws
+    assert "\r" not in out and out.endswith("\n")
+    last = out.splitlines()[-1]
     counts = dict(part.rsplit(" ", 1) for part in last.split("] ", 1)[1].strip().split("  "))
     assert counts["graphjobs-load"] == "1/1" and counts["ppr"] == "3/3"
     assert all(done == total for done, total in (c.split("/") for c in counts.values()))
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_redraws_on_a_terminal_and_writes_few_lines_to_a_log(monkeypatch, tty):
+    """A terminal gets one line redrawn in place; a log file gets a whole line every LOG_INTERVAL
+    seconds and the last one, not a redraw every 0.1 s."""
+    from pipelines import _progress
+
+    clock = iter(range(0, 10_000))  # one second a draw
+    monkeypatch.setattr(_progress.time, "perf_counter", lambda: float(next(clock)))
+    stream = _Stream(tty)
+    line = _progress._Line(stream)
+    for i in range(1, 26):
+        line.draw({"ppr": i}, {"ppr": 25}, final=i == 25)
+    out = stream.getvalue()
+    if tty:  # every draw redrawn (a second apart, above the 0.1 s interval), then a newline
+        assert out.count("\r") == 25 and out.count("\n") == 1 and out.endswith("ppr 25/25\n")
+    else:  # at 10 s and 20 s, then the last
+        assert "\r" not in out
+        assert [t.split("] ")[1] for t in out.splitlines()] == ["ppr 10/25", "ppr 20/25", "ppr 25/25"]
