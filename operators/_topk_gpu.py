@@ -144,8 +144,9 @@ class GPUQuery:
         self.qp_copy = (self.qp.data.ptr, self.qp_host.ctypes.data, 32)
         self.qp_sent = False  # qp holds qp_host's values (or their copy is queued)
         self.fresh = False  # started, its start kernels not yet queued
-        self.deferred = None  # a batch's push, queued with the rest of the round (``_topk_gpu_graph``)
+        self.deferred = None  # the push, queued with the rest of the round (``_topk_gpu_graph``)
         self.graphs = {}  # the rounds captured as CUDA graphs, by configuration
+        self.capture_stream = None  # where they are captured when the query runs on the legacy stream
         self.record = np.zeros(6)
         self.done = cp.cuda.Event(block=False, disable_timing=True)  # recorded after a round's last copy
         self.round = None  # what ``estimate_finish`` reads: (ids, offset, k)
@@ -208,14 +209,14 @@ class GPUQuery:
             self.qp_sent = True
 
     @property
-    def batched(self) -> bool:
-        """Rounds of a batch (several queries in flight, each on its own stream) on a graph below
-        ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs."""
-        return self.in_flight > 1 and graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
+    def as_graphs(self) -> bool:
+        """Rounds on a graph below ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs (one query at a
+        time, or several in flight, each on its own stream)."""
+        return graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
 
     def start(self, s: int) -> None:
         self.s, self.launches, self.fresh = s, 0, True
-        if not self.batched:  # else queued with the first round
+        if not self.as_graphs:  # else queued with the first round
             self.launch_start()
 
     def launch_start(self) -> None:
@@ -227,10 +228,10 @@ class GPUQuery:
         _kernel("gj_query_start")((1,), (1,), (self.qp, *tail))
 
     def push(self, rmax: float, *, adaptive: bool, tiling: bool, persistent: bool) -> None:
-        """ParallelAFP from the regenerated frontier until it is empty (in a batch, queued with the
-        rest of the round by ``estimate_launch``)."""
+        """ParallelAFP from the regenerated frontier until it is empty (where rounds run as graphs,
+        queued with the rest of the round by ``estimate_launch``)."""
         self.load_thresholds(adaptive)
-        if persistent and self.batched:
+        if persistent and self.as_graphs:
             self.deferred = float(rmax)
             return
         if self.fresh:
@@ -249,7 +250,7 @@ class GPUQuery:
         ids = self.launch_args(("ids", offset), lambda: self.ids[nh - offset :])
         if self.deferred is not None:
             rmax, self.deferred = self.deferred, None
-            graph_rounds.batch_round(self, rmax, tau, k, high_irw, tiling, ids, offset)
+            graph_rounds.queue_round(self, rmax, tau, k, high_irw, tiling, ids, offset)
         else:
             self.estimate_kernels(tau, k, high_irw, tiling, ids, offset)
         self.done.record()

@@ -1,4 +1,4 @@
-"""A batch's top-k rounds replayed as CUDA graphs (``GPUQuery.estimate_launch`` with queries in flight).
+"""Top-k rounds replayed as CUDA graphs (``GPUQuery.estimate_launch``), in batches and one query at a time.
 
 A round queues ten or so launches and copies (the query's start with its first round, the push, the
 touched list, the candidates and Alg. 4, Alg. 6, the round's top k and its copy to the host), each
@@ -13,25 +13,26 @@ later one writes the three parameters and launches the graph. A configuration wh
 A graph holds the addresses of the workspace's buffers, the index's arrays and the round's top-k
 buffers (``GPUQuery.round_tops``, one per k), which live as long as the workspace that holds it.
 
-Batches on graphs below MAX_VERTICES only. One H100, same call, 4,000 sources with out-edges, default
-streams, two calls, queries/s before -> after at k = 10 (results/topk-graph-rounds-h100.txt):
-soc-Epinions1 5,461-6,960 -> 7,763-8,432, R-MAT 22 2,775-5,024 -> 5,132-5,261, where the host had set
-the rate; R-MAT 24 is GPU-bound, and graphs there lost 2-4% at k = 10 in the trial
-(results/topk-graph-rounds-trial-h100.txt).
+Graphs below MAX_VERTICES only. One H100, same call, 4,000 sources with out-edges, default streams, two
+calls, queries/s before -> after at k = 10 (results/topk-graph-rounds-h100.txt): soc-Epinions1
+5,461-6,960 -> 7,763-8,432, R-MAT 22 2,775-5,024 -> 5,132-5,261, where the host had set the rate; R-MAT 24
+is GPU-bound, and graphs there lost 2-4% at k = 10 in the trial (results/topk-graph-rounds-trial-h100.txt).
+A call of one source, median ms direct -> graphs, same process (results/topk-call-graphs-ab-h100.txt):
+k = 10 0.47-0.66 -> 0.43-0.58 on soc-Epinions1, soc-Slashdot0902 and R-MAT 22; k = 1000 2-6% less.
 """
 
 from __future__ import annotations
 
 from graphs._device import import_cupy
 
-GRAPHS = True  # False: batches launch every kernel of every round (for comparison)
+GRAPHS = True  # False: every round launches each of its kernels (for comparison)
 MAX_VERTICES = 2**23  # graphs of more vertices keep direct launches (their batches are GPU-bound)
 _CAPTURE = object()  # the configuration ran once: capture it next time
 _DIRECT = object()  # its capture failed: run its launches directly
 
 
-def batch_round(q, rmax: float, tau: float, k: int, high_irw: bool, tiling: bool, ids, offset: int) -> None:
-    """Queue one round of a batch's query on the current stream, as a graph where one was captured."""
+def queue_round(q, rmax: float, tau: float, k: int, high_irw: bool, tiling: bool, ids, offset: int) -> None:
+    """Queue one round of the query on the current stream, as a graph where one was captured."""
     cp = import_cupy()
     key = (q.fresh, k, high_irw, tiling, q.blocks, q.in_flight, q.bound_smem, q.bound_by_vertex, offset)
     q.qp_host[:3] = (rmax, tau, q.s)
@@ -53,8 +54,19 @@ def batch_round(q, rmax: float, tau: float, k: int, high_irw: bool, tiling: bool
 
 
 def _capture(cp, q, args):
-    """The round's launches captured on the current stream (nothing runs yet), or _DIRECT."""
+    """The round's launches captured (nothing runs yet), or _DIRECT. The legacy default stream, where a
+    query answered alone runs, cannot capture: the workspace's own stream captures them then, and the
+    graph is launched on the current stream like any other work."""
     stream = cp.cuda.get_current_stream()
+    if stream.ptr == 0:
+        if q.capture_stream is None:
+            q.capture_stream = cp.cuda.Stream(non_blocking=True)
+        stream = q.capture_stream
+    with stream:
+        return _capture_on(cp, q, args, stream)
+
+
+def _capture_on(cp, q, args, stream):
     fresh = q.fresh
     stream.begin_capture(cp.cuda.runtime.streamCaptureModeThreadLocal)
     try:

@@ -231,6 +231,35 @@ def test_gpu_batch_rounds_replay_as_graphs(rmat13, monkeypatch):
     assert not graphs() and gr._DIRECT in kept()
 
 
+@pytest.mark.gpu
+def test_gpu_single_source_calls_replay_rounds_as_graphs(rmat13, monkeypatch):
+    """One query at a time (on the legacy default stream, which cannot capture) the rounds are captured on
+    the workspace's own stream from the second call of a configuration on and replayed on the caller's,
+    with the answers of rounds launched kernel by kernel."""
+    import cupy as cp
+
+    import operators._topk_gpu_graph as gr
+    from operators._topk_batch import workspace
+
+    idx = build_ppr_index(rmat13.to("gpu"), seed=9)
+    srcs = _sources(rmat13, 12)
+    assert cp.cuda.get_current_stream().ptr == 0
+    monkeypatch.setattr(gr, "GRAPHS", False)
+    direct = [topk_ppr(idx, [s], k=20) for s in srcs]
+    assert not workspace(idx).graphs
+    idx.forget_workspaces()
+    monkeypatch.setattr(gr, "GRAPHS", True)
+    for _ in range(2):  # the first pass runs, then captures, then replays; the second replays only
+        got = [topk_ppr(idx, [s], k=20) for s in srcs]
+        same = [list(g.vertices[0]) == list(d.vertices[0]) for g, d in zip(got, direct, strict=True)]
+        assert np.mean(same) >= 0.9  # atomic float adds may reorder near-ties
+        np.testing.assert_allclose([g.ppr[0] for g in got], [d.ppr[0] for d in direct], rtol=1e-6)
+        assert np.mean([g.rounds[0] == d.rounds[0] for g, d in zip(got, direct, strict=True)]) >= 0.9
+    ops = workspace(idx)
+    assert ops.capture_stream is not None
+    assert [g for g in ops.graphs.values() if g is not gr._CAPTURE and g is not gr._DIRECT]
+
+
 def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
     """On the CPU a batch answers Numba's thread count of sources at once, a workspace each (the spares
     kept for the next call), with the very answers of one source at a time, within the threads that other
