@@ -49,6 +49,8 @@ def answer_all(answer, todo, streams, index, ops) -> None:
 
 
 def _answer_all(answer, todo, streams, index, ops) -> None:
+    if index.graph.device == "gpu":
+        ops.replay = True  # rounds as CUDA graphs where they may be (``_topk_gpu_graph``)
     if streams > 1:  # the first alone (it builds every kernel), the others interleaved
         from ._topk_gpu import GPUQuery
         from ._topk_gpu_push import persistent_blocks
@@ -57,7 +59,7 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
         blocks = persistent_blocks(streams)  # cooperative grids in flight together must all fit
 
         def answer_in(item, work):
-            work.blocks, work.in_flight = blocks, streams
+            work.blocks, work.in_flight, work.replay = blocks, streams, True
             return answer(*item, work)
 
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))

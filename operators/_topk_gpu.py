@@ -130,6 +130,7 @@ class GPUQuery:
         self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.blocks = persistent_blocks()  # fewer when several queries run at once
         self.in_flight = 1  # queries running at once on the GPU (``_topk_batch``)
+        self.replay = False  # rounds as CUDA graphs where they may be (set by ``_topk_batch`` for queries)
         self.bsum = cp.empty(self.blocks, dtype=cp.int64)
         self.seen_tiles = seen_tiles_buffer(self.seen_words)
         self.seg_entries = cp.empty(segment_count(self.sm_blocks), dtype=cp.int64)  # Alg. 4's segments
@@ -210,9 +211,10 @@ class GPUQuery:
 
     @property
     def as_graphs(self) -> bool:
-        """Rounds on a graph below ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs (one query at a
-        time, or several in flight, each on its own stream)."""
-        return graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
+        """The rounds of ``topk_ppr``'s queries (``replay``; one at a time, or several in flight, each on its
+        own stream) on a graph below ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs; called one by
+        one, as the tests do, these primitives launch their kernels at once."""
+        return self.replay and graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
 
     def start(self, s: int) -> None:
         self.s, self.launches, self.fresh = s, 0, True
