@@ -18,7 +18,8 @@ calls, queries/s before -> after at k = 10 (results/topk-graph-rounds-h100.txt):
 5,461-6,960 -> 7,763-8,432, R-MAT 22 2,775-5,024 -> 5,132-5,261, where the host had set the rate; R-MAT 24
 is GPU-bound, and graphs there lost 2-4% at k = 10 in the trial (results/topk-graph-rounds-trial-h100.txt).
 A call of one source, median ms direct -> graphs, same process (results/topk-call-graphs-ab-h100.txt):
-k = 10 0.47-0.66 -> 0.43-0.58 on soc-Epinions1, soc-Slashdot0902 and R-MAT 22; k = 1000 2-6% less.
+k = 10 0.47-0.66 -> 0.43-0.58 on soc-Epinions1, soc-Slashdot0902 and R-MAT 22; k = 100 and 1000 1.5-11%
+less; at R-MAT 24 (graphs allowed there for the trial) 1-4% at k = 10 and 100, none at 1000.
 """
 
 from __future__ import annotations
