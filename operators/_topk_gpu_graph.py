@@ -70,17 +70,18 @@ def _capture(cp, q, args):
 def _capture_on(cp, q, args, stream):
     fresh = q.fresh
     stream.begin_capture(cp.cuda.runtime.streamCaptureModeThreadLocal)
+    graph = ok = None
     try:
         q.round_kernels(*args)
-    except Exception:
-        q.fresh, q.qp_sent = fresh, False  # the start kernels and the parameters' copy were captured, not run
+        ok = True
+    except Exception:  # a launch that a capture cannot take
+        ok = False
+    finally:  # whatever ended it (a KeyboardInterrupt too), the stream leaves capture mode
         try:
-            stream.end_capture()
-        except Exception:
-            pass
+            graph = stream.end_capture()
+        except Exception:  # an invalidated capture reports it here
+            graph = None
+    if not ok or graph is None:
+        q.fresh, q.qp_sent = fresh, False  # the start kernels and the parameters' copy were captured, not run
         return _DIRECT
-    try:
-        return stream.end_capture()
-    except Exception:  # an invalidated capture reports it here
-        q.fresh, q.qp_sent = fresh, False
-        return _DIRECT
+    return graph

@@ -235,9 +235,11 @@ def test_gpu_batch_rounds_replay_as_graphs(rmat13, monkeypatch):
 def test_gpu_single_source_calls_replay_rounds_as_graphs(rmat13, monkeypatch):
     """One query at a time (on the legacy default stream, which cannot capture) the rounds are captured on
     the workspace's own stream from the second call of a configuration on and replayed on the caller's,
-    with the answers of rounds launched kernel by kernel."""
+    with the answers of rounds launched kernel by kernel; a capture interrupted by a BaseException (as by
+    Ctrl-C) ends the capture before the exception goes on."""
     import cupy as cp
 
+    import operators._topk_gpu as tg
     import operators._topk_gpu_graph as gr
     from operators._topk_batch import workspace
 
@@ -257,6 +259,29 @@ def test_gpu_single_source_calls_replay_rounds_as_graphs(rmat13, monkeypatch):
         assert np.mean([g.rounds[0] == d.rounds[0] for g, d in zip(got, direct, strict=True)]) >= 0.9
     ops = workspace(idx)
     assert ops.capture_stream is not None
+    assert [g for g in ops.graphs.values() if g is not gr._CAPTURE and g is not gr._DIRECT]
+
+    # interrupted while capturing (as by Ctrl-C): the stream leaves capture mode, later calls capture anew
+    class Interrupt(BaseException):
+        pass
+
+    seen = tg.list_seen
+
+    def interrupted(q):
+        if cp.cuda.get_current_stream().is_capturing():
+            raise Interrupt
+        seen(q)
+
+    idx.forget_workspaces()
+    monkeypatch.setattr(tg, "list_seen", interrupted)
+    with pytest.raises(Interrupt):
+        for s in srcs:
+            topk_ppr(idx, [s], k=20)
+    ops = workspace(idx)
+    assert ops.capture_stream is not None and not ops.capture_stream.is_capturing()
+    monkeypatch.setattr(tg, "list_seen", seen)
+    got = [topk_ppr(idx, [s], k=20) for s in srcs]
+    np.testing.assert_allclose([g.ppr[0] for g in got], [d.ppr[0] for d in direct], rtol=1e-6)
     assert [g for g in ops.graphs.values() if g is not gr._CAPTURE and g is not gr._DIRECT]
 
 
