@@ -4,7 +4,9 @@ pull iterations, ms per iteration, the first source's reserve sum (to compare ve
 hybrid's models; ``--forced-pull`` adds the hybrid under weights that make it pull every time, whose
 difference from pull alone is the cost of the hybrid's statistics; ``--trace`` prints, for the
 hybrid's last source, which of its decisions the frontier bound settled without statistics and the
-frontier sizes. Run it from two trees in turn on one machine to compare versions of the kernels:
+frontier sizes. Run it from two trees in turn on one machine to compare versions of the kernels (from
+each tree's own folder: ``python -m`` puts the working directory first on ``sys.path``, ahead of
+PYTHONPATH, so pointing PYTHONPATH at another tree's operators does not load them):
 
     python -m benchmarks.ppr_kernels new rmat:22,soc-Epinions1 1e-6,1e-9 --sources 5
 """
