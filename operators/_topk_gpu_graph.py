@@ -70,12 +70,12 @@ def _capture(cp, q, args):
 def _capture_on(cp, q, args, stream):
     fresh = q.fresh
     stream.begin_capture(cp.cuda.runtime.streamCaptureModeThreadLocal)
-    graph = ok = None
+    ok, graph = False, None
     try:
         q.round_kernels(*args)
         ok = True
-    except Exception:  # a launch that a capture cannot take
-        ok = False
+    except Exception:  # a launch that a capture cannot take: its launches run directly
+        pass
     finally:  # whatever ended it (a KeyboardInterrupt too), the stream leaves capture mode
         try:
             graph = stream.end_capture()
