@@ -211,10 +211,16 @@ class GPUQuery:
 
     @property
     def as_graphs(self) -> bool:
-        """The rounds of ``topk_ppr``'s queries (``replay``; one at a time, or several in flight, each on its
-        own stream) on a graph below ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs; called one by
-        one, as the tests do, these primitives launch their kernels at once."""
-        return self.replay and graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
+        """Where ``topk_ppr`` answers one query at a time (``replay``, nothing else in flight) on a graph
+        below ``_topk_gpu_graph.MAX_VERTICES``, its rounds run as CUDA graphs (not with several queries in
+        flight: see ``_topk_gpu_graph``); called one by one, as the tests do, these primitives launch at
+        once."""
+        return (
+            self.replay
+            and self.in_flight == 1
+            and graph_rounds.GRAPHS
+            and self.r.size < graph_rounds.MAX_VERTICES
+        )
 
     def start(self, s: int) -> None:
         self.s, self.launches, self.fresh = s, 0, True
