@@ -13,18 +13,15 @@ later one writes the three parameters and launches the graph. A configuration wh
 A graph holds the addresses of the workspace's buffers, the index's arrays and the round's top-k
 buffers (``GPUQuery.round_tops``, one per k), which live as long as the workspace that holds it.
 
-Graphs below MAX_VERTICES only, and only while one query is in flight (``GPUQuery.in_flight == 1``). With
-several queries in flight, each replaying its rounds on its own stream (cf7be81 to 2026-11-26), some
-answers were wrong: on one H100, R-MAT 18 and 20, 4,000-10,000 sources with out-edges, k = 10, 0.2-0.6% of
-the sources missed a vertex of their true top 10, their own source (PPR >= 0.2) among them, on 2, 4 and 8
-streams; the same batches launched kernel by kernel, on one stream, or with every replayed round
-synchronized before the next was queued gave the one-stream answers (results/topk-graph-streams-h100.txt,
-where the cause found is stated). The batches of those graphs had run 1.4-1.9x as many queries a second
-on the small graphs (soc-Epinions1 5,461-6,960 -> 7,763-8,432 at k = 10, R-MAT 22 2,775-5,024 -> 5,132-5,261;
-results/topk-graph-rounds-h100.txt); R-MAT 24 is GPU-bound and never used them.
-A call of one source, median ms direct -> graphs, same process (results/topk-call-graphs-ab-h100.txt):
-k = 10 0.47-0.66 -> 0.43-0.58 on soc-Epinions1, soc-Slashdot0902 and R-MAT 22; k = 100 and 1000 1.5-11%
-less; at R-MAT 24 (graphs allowed there for the trial) 1-4% at k = 10 and 100, none at 1000.
+Graphs below MAX_VERTICES only, and only while one query is in flight (``GPUQuery.in_flight == 1``).
+With several queries in flight, each replaying its rounds on its own stream (cf7be81 to 2026-11-26),
+some answers were wrong: on one H100, R-MAT 18 and 20, 4,000-10,000 sources with out-edges, k = 10,
+0.2-0.6% of the sources missed a vertex of their true top 10, their own source (PPR >= 0.2) among them,
+on 2, 4 and 8 streams. The same batches launched kernel by kernel, on one stream, or with every
+replayed round synchronized before the next was queued gave the one-stream answers; two replayed
+rounds running at once were needed, and the cause was not found (results/topk-graph-streams-h100.txt).
+Those batches had run 1.07-1.59x as many queries a second on the small graphs (f783b76 against b1a9c20,
+results/topk-gpu-h100-b1a9c20.jsonl); R-MAT 24 is GPU-bound and never used them.
 """
 
 from __future__ import annotations
