@@ -17,11 +17,12 @@ Graphs below MAX_VERTICES only, and only while one query is in flight (``GPUQuer
 With several queries in flight, each replaying its rounds on its own stream (cf7be81 to 2026-11-26),
 some answers were wrong: on one H100, R-MAT 18 and 20, 4,000-10,000 sources with out-edges, k = 10,
 0.05-3% of the sources were answered otherwise than on one stream, some without their own source
-(PPR >= 0.2) or another vertex of their true top 10, on 2, 4 and 8 streams. The same batches launched kernel by kernel, on one stream, or with every
-replayed round synchronized before the next was queued gave the one-stream answers; two replayed
-rounds running at once were needed, and the cause was not found (results/topk-graph-streams-h100.txt).
-Those batches had run 1.07-1.59x as many queries a second on the small graphs (f783b76 against b1a9c20,
-results/topk-gpu-h100-b1a9c20.jsonl); R-MAT 24 is GPU-bound and never used them.
+(PPR >= 0.2) or another vertex of their true top 10, on 2, 4 and 8 streams. The same batches
+launched kernel by kernel, on one stream, or with every replayed round synchronized before the next
+was queued gave the one-stream answers; two replayed rounds running at once were needed, and the
+cause was not found (results/topk-graph-streams-h100.txt). Those batches had run 1.07-1.59x as many
+queries a second on the small graphs (f783b76 against b1a9c20, results/topk-gpu-h100-b1a9c20.jsonl);
+R-MAT 24 is GPU-bound and never used them.
 """
 
 from __future__ import annotations
