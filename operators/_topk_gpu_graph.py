@@ -23,6 +23,9 @@ was queued gave the one-stream answers; two replayed rounds running at once were
 cause was not found (results/topk-graph-streams-h100.txt). Those batches had run 1.07-1.59x as many
 queries a second on the small graphs (f783b76 against b1a9c20, results/topk-gpu-h100-b1a9c20.jsonl);
 R-MAT 24 is GPU-bound and never used them.
+A call of one source, median ms direct -> graphs, same process (results/topk-call-graphs-ab-h100.txt):
+k = 10 0.47-0.66 -> 0.43-0.58 on soc-Epinions1, soc-Slashdot0902 and R-MAT 22; k = 100 and 1000 1.5-11%
+less; at R-MAT 24 (graphs allowed there for the trial) 1-4% at k = 10 and 100, none at 1000.
 """
 
 from __future__ import annotations
