@@ -19,8 +19,11 @@ some answers were wrong: on one H100, R-MAT 18 and 20, 4,000-10,000 sources with
 0.05-3% of the sources were answered otherwise than on one stream, some without their own source
 (PPR >= 0.2) or another vertex of their true top 10, on 2, 4 and 8 streams. The same batches
 launched kernel by kernel, on one stream, or with every replayed round synchronized before the next
-was queued gave the one-stream answers; two replayed rounds running at once were needed, and the
-cause was not found (results/topk-graph-streams-h100.txt). Those batches had run 1.07-1.59x as many
+was queued gave the one-stream answers; two replayed rounds running at once were needed
+(results/topk-graph-streams-h100.txt). Part of it is the touched list rebuilt from L1 lines older than
+the flags (``GPUQuery.options``), but with every kernel's loads from L2 replayed rounds on 4 streams
+still answered 6-25 of 4,000 sources otherwise (results/topk-l1-streams-h100.txt): the rest of the
+cause was not found. Those batches had run 1.07-1.59x as many
 queries a second on the small graphs (f783b76 against b1a9c20, results/topk-gpu-h100-b1a9c20.jsonl);
 R-MAT 24 is GPU-bound and never used them.
 A call of one source, median ms direct -> graphs, same process (results/topk-call-graphs-ab-h100.txt):

@@ -7,6 +7,10 @@ each next word before a step's block scan, took it from 49 to 30 us a query at R
 (results/topk-claimed-seen-ab-h100.txt). Tiles dealt round-robin to the blocks, so that the touched
 vertices crowded in a degree-ordered graph's first ids spread over them, took it from 82 to 56 us
 (results/topk-balance-ab-h100.txt).
+
+With several queries in flight its loads come from L2 only (``GPUQuery.options``): served from L1, some
+were stale, and the list held vertices no longer seen and missed some that were, in about one round in
+a thousand of R-MAT 18 batches on 4 or 8 streams (results/topk-l1-streams-h100.txt).
 """
 
 from __future__ import annotations
@@ -107,11 +111,11 @@ def list_seen(q) -> None:
     def make():
         nw = q.seen_words.size // 16
         tw = THREADS * max(1, -(-nw // (THREADS * SEEN_TILES * q.blocks)))
-        kernel = get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", cooperative=True)
+        kernel = get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", q.options, cooperative=True)
         args = (q.seen_words, np.int64(q.seen.size), np.int64(tw), q.touched, q.counts[3:], q.seen_tiles)
         return kernel, args
 
-    kernel, args = q.launch_args(("seen", q.blocks), make)
+    kernel, args = q.launch_args(("seen", q.blocks, q.options), make)
     kernel((q.blocks,), (THREADS,), args)
 
 
