@@ -107,16 +107,9 @@ def to_host(a: Any) -> Any:
     return to_device(a, "cpu")
 
 
-KERNEL_OPTIONS = ("-std=c++17",)
-# The same with global loads that skip the SM's L1 cache (ptxas -dlcm=cg: cached in L2 only, where every
-# SM's stores meet), for kernels that run beside other streams' work and read what earlier kernels wrote:
-# see operators._topk_gpu (GPUQuery.options) and results/topk-l1-streams-h100.txt.
-L2_LOADS = (*KERNEL_OPTIONS, "-Xptxas=-dlcm=cg")
-
-
 @functools.cache
 def get_kernel(
-    source: str, name: str, options: tuple[str, ...] = KERNEL_OPTIONS, cooperative: bool = False
+    source: str, name: str, options: tuple[str, ...] = ("-std=c++17",), cooperative: bool = False
 ) -> Any:
     """The compiled CuPy RawKernel ``name`` of ``source``: built once per process and device;
     ``cooperative`` launches it with cuLaunchCooperativeKernel (grid-wide barriers allowed).

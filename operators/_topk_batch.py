@@ -59,7 +59,7 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
         blocks = persistent_blocks(streams)  # cooperative grids in flight together must all fit
 
         def answer_in(item, work):
-            work.blocks, work.in_flight = blocks, streams  # several in flight: no graphs (``as_graphs``)
+            work.blocks, work.in_flight, work.replay = blocks, streams, True
             return answer(*item, work)
 
         pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import KERNEL_OPTIONS, L2_LOADS, get_kernel, import_cupy
+from graphs._device import get_kernel, import_cupy
 
 from . import _topk_gpu_graph as graph_rounds
 from ._topk_gpu_bound import BY_VERTEX_H, select_and_bound_gpu
@@ -76,8 +76,8 @@ QUERY_KERNELS = (
 )
 
 
-def _kernel(name, options):
-    return get_kernel(QUERY_KERNELS, name, options)
+def _kernel(name):
+    return get_kernel(QUERY_KERNELS, name)
 
 
 class GPUQuery:
@@ -210,25 +210,11 @@ class GPUQuery:
             self.qp_sent = True
 
     @property
-    def options(self) -> tuple[str, ...]:
-        """How the round's kernels but the push are compiled: loads from L2 only (``L2_LOADS``) while
-        several queries are in flight, where loads from L1 returned data older than what the query's
-        earlier kernels wrote (touched lists rebuilt wrong in 10-29 of 10,266 rounds, 0-3 after, at no
-        measured cost: results/topk-l1-streams-h100.txt). One query in flight keeps L1."""
-        return L2_LOADS if self.in_flight > 1 else KERNEL_OPTIONS
-
-    @property
     def as_graphs(self) -> bool:
-        """Where ``topk_ppr`` answers one query at a time (``replay``, nothing else in flight) on a graph
-        below ``_topk_gpu_graph.MAX_VERTICES``, its rounds run as CUDA graphs (not with several queries in
-        flight: see ``_topk_gpu_graph``); called one by one, as the tests do, these primitives launch at
-        once."""
-        return (
-            self.replay
-            and self.in_flight == 1
-            and graph_rounds.GRAPHS
-            and self.r.size < graph_rounds.MAX_VERTICES
-        )
+        """The rounds of ``topk_ppr``'s queries (``replay``; one at a time, or several in flight, each on its
+        own stream) on a graph below ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs; called one by
+        one, as the tests do, these primitives launch their kernels at once."""
+        return self.replay and graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
 
     def start(self, s: int) -> None:
         self.s, self.launches, self.fresh = s, 0, True
@@ -240,8 +226,8 @@ class GPUQuery:
         self.set_param(QP_S, self.s)
         self.send_params()
         clear, tail = self.launch_args("start", self._start_args)
-        _kernel("gj_query_clear", self.options)((self.sm_blocks * 4,), (THREADS,), clear)
-        _kernel("gj_query_start", self.options)((1,), (1,), (self.qp, *tail))
+        _kernel("gj_query_clear")((self.sm_blocks * 4,), (THREADS,), clear)
+        _kernel("gj_query_start")((1,), (1,), (self.qp, *tail))
 
     def push(self, rmax: float, *, adaptive: bool, tiling: bool, persistent: bool) -> None:
         """ParallelAFP from the regenerated frontier until it is empty (where rounds run as graphs,

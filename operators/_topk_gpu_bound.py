@@ -134,7 +134,7 @@ def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
         q.est_h.fill(0)
     q.set_param(QP_TAU, tau)
     q.send_params()
-    key = ("lists", exclude_h, q.bound_by_vertex, q.options)
+    key = ("lists", exclude_h, q.bound_by_vertex)
     kernel, args, entries = q.launch_args(key, lambda: _round_args(q, exclude_h))
     kernel((q.seg_entries.size,), (256,), args)
     if entries is not None:
@@ -158,4 +158,4 @@ def _round_args(q, exclude_h: bool):
         args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
                 np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
         entries = (args, wide)
-    return get_kernel(bound_source(wide), "gj_round_lists", q.options), lists, entries
+    return get_kernel(bound_source(wide), "gj_round_lists"), lists, entries

@@ -233,18 +233,18 @@ def bound_entries(q, args, wide: bool) -> None:
     def make():
         smem, per_sm, ncache = q.bound_smem
         if per_sm:
-            kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh, q.options)
+            kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh)
             per = min(per_sm, fit) if q.in_flight == 1 else 1
             return kernel, (q.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), smem
         return (
-            get_kernel(entries_source(wide), "gj_bound_entries", q.options),
+            get_kernel(entries_source(wide), "gj_bound_entries"),
             (q.sm_blocks * 8,),
             (256,),
             (*args, np.int32(0)),
             0,
         )
 
-    kernel, grid, block, full, smem = q.launch_args(("entries", q.bound_smem, q.options, wide), make)
+    kernel, grid, block, full, smem = q.launch_args(("entries", q.bound_smem, q.in_flight == 1, wide), make)
     kernel(grid, block, full, shared_mem=smem)
 
 
@@ -263,13 +263,11 @@ def bound_smem_plan(nh: int) -> tuple[int, int, int]:
 
 
 @functools.cache
-def _smem_kernel(device: int, wide: bool, split: bool, options: tuple[str, ...]):
+def _smem_kernel(device: int, wide: bool, split: bool = False):
     """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (set per round
     before, a query over a smaller H could lower it under a concurrent larger one), and how many of its
     blocks of 1,024 threads the registers let run on an SM at once."""
-    kernel = get_kernel(
-        entries_source(wide), "gj_bound_entries_split" if split else "gj_bound_entries_smem", options
-    )
+    kernel = get_kernel(entries_source(wide), "gj_bound_entries_split" if split else "gj_bound_entries_smem")
     optin = import_cupy().cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
     kernel.max_dynamic_shared_size_bytes = optin - kernel.attributes["shared_size_bytes"]
     return kernel, max(1, 65536 // (1024 * kernel.attributes["num_regs"]))

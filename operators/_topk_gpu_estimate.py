@@ -109,9 +109,9 @@ def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
         return small, big
 
     small, big = q.launch_args(("ppr", offset, tsize), make)
-    get_kernel(ESTIMATE_SOURCE, "gj_compute_ppr", q.options)((q.sm_blocks * 4,), (256,), small)
+    get_kernel(ESTIMATE_SOURCE, "gj_compute_ppr")((q.sm_blocks * 4,), (256,), small)
     if big is not None:
-        get_kernel(ESTIMATE_SOURCE, "gj_compute_big", q.options)((q.sm_blocks * 2,), (256,), big)
+        get_kernel(ESTIMATE_SOURCE, "gj_compute_big")((q.sm_blocks * 2,), (256,), big)
 
 
 def fallback_gpu(q, walks_per_mass: float, key: int):
@@ -130,7 +130,7 @@ def fallback_gpu(q, walks_per_mass: float, key: int):
     if total:
         g = q.index.graph
         grid = (max(1, min(q.sm_blocks * 8, (total + 255) // 256)),)
-        get_kernel(FALLBACK_KERNEL, "gj_fallback_walks", q.options)(
+        get_kernel(FALLBACK_KERNEL, "gj_fallback_walks")(
             grid, (256,),
             (g.indptr, g.indices, verts, rv / nv, wptr, np.int64(verts.size), np.uint64(key),
              np.float64(1.0 - q.index.params.alpha), est, ret),

@@ -1,4 +1,4 @@
-"""Top-k rounds replayed as CUDA graphs (``GPUQuery.estimate_launch``), one query at a time.
+"""Top-k rounds replayed as CUDA graphs (``GPUQuery.estimate_launch``), in batches and one query at a time.
 
 A round queues ten or so launches and copies (the query's start with its first round, the push, the
 touched list, the candidates and Alg. 4, Alg. 6, the round's top k and its copy to the host), each
@@ -13,19 +13,14 @@ later one writes the three parameters and launches the graph. A configuration wh
 A graph holds the addresses of the workspace's buffers, the index's arrays and the round's top-k
 buffers (``GPUQuery.round_tops``, one per k), which live as long as the workspace that holds it.
 
-Graphs below MAX_VERTICES only, and only while one query is in flight (``GPUQuery.in_flight == 1``).
-With several queries in flight, each replaying its rounds on its own stream (cf7be81 to 2026-11-26),
-some answers were wrong: on one H100, R-MAT 18 and 20, 4,000-10,000 sources with out-edges, k = 10,
-0.05-3% of the sources were answered otherwise than on one stream, some without their own source
-(PPR >= 0.2) or another vertex of their true top 10, on 2, 4 and 8 streams. The same batches
-launched kernel by kernel, on one stream, or with every replayed round synchronized before the next
-was queued gave the one-stream answers; two replayed rounds running at once were needed
-(results/topk-graph-streams-h100.txt). Part of it is the touched list rebuilt from L1 lines older than
-the flags (``GPUQuery.options``), but with every kernel's loads from L2 replayed rounds on 4 streams
-still answered 6-25 of 4,000 sources otherwise (results/topk-l1-streams-h100.txt): the rest of the
-cause was not found. Those batches had run 1.07-1.59x as many
-queries a second on the small graphs (f783b76 against b1a9c20, results/topk-gpu-h100-b1a9c20.jsonl);
-R-MAT 24 is GPU-bound and never used them.
+Graphs below MAX_VERTICES only; R-MAT 24 is GPU-bound. With several queries in flight, each replaying its
+rounds on its own stream, batches ran 1.07-1.59x as many queries a second on the small graphs (f783b76
+against b1a9c20, results/topk-gpu-h100-b1a9c20.jsonl). From b1a9c20 to 4cfeaa6 only one query
+at a time replayed: several at once had answered 0.05-3% of the sources otherwise than one stream did,
+some without their own source (results/topk-graph-streams-h100.txt). The cause, now fixed, was a race in
+``gj_list_seen`` (a tile's start read by the block before the thread that wrote it had been waited for),
+which replayed rounds side by side hit in about one round in seven and direct launches rarely
+(``_topk_gpu_seen``, results/topk-list-seen-race-h100.txt).
 A call of one source, median ms direct -> graphs, same process (results/topk-call-graphs-ab-h100.txt):
 k = 10 0.47-0.66 -> 0.43-0.58 on soc-Epinions1, soc-Slashdot0902 and R-MAT 22; k = 100 and 1000 1.5-11%
 less; at R-MAT 24 (graphs allowed there for the trial) 1-4% at k = 10 and 100, none at 1000.

@@ -8,9 +8,13 @@ each next word before a step's block scan, took it from 49 to 30 us a query at R
 vertices crowded in a degree-ordered graph's first ids spread over them, took it from 82 to 56 us
 (results/topk-balance-ab-h100.txt).
 
-With several queries in flight its loads come from L2 only (``GPUQuery.options``): served from L1, some
-were stale, and the list held vertices no longer seen and missed some that were, in about one round in
-a thousand of R-MAT 18 batches on 4 or 8 streams (results/topk-l1-streams-h100.txt).
+Each block's tile starts are written by one thread each after the block's last scan and read by all its
+threads: a barrier between the two is needed. Without it (to 4cfeaa6) some threads read a start of the
+previous round's list, and the list came out with the right count but entries out of place or from an
+earlier query: on one H100, R-MAT 18, 4,000 sources a call on 4 then 8 streams, 0-11 of about 10,300
+rounds a call with direct launches and 1,391 with rounds replayed as CUDA graphs (356 answers unlike one
+stream's, 59 without their own source); with the barrier none in 26 calls (about 270,000 rounds), graphs
+or direct (results/topk-list-seen-race-h100.txt). (Loads from L2 only, 198850a, had made it rarer.)
 """
 
 from __future__ import annotations
@@ -82,8 +86,11 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_list_seen(const uint4* 
         if (t < nt && t % G == blockIdx.x) tbase[t] = run + ex;
         run += all;
     }
+    // a tile's start is written by one thread after the last scan's barriers and read by every thread of
+    // the block below: without this barrier some read the start of the previous round's list
+    __syncthreads();
     if (blockIdx.x == 0 && threadIdx.x == 0) *ntouched = (int)run;
-    for (long long t = blockIdx.x; t < nt; t += G) {  // (gj_block_scan's barriers show tbase to the block)
+    for (long long t = blockIdx.x; t < nt; t += G) {
         if (tcount[t] == 0) continue;
         const long long lo = t * tw, hi = min(lo + tw, nw);
         long long base = tbase[t];
@@ -111,11 +118,11 @@ def list_seen(q) -> None:
     def make():
         nw = q.seen_words.size // 16
         tw = THREADS * max(1, -(-nw // (THREADS * SEEN_TILES * q.blocks)))
-        kernel = get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", q.options, cooperative=True)
+        kernel = get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", cooperative=True)
         args = (q.seen_words, np.int64(q.seen.size), np.int64(tw), q.touched, q.counts[3:], q.seen_tiles)
         return kernel, args
 
-    kernel, args = q.launch_args(("seen", q.blocks, q.options), make)
+    kernel, args = q.launch_args(("seen", q.blocks), make)
     kernel((q.blocks,), (THREADS,), args)
 
 

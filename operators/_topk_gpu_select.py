@@ -106,14 +106,14 @@ extern "C" __global__ void __launch_bounds__(256) gj_round_top(const double* est
 )
 
 
-def _kernel(options):
-    return get_kernel(ROUND_TOP_KERNEL, "gj_round_top", options, cooperative=True)
+def _kernel():
+    return get_kernel(ROUND_TOP_KERNEL, "gj_round_top", cooperative=True)
 
 
 class RoundTop:
     """Buffers of ``round_top`` for one query workspace and k (pinned host memory for the one read)."""
 
-    def __init__(self, k: int, options: tuple[str, ...]):
+    def __init__(self, k: int):
         cp = import_cupy()
         self.k, self.cap = k, 2 * k + 1024
         self.hist = cp.zeros(4 * 256 + 2, dtype=cp.uint32)
@@ -122,22 +122,21 @@ class RoundTop:
         mem = cp.cuda.alloc_pinned_memory(size * 8)
         self.host = np.frombuffer(mem, dtype=np.float64, count=size)
         self.copy = (self.host.ctypes.data, self.out.data.ptr, size * 8)  # memcpyAsync's pointers and size
-        self.kernel = _kernel(options)  # the workspace's (``GPUQuery.options``)
-        self.blocks = min(BLOCKS, resident_blocks(self.kernel, THREADS) or BLOCKS)
+        self.blocks = min(BLOCKS, resident_blocks(_kernel(), THREADS) or BLOCKS)
         self.args = {}  # the kernel's arguments by list offset
 
 
 def launch_round_top(q, ids, offset: int, k: int) -> None:
     """Queue the kernel and the copy of its buffer into pinned host memory on the current stream (``q`` is
     the GPUQuery; its list is ``ids[:offset + candidates]`` with estimates ``q.est``)."""
-    top = q.round_top = q.round_tops.get(k) or q.round_tops.setdefault(k, RoundTop(k, q.options))
+    top = q.round_top = q.round_tops.get(k) or q.round_tops.setdefault(k, RoundTop(k))
     args = top.args.get(offset)
     if args is None:
         args = top.args[offset] = (
             q.est, ids, np.int32(offset), q.counts, q.est_h, np.int32(q.nh), q.stats, np.int32(k),
             np.int32(top.cap), top.hist[:1024], top.hist[1024:], top.out,
         )  # fmt: skip
-    top.kernel((top.blocks,), (THREADS,), args)
+    _kernel()((top.blocks,), (THREADS,), args)
     cp = import_cupy()  # ``top.out.get(out=top.host, blocking=False)`` without its checks (13 us a round)
     cp.cuda.runtime.memcpyAsync(
         *top.copy, cp.cuda.runtime.memcpyDeviceToHost, cp.cuda.get_current_stream().ptr

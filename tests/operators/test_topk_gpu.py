@@ -292,7 +292,6 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
 
     import cupy as cp
 
-    from graphs._device import KERNEL_OPTIONS
     from operators._topk_cpu import select_top
     from operators._topk_gpu_select import launch_round_top, read_round_top
 
@@ -307,7 +306,6 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
         counts=cp.asarray(counts), est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
         stats=cp.asarray([5, 6, 7], dtype=cp.uint64), record=None, round_top=None, round_tops={},
         index=SimpleNamespace(perm=None),  # ties by these ids (an index in its graph's numbering)
-        options=KERNEL_OPTIONS,
     )  # fmt: skip
     for _ in range(2):  # the buffers are reused: counters must be left at zero
         q.counts[6] = size - offset

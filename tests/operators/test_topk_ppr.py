@@ -181,11 +181,10 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
 
 
 @pytest.mark.gpu
-def test_gpu_batch_replays_rounds_as_graphs_one_query_at_a_time(rmat13, monkeypatch):
-    """A batch on one stream captures its rounds as CUDA graphs and replays them, with the answers of
-    rounds launched kernel by kernel; several queries in flight launch theirs directly (replayed there,
-    answers went wrong: ``test_gpu_batch_on_streams_answers_as_one_stream``); a configuration whose
-    capture fails keeps launching directly, with the same answers."""
+def test_gpu_batch_replays_rounds_as_graphs(rmat13, monkeypatch):
+    """A batch captures its rounds as CUDA graphs and replays them, on one stream and with several
+    queries in flight (each on its own workspace's stream), with the answers of rounds launched kernel by
+    kernel; a configuration whose capture fails keeps launching directly, with the same answers."""
     import cupy as cp
 
     import operators._topk_gpu as tg
@@ -221,7 +220,8 @@ def test_gpu_batch_replays_rounds_as_graphs_one_query_at_a_time(rmat13, monkeypa
         check(topk_ppr(idx, srcs, k=k, streams=1), direct[k])  # the second call replays them only
         assert len(captured([workspace(idx)])) == before
         check(topk_ppr(idx, srcs, k=k, streams=3), direct[k])
-        assert len(pooled()) == 3 and not captured(pooled())
+        assert len(pooled()) == 3 and captured(pooled())  # a graph is launched once captured
+        check(topk_ppr(idx, srcs, k=k, streams=3), direct[k])  # and replayed by later calls
     check(topk_ppr(idx, srcs, k=10, streams=1), direct[10])  # replays after rounds of another k
 
     idx.forget_workspaces()
