@@ -1,5 +1,10 @@
 """The k largest entries of each row of a dense non-negative block, ties to the smaller column.
 
+Entries are ranked by their value to RANK_BITS significant bits (``rank_key``: float32's precision, as the
+top-k PPR query ranks its estimates), so values that differ only in their last bits, as the same PPR row
+from another batch of sources or another GPU does (atomic adds in another order), tie and go by column
+alike. The values returned are the entries themselves.
+
 CPU: a partition per row. GPU: the whole block at once; short rows (under 32 k entries) are sorted
 there, longer ones are not. The k-th largest
 of any k or more distinct entries of a row is at most the row's k-th largest, so the maxima of
@@ -16,9 +21,19 @@ import numpy as np
 
 from graphs._device import array_module, get_kernel, to_host
 
+RANK_BITS = 24  # significant bits of a value that rank it (float32 has 24)
+_DROPPED = (1 << (53 - RANK_BITS)) - 1  # the float64 mantissa bits below them
 CHUNKS_PER_K = 16
 CAP_PER_K = 8  # candidate slots a row keeps per k on the GPU (the bound lets at least k through)
 MAX_GRID_ROWS = 65535  # rows of one candidates launch (its grid's y dimension)
+
+
+def rank_key(a):
+    """Non-negative values (NumPy or CuPy) as float64 truncated to RANK_BITS significant bits: in the
+    same order, equal where they differ only below those bits."""
+    xp = array_module(a)
+    bits = xp.ascontiguousarray(a, dtype=np.float64).view(np.int64)
+    return (bits & np.int64(~_DROPPED)).view(np.float64)
 
 
 def top_entries(block, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -32,12 +47,12 @@ def _top_cpu(block: np.ndarray, k: int):
     verts = np.empty((block.shape[0], k), dtype=np.int64)
     vals = np.empty((block.shape[0], k), dtype=block.dtype)
     for i, row in enumerate(block):
-        kth = np.partition(row, row.size - k)[row.size - k]
-        above = np.flatnonzero(row > kth)
-        cand = np.concatenate([above, np.flatnonzero(row == kth)[: k - above.size]])
-        v = row[cand]
-        order = np.lexsort((cand, -v))
-        verts[i], vals[i] = cand[order], v[order]
+        key = rank_key(row)
+        kth = np.partition(key, key.size - k)[key.size - k]
+        above = np.flatnonzero(key > kth)
+        cand = np.concatenate([above, np.flatnonzero(key == kth)[: k - above.size]])
+        order = cand[np.lexsort((cand, -key[cand]))]
+        verts[i], vals[i] = order, row[order]
     return verts, vals
 
 
@@ -59,23 +74,27 @@ def _sort_rows_gpu(block, k: int):
     rows, n = block.shape
     vals = block.astype(np.float64).ravel()
     cols = cp.tile(cp.arange(n, dtype=np.float64), rows)
-    order = cp.lexsort(cp.stack([cols, -vals, cp.repeat(cp.arange(rows, dtype=np.float64), n)]))
+    order = cp.lexsort(cp.stack([cols, -rank_key(vals), cp.repeat(cp.arange(rows, dtype=np.float64), n)]))
     top = order.reshape(rows, n)[:, :k]
     return to_host(top % n).astype(np.int64), to_host(vals[top]).astype(block.dtype)
 
 
 CANDIDATES_CUDA = r"""
-// Row i's entries at or above bound[i] and positive, appended to its slots of out (row i holds
-// 1 + 2 cap words: the count, then cap columns, then cap values as double bits); blockIdx.y is the row
+// a value truncated to RANK_BITS significant bits (rank_key)
+__device__ __forceinline__ double gj_rank_key(double x) {
+    return __longlong_as_double(__double_as_longlong(x) & ~((1LL << (53 - RANK_BITS)) - 1));
+}
+// Row i's positive entries whose rank key is at or above bound[i]'s, appended to its slots of out (row i
+// holds 1 + 2 cap words: the count, then cap columns, then cap values as double bits); blockIdx.y is the row
 extern "C" __global__ void gj_top_candidates(const VAL* block, long long ld, long long n, const VAL* bound,
         int cap, long long* out) {
     const int i = blockIdx.y;
-    const VAL b = bound[i];
+    const double b = gj_rank_key((double)bound[i]);
     long long* row = out + (long long)i * (1 + 2LL * cap);
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += step) {
         const VAL x = block[(long long)i * ld + j];
-        if (x > (VAL)0 && x >= b) {
+        if (x > (VAL)0 && gj_rank_key((double)x) >= b) {
             const long long p = (long long)atomicAdd(reinterpret_cast<unsigned long long*>(row), 1ULL);
             if (p < cap) {
                 row[1 + p] = j;
@@ -89,11 +108,12 @@ extern "C" __global__ void gj_top_candidates(const VAL* block, long long ld, lon
 
 def candidates_source(dtype) -> str:
     """``CANDIDATES_CUDA`` for a block of ``dtype`` values."""
-    return f"#define VAL {'float' if np.dtype(dtype) == np.float32 else 'double'}\n" + CANDIDATES_CUDA
+    val = "float" if np.dtype(dtype) == np.float32 else "double"
+    return f"#define VAL {val}\n#define RANK_BITS {RANK_BITS}\n" + CANDIDATES_CUDA
 
 
 def _candidates(block, bound, k: int):
-    """Per row, the count and the (columns, values) of its entries at or above the bound and positive, on
+    """Per row, the count and the (columns, values) of its positive entries ranked at or above the bound, on
     the host in one copy: at most CAP_PER_K * k of them (a row with more is redone by ``_top_gpu_mask``)."""
     import cupy as cp
 
@@ -121,7 +141,7 @@ def _top_gpu(block, k: int):
     over = count > cols.shape[1]
     for i in np.flatnonzero(~over):
         c, v = cols[i, : count[i]], vals[i, : count[i]]
-        order = np.lexsort((c, -v))[:k]
+        order = np.lexsort((c, -rank_key(v)))[:k]
         _fill(verts[i], top[i], c[order], v[order].astype(block.dtype), n, k)
     if over.any():
         redo = np.flatnonzero(over)
@@ -145,10 +165,10 @@ def _top_gpu_mask(block, k: int):
 
     rows, n = block.shape
     bound = _lower_bound(block, k)
-    r, c = cp.nonzero((block >= bound[:, None]) & (block > 0))
+    r, c = cp.nonzero((rank_key(block) >= rank_key(bound)[:, None]) & (block > 0))
     v = to_host(block[r, c])
     r, c = to_host(r), to_host(c)
-    order = np.lexsort((c, -v, r))
+    order = np.lexsort((c, -rank_key(v), r))
     r, c, v = r[order], c[order].astype(np.int64), v[order]
     starts = np.searchsorted(r, np.arange(rows + 1))
     verts = np.empty((rows, k), dtype=np.int64)

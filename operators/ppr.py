@@ -82,7 +82,9 @@ def ppr(
     dtype : {float64, float32}
         Result type (on the GPU also the type of the residues of push, pull and the hybrid).
     topk : int, optional
-        Return only the ``topk`` largest entries of each row (ties by vertex id), on the host.
+        Return only the ``topk`` largest entries of each row, on the host, ranked by value to 24
+        significant bits (values that differ only below them, as batches may leave them, tie), ties
+        by vertex id.
     seed : int
         Seed of the Monte Carlo walks.
     block : int, optional
@@ -207,7 +209,7 @@ def _label_dtype(G):
 
 
 def _top_entries(G, block, k):
-    """Labels and values of the k largest entries of each row; ties go to the smaller vertex id."""
+    """Labels and values of the k largest entries of each row (``_top_rows``: ties to the smaller id)."""
     verts, vals = top_entries(block, k)
     if G.ids is None:
         return verts, vals
