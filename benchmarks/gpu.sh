@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs, in one call (see ../shared/gpu/README.md):
-#   bash benchmarks/gpu.sh [stash] [cugraph] [rapids] [tests] [gputest FILES] [bench] [-- args for benchmarks.run]
+#   bash benchmarks/gpu.sh [stash] [cugraph] [rapids] [tests] [gputest FILES] [democheck] [bench]
+#                          [-- args for benchmarks.run]
+# democheck: every demo job on all visible GPUs and on one, outputs compared (benchmarks/compare_demo.py).
 # Needs ./.whl (bash ../shared/gpu/fetch-wheels.sh) and, for the SNAP tests, ./.data with the
 # datasets; both git-ignored and named in the device tool's `carry`. Logs and JSON lines go to $OUT.
 # The copy there has no current git HEAD: prefix the call with GRAPHJOBS_COMMIT=<hash> to record it.
@@ -79,6 +81,12 @@ for w in "${what[@]}"; do
       python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]}))
       python3 -m pytest -q -p no:cacheprovider tests/operators/test_kernels_compile.py -k spills 2>&1 \
         | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    democheck)
+      python3 -m pipelines demo --device gpu --out /tmp/demo-all --workdir /tmp/demo-wd-all > "$OUT/demo-all.log" 2>&1 \
+        && CUDA_VISIBLE_DEVICES=0 python3 -m pipelines demo --device gpu --workers 1 --out /tmp/demo-one \
+          --workdir /tmp/demo-wd-one > "$OUT/demo-one.log" 2>&1 \
+        && python3 -m benchmarks.compare_demo /tmp/demo-all /tmp/demo-one --allow-differing 0.002 | tee "$OUT/democheck.log"
+      status=$((status | ${PIPESTATUS[0]})) ;;
     alltests) python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/all-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     bench) python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     *) echo "unknown step $w"; exit 2 ;;

@@ -128,6 +128,55 @@ def test_demo_runs_every_job_on_a_local_cluster(tmp_path, capsys, monkeypatch):
     assert len(seeds) == 10 and seeds.vertex.is_unique
 
 
+def test_demo_outputs_agree_on_one_and_two_workers(tmp_path, monkeypatch):
+    """Every job of the demo writes the same output on 1 and on 2 workers (benchmarks.compare_demo, which
+    benchmarks/gpu.sh democheck runs on GPUs), and the comparison catches one vertex or value changed."""
+    from benchmarks.compare_demo import compare
+
+    monkeypatch.chdir(tmp_path)
+    for w in (1, 2):
+        wd, out = str(tmp_path / f"wd{w}"), str(tmp_path / f"out{w}")
+        assert (
+            main(
+                [
+                    "demo",
+                    "--device",
+                    "cpu",
+                    "--scale",
+                    "10",
+                    "--workers",
+                    str(w),
+                    "--workdir",
+                    wd,
+                    "--out",
+                    out,
+                ]
+            )
+            == 0
+        )
+    found = compare(tmp_path / "out1", tmp_path / "out2")
+    assert [what.split(":")[0] for _, what in found] == [
+        "pagerank",
+        "topk-ppr",
+        "ppr",
+        "simrank",
+        "influence",
+    ]
+    assert all(ok for ok, _ in found), found
+    df = pd.read_parquet(tmp_path / "out2" / "ppr")
+    for change in ("vertex", "value"):
+        bad = df.copy()
+        if change == "vertex":  # a kept vertex replaced by one its source did not keep
+            row = bad.index[0]
+            bad.loc[row, "vertex"] = max(set(range(1024)) - set(bad.vertex[bad.source == bad.source[row]]))
+        else:
+            bad.loc[bad.index[0], "ppr"] *= 1.001
+        (tmp_path / change / "ppr").mkdir(parents=True)
+        bad.to_parquet(tmp_path / change / "ppr" / "part.parquet")
+        ((ok, what),) = compare(tmp_path / "out1", tmp_path / change)
+        assert not ok and what.startswith("ppr"), what
+
+
 def test_demo_refuses_an_unknown_job_before_starting_a_cluster(capsys):
     assert main(["demo", "--device", "cpu", "--jobs", "pagerank,pagerang"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
