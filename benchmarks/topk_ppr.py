@@ -169,7 +169,7 @@ def run_graph(
         # out-edge and are answered without a round, so this rate is not the one of the targets
         uniform = np.random.default_rng(3).choice(g.n, size=min(batch, g.n), replace=False)
         labels = uniform if g.ids is None else to_host(g.ids)[uniform]
-        for k in (10, 100):
+        for k in (10, 100, 1000):
             t0 = time.perf_counter()
             res = topk_ppr(idx, labels, k=k)
             _sync(device)
