@@ -11,7 +11,7 @@ from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
 from operators import pagerank
 from operators._degree_order import KEY as ORDER_KEY
 from operators._degree_order import degree_ordered
-from operators.pagerank import inverse_out_weight
+from operators.pagerank import auto_method, inverse_out_weight
 
 SNAP_GRAPHS = ["wiki-Vote", "email-Enron", "soc-Epinions1", "soc-Slashdot0902", "ca-CondMat"]
 
@@ -49,8 +49,10 @@ def gpu_iteration_seconds(g, *, method, weighted, iterations=40, repeats=5):
     return runs[len(runs) // 2]
 
 
-def _bytes_ours(g, weighted):
+def _bytes_ours(g, weighted, method="pull"):
     n, m = g.n, g.m
+    if method == "binned":  # fill: source offset in, contribution out (+weight); sum: both in; vertices
+        return (12 + (4 if weighted else 0)) * m + 4 * n + 16 * n
     # in-edge ids (+weights), indptr, vertex order, x_old/inv_out read, x_new/c_new written, one gather each
     return (4 + (4 if weighted else 0)) * m + 8 * (n + 1) + 4 * n + 16 * n + 4 * n
 
@@ -127,9 +129,9 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
     tol = 1e-6 / n  # an L1 change below 1e-6 (the default n * tol rule stops after one iteration here)
     peer, peer_full = _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync) if cugraph_peer.available() \
         else ({}, None)  # fmt: skip
-    for method in ("pull", "push"):
+    for method in ("pull", "binned", "push"):
         per, setup = gpu_iteration_seconds(g, method=method, weighted=weighted)
-        b = _bytes_ours(g, weighted)
+        b = _bytes_ours(g, weighted, method)
         extra = {"peer": peer, "speedup_vs_peer": peer["median"] / (per * 1e3)} if peer else {}
         rep.emit(
             bench="pagerank",
@@ -163,7 +165,8 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
     extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
                                           "speedup_vs_peer": peer_full / t_full}  # fmt: skip
     rep.emit(bench="pagerank", graph=name, layout=layout, impl="graphjobs end-to-end, L1 change < 1e-6",
-             n=n, m=m, median=t_full * 1e3, unit="ms", iterations=iters, tol=tol, **extra)  # fmt: skip
+             n=n, m=m, median=t_full * 1e3, unit="ms", iterations=iters, tol=tol,
+             method=auto_method(g, np.float32, weighted), **extra)  # fmt: skip
     if layout != "original":
         return
     extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},

@@ -1,6 +1,7 @@
 """PageRank on the GPU: the power-iteration driver, and the edge-centric push kernels.
 
-One iteration is one launch (pull, see ``_pagerank_pull``) or two (push: scatter, then finish).
+One iteration is one launch (pull, see ``_pagerank_pull``) or two (push: scatter, then finish; binned:
+fill, then sum, see ``_pagerank_binned_gpu``).
 Iterations are launched in batches; a kernel whose predecessor converged does nothing, so the host
 reads the errors once per batch and the converged vector stays in its buffer.
 """
@@ -63,7 +64,9 @@ def kernel_sources() -> list[tuple[str, str, tuple[str, ...]]]:
                     out.append((f"pull-c{cluster}-{tag}", src, ("gj_pagerank_pull",)))
                 push = cuda_source(PUSH_KERNEL, dtype, weighted, idx)
                 out.append((f"push-{tag}", push, ("gj_pagerank_push", "gj_pagerank_push_finish")))
-    return out
+    from ._pagerank_binned_gpu import kernel_sources as binned
+
+    return out + binned()
 
 
 def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold, dtype):
@@ -90,7 +93,11 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
     thr = np.float64(threshold)
     scal = (np.float64(alpha), np.float64(1.0 / n))
     isolated = None
-    if method == "pull":
+    if method == "binned":
+        from ._pagerank_binned_gpu import binned_step
+
+        step = binned_step(G, weighted, dtype)
+    elif method == "pull":
         uniform = x0 is None and p is None and dw is None
         kernel, grid, block, smem, head, plan_args, sizes, isolated = persistent_pull(
             G, weighted, dtype, dummy, uniform
@@ -113,7 +120,9 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         for k in range(it, stop):  # iteration k reads buffer k % 2 and writes the other one
             xo, xn, co, cn = bufs_x[k % 2], bufs_x[1 - k % 2], bufs_c[k % 2], bufs_c[1 - k % 2]
             vargs = (xo, xn, cn, inv, pv, dwv, *tail, acc[k], acc[k + 1], thr, *scal)
-            if method == "pull":
+            if method == "binned":
+                step(co, vargs)
+            elif method == "pull":
                 args = (*head, co, *plan_args, *sizes, *vargs)
                 kernel(grid, block, args, shared_mem=smem)
             else:

@@ -17,6 +17,7 @@ from operators.pagerank import _pagerank_reference
 from tests.conftest import DEVICES, as_vector, snap, to_networkx
 
 GPU_DTYPES = [np.float64, np.float32]
+METHODS = ["pull", "push", "binned"]
 
 
 def run(g, device, method, dtype=np.float64, **kw):
@@ -26,7 +27,7 @@ def run(g, device, method, dtype=np.float64, **kw):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("method", ["pull", "push"])
+@pytest.mark.parametrize("method", METHODS)
 def test_hand_checked_toys(device, method):
     a = 0.85
     np.testing.assert_allclose(run(graphs.toy.two_cycle(), device, method), [0.5, 0.5], atol=1e-7)
@@ -51,7 +52,7 @@ def exact_pagerank(g, alpha, p=None, d=None):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("method", ["pull", "push"])
+@pytest.mark.parametrize("method", METHODS)
 def test_exact_fixed_point_with_weights_personalization_and_dangling(device, method):
     g = graphs.erdos_renyi(300, m=900, seed=1)  # sparse: many dangling vertices
     rng = np.random.default_rng(0)
@@ -119,7 +120,7 @@ def nx_result(key, case):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("method", ["pull", "push"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{k}-{'-'.join(v) or 'plain'}" for k, v in CASES])
 def test_equals_networkx(case, method, device):
     key, kw = CASES[case]
@@ -144,7 +145,7 @@ def test_hub_vertices_split_into_chunks_agree_with_cpu(device):
     small = run(graphs.from_edges(src[:5000], dst[:5000], n=n, renumber=False), device, "pull", tol=1e-10)
     np.testing.assert_allclose(small, ref, atol=1e-12)
     cpu = pagerank(g, tol=1e-10)
-    for method in ("pull", "push"):
+    for method in METHODS:
         np.testing.assert_allclose(run(g, device, method, tol=1e-10), cpu, atol=1e-12)
 
 
@@ -189,7 +190,7 @@ def test_pull_push_and_reference_agree(n, m, seed, alpha, weighted):
     w = rng.uniform(0, 2, m) if weighted else None
     g = graphs.from_edges(rng.integers(0, n, m), rng.integers(0, n, m), w, n=n, renumber=False)
     ref = _pagerank_reference(g, alpha=alpha, tol=1e-12, max_iter=10_000)
-    for method in ("pull", "push"):
+    for method in METHODS:
         np.testing.assert_allclose(
             pagerank(g, alpha=alpha, method=method, tol=1e-12, max_iter=10_000), ref, atol=1e-12
         )

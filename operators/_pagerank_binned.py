@@ -1,0 +1,187 @@
+"""Propagation-blocked ("binned") PageRank: the edge layout, and the CPU iteration over it.
+
+The pull iteration gathers ``c[u] = x[u] / outweight[u]`` at random along every in-edge; once ``c`` no
+longer fits in the GPU's L2, those 4-byte gathers each cost a 32-byte L2 sector and bound the kernel.
+The binned iteration replaces them with two streaming passes over a fixed edge layout:
+
+- the vertices are cut into *chunks* of ``2**chunk_bits`` sources and *bins* of ``2**bin_bits``
+  destinations; edge ``u -> v`` belongs to segment ``(chunk(u), bin(v))``; segments are stored chunk
+  after chunk, bins in order inside a chunk, each segment sorted by destination and padded to a
+  multiple of ``VEC`` edges (padding: destination ``PAD``);
+- per edge the layout keeps the source's offset in its chunk and the destination's offset in its bin
+  (16 bits each), and the weight for weighted graphs;
+- *fill*: per chunk, ``c`` of its sources is read once (on the GPU into shared memory) and every edge
+  of the chunk writes its contribution into ``val`` (same order as the layout: a sequential stream);
+- *sum*: per bin, the contributions of its segments (one per chunk) are added into the bin's rows (on
+  the GPU in shared memory), then each row finishes as in ``pull``.
+
+Per edge that moves 2 + 4 bytes in fill and 4 + 2 in sum (plus 4 + 4 weighted), all sequential.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from graphs._build import expand_rows
+from graphs._device import array_module
+
+VEC = 8  # edges per vector: segments are padded to a multiple of it
+PAD = 0xFFFF  # destination offset of a padding slot
+# chunk and bin sizes by value size (shared memory: 128 KB of chunk values per fill block, bins of 32 KB
+# so four sum blocks share an SM), and edges per fill / sum work item; measured on the H100 at R-MAT 24
+TUNING = {4: {"chunk_bits": 15, "bin_bits": 13}, 8: {"chunk_bits": 14, "bin_bits": 12},
+          "fill_edges": 262_144, "sum_edges": 262_144, "max_chunks": 4096,
+          "sum_blocks": {4: 3, 8: 2}}  # fmt: skip
+
+
+def build_bytes(m: int, weighted: bool) -> int:
+    """Device bytes to build the layout of ``m`` edges (its peak: sort keys, their order, positions)."""
+    return (56 if weighted else 40) * m
+
+
+def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bin_bits: int,
+                  fill_edges: int | None = None, sum_edges: int | None = None) -> dict:  # fmt: skip
+    """The binned layout of the in-edges ``indptr_t, indices_t`` (the transposed CSR), on their device.
+
+    Returns the per-edge arrays ``src`` and ``dst`` (uint16 offsets in chunk and bin), ``w`` (float32
+    weights in layout order, or None), the segment table ``pre`` / ``segv`` (per bin: prefix counts and
+    starts of its segments, in vectors), and the work items of the two passes (``fill_*``, ``sum_*``).
+    """
+    if not (1 <= chunk_bits <= 16 and 1 <= bin_bits <= 15):
+        raise ValueError(f"chunk_bits must be in 1..16 and bin_bits in 1..15, got {chunk_bits}, {bin_bits}")
+    xp = array_module(indices_t)
+    m = int(indices_t.shape[0])
+    nc, nb_ = -(-n // (1 << chunk_bits)), -(-n // (1 << bin_bits))
+    cmask, bmask = (1 << chunk_bits) - 1, (1 << bin_bits) - 1
+    src = indices_t.astype(xp.int64)
+    dst = expand_rows(indptr_t, m).astype(xp.int64)
+    key = ((src >> chunk_bits) * nb_ + (dst >> bin_bits)) << (chunk_bits + bin_bits)
+    key |= ((dst & bmask) << chunk_bits) | (src & cmask)
+    del src, dst
+    order = xp.argsort(key) if weights_t is not None else None
+    key = key[order] if order is not None else xp.sort(key)
+    seg = key >> (chunk_bits + bin_bits)
+    counts = xp.bincount(seg, minlength=nc * nb_).astype(xp.int64)
+    padded = -(-counts // VEC) * VEC
+    seg_off = xp.zeros(nc * nb_ + 1, dtype=xp.int64)
+    xp.cumsum(padded, out=seg_off[1:])
+    pos = xp.arange(m, dtype=xp.int64) + (seg_off[:-1] - (xp.cumsum(counts) - counts))[seg]
+    del seg
+    total = int(seg_off[-1])
+    if total // VEC >= 2**31:
+        raise ValueError(f"{m:,} edges are beyond the binned layout (fewer than {2**34:,} are supported)")
+    out = {"src": xp.zeros(total, dtype=xp.uint16), "dst": xp.full(total, PAD, dtype=xp.uint16), "w": None}
+    out["src"][pos] = (key & cmask).astype(xp.uint16)
+    out["dst"][pos] = ((key >> chunk_bits) & bmask).astype(xp.uint16)
+    if weights_t is not None:
+        out["w"] = xp.zeros(total, dtype=xp.float32)
+        out["w"][pos] = weights_t[order].astype(xp.float32)
+    del key, pos, order
+    so = np.asarray(seg_off.get() if xp is not np else seg_off) // VEC  # in vectors, on the host
+    nv = np.diff(so).reshape(nc, nb_)
+    pre = np.zeros((nb_, nc + 1), dtype=np.int64)
+    np.cumsum(nv.T, axis=1, out=pre[:, 1:])
+    segv = so[:-1].reshape(nc, nb_).T
+    fill = _items(so[::nb_], max(1, (fill_edges or TUNING["fill_edges"]) // VEC), at_least_one=False)
+    bin_bounds = np.concatenate([[0], np.cumsum(pre[:, -1])])
+    summ = _items(bin_bounds, max(1, (sum_edges or TUNING["sum_edges"]) // VEC))
+    host = {
+        "pre": pre.astype(np.int32), "segv": np.ascontiguousarray(segv, dtype=np.int32),
+        "fill_group": fill[0], "fill_lo": fill[1], "fill_hi": fill[2],
+        "sum_group": summ[0], "sum_lo": (summ[1] - summ[3]).astype(np.int32),
+        "sum_hi": (summ[2] - summ[3]).astype(np.int32),
+        "sum_count": np.bincount(summ[0], minlength=nb_).astype(np.int32),
+    }  # fmt: skip
+    out |= {k: xp.asarray(v) for k, v in host.items()}
+    return out | {"n": n, "chunks": nc, "bins": nb_, "chunk_bits": chunk_bits, "bin_bits": bin_bits,
+                  "m_pad": total}  # fmt: skip
+
+
+def _items(bounds, size: int, *, at_least_one: bool = True):
+    """Work items of at most ``size`` vectors over the groups ``[bounds[g], bounds[g+1])``: arrays of
+    group, start, end and the group's start; an empty group gets one empty item if ``at_least_one``."""
+    bounds = np.asarray(bounds, dtype=np.int64)
+    length = np.diff(bounds)
+    k = -(-length // size)
+    if at_least_one:
+        k = np.maximum(k, 1)
+    group = np.repeat(np.arange(length.size, dtype=np.int32), k)
+    first = np.repeat(np.cumsum(k) - k, k)
+    lo = np.repeat(bounds[:-1], k) + (np.arange(group.size) - first) * size
+    hi = np.minimum(lo + size, np.repeat(bounds[1:], k))
+    return group, lo, hi, np.repeat(bounds[:-1], k)
+
+
+@nb.njit(parallel=True, cache=True)
+def _fill_cpu(src, w, weighted, c, chunk_lo, chunk_bits, val):
+    for ch in nb.prange(chunk_lo.size - 1):
+        base = ch << chunk_bits
+        for e in range(chunk_lo[ch] * 8, chunk_lo[ch + 1] * 8):
+            val[e] = c[base + src[e]] * w[e] if weighted else c[base + src[e]]
+
+
+@nb.njit(parallel=True, cache=True)
+def _sum_cpu(dst, val, pre, segv, bin_bits, y):
+    for b in nb.prange(pre.shape[0]):
+        base = b << bin_bits
+        for k in range(pre.shape[1] - 1):
+            lo = segv[b, k] * 8
+            for e in range(lo, lo + (pre[b, k + 1] - pre[b, k]) * 8):
+                if dst[e] != 0xFFFF:
+                    y[base + dst[e]] += val[e]
+
+
+@nb.njit(parallel=True, cache=True)
+def _binned_cpu(src, dst, w, weighted, chunk_lo, pre, segv, chunk_bits, bin_bits, inv_out, x, p, dw, alpha,
+                max_iter, threshold):  # fmt: skip
+    n = x.size
+    val = np.empty(src.size)
+    y = np.empty(n)
+    c = x * inv_out
+    dsum = 0.0
+    for v in nb.prange(n):
+        if inv_out[v] == 0.0:
+            dsum += x[v]
+    err = np.inf
+    for it in range(max_iter):
+        _fill_cpu(src, w, weighted, c, chunk_lo, chunk_bits, val)
+        y[:] = 0.0
+        _sum_cpu(dst, val, pre, segv, bin_bits, y)
+        err = 0.0
+        dnext = 0.0
+        for v in nb.prange(n):
+            out = alpha * (y[v] + dsum * dw[v]) + (1.0 - alpha) * p[v]
+            err += abs(out - x[v])
+            x[v] = out
+            c[v] = out * inv_out[v]
+            if inv_out[v] == 0.0:
+                dnext += out
+        dsum = dnext
+        if err < threshold:
+            return x, it + 1, err
+    return x, max_iter, err
+
+
+def binned_cpu(G, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):
+    """PageRank on the CPU by the binned iteration (float64): ``(x, iterations, last L1 change)``."""
+    bits = TUNING[8]
+    lay = G.derived(f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}",
+                    lambda g: binned_layout_of(g, weighted, **bits))  # fmt: skip
+    w = lay["w"] if weighted else np.empty(0, dtype=np.float32)
+    return _binned_cpu(lay["src"], lay["dst"], w, weighted, chunk_starts(lay), lay["pre"].astype(np.int64),
+                       lay["segv"].astype(np.int64), bits["chunk_bits"], bits["bin_bits"], inv_out, x, p, dw,
+                       alpha, max_iter, threshold)  # fmt: skip
+
+
+def chunk_starts(lay) -> np.ndarray:
+    """Where each chunk's edges start in the layout, in vectors (and the end): host int64."""
+    first = np.asarray(lay["segv"][0].get() if hasattr(lay["segv"], "get") else lay["segv"][0])
+    return np.append(first, lay["m_pad"] // VEC).astype(np.int64)
+
+
+def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int) -> dict:
+    """``binned_layout`` of ``G``'s in-edges (built from its cached transpose)."""
+    T = G.transpose()
+    return binned_layout(T.indptr, T.indices, T.weights if weighted else None, G.n,
+                         chunk_bits=chunk_bits, bin_bits=bin_bits)  # fmt: skip
