@@ -31,7 +31,7 @@ PAD = 0xFFFF  # destination offset of a padding slot
 # chunk and bin sizes by value size (shared memory: 128 KB of chunk values per fill block, bins of 32 KB
 # so four sum blocks share an SM), and edges per fill / sum work item; measured on the H100 at R-MAT 24
 TUNING = {4: {"chunk_bits": 15, "bin_bits": 13}, 8: {"chunk_bits": 14, "bin_bits": 12},
-          "fill_edges": 262_144, "sum_edges": 262_144, "max_chunks": 4096,
+          "fill_edges": 262_144, "sum_edges": 262_144, "min_item_edges": 16_384, "max_chunks": 4096,
           "sum_blocks": {4: 3, 8: 2}}  # fmt: skip
 
 
@@ -83,9 +83,11 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
     pre = np.zeros((nb_, nc + 1), dtype=np.int64)
     np.cumsum(nv.T, axis=1, out=pre[:, 1:])
     segv = so[:-1].reshape(nc, nb_).T
-    fill = _items(so[::nb_], max(1, (fill_edges or TUNING["fill_edges"]) // VEC), at_least_one=False)
-    bin_bounds = np.concatenate([[0], np.cumsum(pre[:, -1])])
-    summ = _items(bin_bounds, max(1, (sum_edges or TUNING["sum_edges"]) // VEC))
+    # items of TUNING's size, smaller on graphs with fewer edges so that a pass still fills the GPU
+    fill_edges = fill_edges or min(TUNING["fill_edges"], max(TUNING["min_item_edges"], m // 1024))
+    sum_edges = sum_edges or min(TUNING["sum_edges"], max(TUNING["min_item_edges"], m // 1024))
+    fill = _items(so[::nb_], max(1, fill_edges // VEC), at_least_one=False)
+    summ = _items(np.concatenate([[0], np.cumsum(pre[:, -1])]), max(1, sum_edges // VEC))
     host = {
         "pre": pre.astype(np.int32), "segv": np.ascontiguousarray(segv, dtype=np.int32),
         "fill_group": fill[0], "fill_lo": fill[1], "fill_hi": fill[2],
