@@ -69,9 +69,9 @@ def pagerank(
         the first call and kept with the graph (8 bytes an edge in float32, 12 weighted, plus the
         contributions: 4 or 8 bytes an edge); on the GPU it accumulates the sums in shared memory in
         the value type, in an order that can vary between runs (float32: about 1e-7 L1 from 'pull').
-        'auto' is 'binned' in float32 on a GPU whose L2 cache holds less than the value vector (from
-        about 13M vertices on an H100; 6.5M when the first 32,768 vertices have under a fifth of the
-        edges, as in graphs not in degree order), else 'pull'.
+        'auto' is 'binned' in float32 once the value vector outgrows half the GPU's L2 cache (from
+        about 6.6M vertices on an H100; 3.3M when the first 32,768 vertices have under a fifth of the
+        out-edges, as in graphs not in degree order), else 'pull'.
     dtype : {None, float32, float64}
         Value type on the GPU (default float32; 'pull' and 'push' accumulate sums in float64). The
         CPU always computes in float64.
@@ -175,8 +175,9 @@ def pagerank(
 
 def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
     """'binned' for float32 on a GPU whose free memory holds the layout's build, once the value vector
-    outgrows the L2 cache (half of it when pull's shared-memory cache of the first vertices would take
-    under a fifth of the gathers: graphs not in degree order), else 'pull'."""
+    outgrows half the L2 cache (a quarter when pull's shared-memory cache of the first vertices would
+    take under a fifth of the gathers: graphs not in degree order), else 'pull'. On the H100 binned
+    led from R-MAT 23 in degree order and from R-MAT 22 as generated (benchmarks/RESULTS.md)."""
     if G.device != "gpu" or np.dtype(dtype) != np.float32 or G.m == 0:
         return "pull"
     from graphs._device import import_cupy
@@ -188,7 +189,7 @@ def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
     cp = import_cupy()
     l2 = cp.cuda.Device().attributes["L2CacheSize"]
     hot_share = int(G.indptr[min(G.n, PULL["hot"] * PULL["cluster"])]) / G.m
-    if G.n * 4 <= (l2 if hot_share >= 0.2 else l2 // 2) or not binned_fits(G.n, dtype):
+    if G.n * 4 <= (l2 // 2 if hot_share >= 0.2 else l2 // 4) or not binned_fits(G.n, dtype):
         return "pull"
     free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
     return "binned" if free >= build_bytes(G.m, weighted) else "pull"
