@@ -138,3 +138,12 @@ def test_auto_method_and_limits():
 def test_auto_method_on_the_gpu_pulls_while_the_vector_fits_in_l2():
     g = graphs.rmat(10, seed=0, device="gpu")
     assert auto_method(g, np.float32, False) == "pull"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_graphs_without_edges_or_with_one_vertex(device):
+    empty = graphs.from_edges(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), n=5, renumber=False)
+    got = to_host(pagerank(empty.to(device), method="binned", personalization=np.arange(1.0, 6.0)))
+    np.testing.assert_allclose(got, np.arange(1.0, 6.0) / 15, atol=1e-7)  # all dangling: x = p
+    loop = graphs.from_edges(np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64), n=1, renumber=False)
+    np.testing.assert_allclose(to_host(pagerank(loop.to(device), method="binned")), [1.0], atol=1e-7)
