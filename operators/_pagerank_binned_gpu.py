@@ -103,25 +103,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(
         k = lo;
         return (long long)seg_s[k] + (f - pre_s[k]);
     };
+    auto fetch = [&](int g, uint4& dd, gj_vals& xx) {  // vector g's destinations and contributions
+        dd = make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
+        xx = {};
+        if (g < f1) {
+            const long long v = locate(g);
+            dd = __ldcs(&dst[v]);
+            xx = gj_load8(val + 8 * v);
+        }
+    };
     // each thread takes every THREADS-th vector of the bin's stretch; the next one is loaded before
     // this one is added
     int f = item_lo[blockIdx.x] + threadIdx.x;
-    uint4 d = make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
-    gj_vals x = {};
-    if (f < f1) {
-        const long long v = locate(f);
-        d = __ldcs(&dst[v]);
-        x = gj_load8(val + 8 * v);
-    }
+    uint4 d;
+    gj_vals x;
+    fetch(f, d, x);
     while (f < f1) {
         const int fn = f + THREADS;
-        uint4 dn = make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
-        gj_vals xn = {};
-        if (fn < f1) {
-            const long long v = locate(fn);
-            dn = __ldcs(&dst[v]);
-            xn = gj_load8(val + 8 * v);
-        }
+        uint4 dn;
+        gj_vals xn;
+        fetch(fn, dn, xn);
         const unsigned int q[8] = {d.x & 0xffffu, d.x >> 16, d.y & 0xffffu, d.y >> 16,
                                    d.z & 0xffffu, d.z >> 16, d.w & 0xffffu, d.w >> 16};
         unsigned int cur = q[0];
