@@ -36,8 +36,9 @@ TUNING = {4: {"chunk_bits": 15, "bin_bits": 13}, 8: {"chunk_bits": 14, "bin_bits
 
 
 def build_bytes(m: int, weighted: bool) -> int:
-    """Device bytes to build the layout of ``m`` edges (its peak: sort keys, their order, positions)."""
-    return (56 if weighted else 40) * m
+    """Device bytes to build the layout of ``m`` edges: its peak, four 8-byte arrays of m (keys, their
+    order or the sort's buffer, positions), plus the layout itself and a margin."""
+    return (44 if weighted else 40) * m
 
 
 def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bin_bits: int,
@@ -54,20 +55,35 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
     m = int(indices_t.shape[0])
     nc, nb_ = -(-n // (1 << chunk_bits)), -(-n // (1 << bin_bits))
     cmask, bmask = (1 << chunk_bits) - 1, (1 << bin_bits) - 1
+    # sort key (segment, destination offset, source offset), built in place: at most four 8-byte
+    # arrays of m live at once here and below (``build_bytes``)
     src = indices_t.astype(xp.int64)
     dst = expand_rows(indptr_t, m).astype(xp.int64)
-    key = ((src >> chunk_bits) * nb_ + (dst >> bin_bits)) << (chunk_bits + bin_bits)
-    key |= ((dst & bmask) << chunk_bits) | (src & cmask)
-    del src, dst
-    order = xp.argsort(key) if weights_t is not None else None
-    key = key[order] if order is not None else xp.sort(key)
+    key = src >> chunk_bits
+    key *= nb_
+    key += dst >> bin_bits
+    key <<= chunk_bits + bin_bits
+    dst &= bmask
+    dst <<= chunk_bits
+    key |= dst
+    del dst
+    src &= cmask
+    key |= src
+    del src
+    order = None
+    if weights_t is not None:
+        order = xp.argsort(key)
+        key = key[order]
+    else:
+        key.sort()
     seg = key >> (chunk_bits + bin_bits)
     counts = xp.bincount(seg, minlength=nc * nb_).astype(xp.int64)
     padded = -(-counts // VEC) * VEC
     seg_off = xp.zeros(nc * nb_ + 1, dtype=xp.int64)
     xp.cumsum(padded, out=seg_off[1:])
-    pos = xp.arange(m, dtype=xp.int64) + (seg_off[:-1] - (xp.cumsum(counts) - counts))[seg]
+    pos = (seg_off[:-1] - (xp.cumsum(counts) - counts))[seg]  # where each edge's segment moved
     del seg
+    pos += xp.arange(m, dtype=xp.int64)
     total = int(seg_off[-1])
     if total // VEC >= 2**31:
         raise ValueError(f"{m:,} edges are beyond the binned layout (fewer than {2**34:,} are supported)")
