@@ -71,7 +71,8 @@ def pagerank(
         the value type, in an order that can vary between runs (float32: about 1e-7 L1 from 'pull').
         'auto' is 'binned' in float32 once the value vector outgrows half the GPU's L2 cache (from
         about 6.6M vertices on an H100; 3.3M when the first 32,768 vertices have under a fifth of the
-        out-edges, as in graphs not in degree order), else 'pull'.
+        out-edges, as in graphs not in degree order) and the layout fits in free memory, else 'pull'
+        (a RuntimeWarning says so when the build runs out of memory after all).
     dtype : {None, float32, float64}
         Value type on the GPU (default float32; 'pull' and 'push' accumulate sums in float64). The
         CPU always computes in float64.
@@ -117,7 +118,8 @@ def pagerank(
         dtype = np.float32 if parted or G.device == "gpu" else np.float64
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    method = auto_method(G, dtype, weighted) if method == "auto" and not parted else method
+    chosen = method == "auto" and not parted
+    method = auto_method(G, dtype, weighted) if chosen else method
     n = G.n
     by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
     labels = G.label_graph() if parted and by_label else G
@@ -165,7 +167,14 @@ def pagerank(
     if G.device == "gpu":
         from ._pagerank_gpu import pagerank_gpu
 
-        x, iters, err, _ = pagerank_gpu(G, method=method, dtype=dtype, **args)
+        try:
+            x, iters, err, _ = pagerank_gpu(G, method=method, dtype=dtype, **args)
+        except MemoryError:
+            if not (chosen and method == "binned"):
+                raise
+            warnings.warn("the binned layout did not fit in the GPU's memory; PageRank pulls instead",
+                          RuntimeWarning, stacklevel=2)  # fmt: skip
+            x, iters, err, _ = pagerank_gpu(G, method="pull", dtype=dtype, **args)
     else:
         x, iters, err = _pagerank_cpu(G, method=method, **args)
     if not err < n * tol:

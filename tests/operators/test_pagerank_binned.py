@@ -147,3 +147,22 @@ def test_graphs_without_edges_or_with_one_vertex(device):
     np.testing.assert_allclose(got, np.arange(1.0, 6.0) / 15, atol=1e-7)  # all dangling: x = p
     loop = graphs.from_edges(np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64), n=1, renumber=False)
     np.testing.assert_allclose(to_host(pagerank(loop.to(device), method="binned")), [1.0], atol=1e-7)
+
+
+@pytest.mark.gpu
+def test_auto_pulls_when_the_layout_does_not_fit(monkeypatch):
+    import operators._pagerank_binned_gpu as gpu_binned
+    import operators.pagerank as pr
+
+    def no_room(*args, **kw):
+        raise MemoryError("out of memory (simulated)")
+
+    g = graphs.rmat(10, seed=3, device="gpu")
+    pull = to_host(pagerank(g, method="pull", tol=1e-9))
+    monkeypatch.setattr(pr, "auto_method", lambda *a: "binned")
+    monkeypatch.setattr(gpu_binned, "binned_step", no_room)
+    with pytest.warns(RuntimeWarning, match="pulls instead"):
+        got = to_host(pagerank(g, tol=1e-9))
+    np.testing.assert_array_equal(got, pull)
+    with pytest.raises(MemoryError):  # asked for by name: the error stands
+        pagerank(g, method="binned")
