@@ -184,8 +184,7 @@ def _binned_cpu(src, dst, w, weighted, chunk_lo, pre, segv, chunk_bits, bin_bits
 def binned_cpu(G, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):
     """PageRank on the CPU by the binned iteration (float64): ``(x, iterations, last L1 change)``."""
     bits = TUNING[8]
-    lay = G.derived(f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}",
-                    lambda g: binned_layout_of(g, weighted, **bits))  # fmt: skip
+    lay = kept_layout(G, weighted, bits)
     w = lay["w"] if weighted else np.empty(0, dtype=np.float32)
     return _binned_cpu(lay["src"], lay["dst"], w, weighted, chunk_starts(lay), lay["pre"].astype(np.int64),
                        lay["segv"].astype(np.int64), bits["chunk_bits"], bits["bin_bits"], inv_out, x, p, dw,
@@ -196,6 +195,12 @@ def chunk_starts(lay) -> np.ndarray:
     """Where each chunk's edges start in the layout, in vectors (and the end): host int64."""
     first = np.asarray(lay["segv"][0].get() if hasattr(lay["segv"], "get") else lay["segv"][0])
     return np.append(first, lay["m_pad"] // VEC).astype(np.int64)
+
+
+def kept_layout(G, weighted: bool, bits: dict) -> dict:
+    """``binned_layout_of(G)`` for chunk and bin ``bits``, built once and kept with ``G``."""
+    key = f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}"
+    return G.derived(key, lambda g: binned_layout_of(g, weighted, **bits))
 
 
 def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int) -> dict:

@@ -13,7 +13,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._pagerank_binned import TUNING, binned_layout_of
+from ._pagerank_binned import TUNING, kept_layout
 from ._pagerank_cuda import cuda_source
 
 FILL_THREADS, SUM_THREADS = 1024, 512
@@ -207,8 +207,7 @@ def binned_step(G, weighted: bool, dtype):
         most = TUNING["max_chunks"] << bits["chunk_bits"]
         raise ValueError(f"method='binned' takes at most {most:,} vertices in {dtype.name}, the graph has "
                          f"{G.n:,}: use method='pull'")  # fmt: skip
-    key = f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}"
-    lay = G.derived(key, lambda g: binned_layout_of(g, weighted, **bits))
+    lay = kept_layout(G, weighted, bits)
     src_fill, src_sum = binned_sources(dtype, weighted)
     fill, summ = get_kernel(src_fill, "gj_binned_fill"), get_kernel(src_sum, "gj_binned_sum")
     smem_fill = dtype.itemsize << bits["chunk_bits"]

@@ -119,7 +119,6 @@ def pagerank(
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
     chosen = method == "auto" and not parted
-    method = auto_method(G, dtype, weighted) if chosen else method
     n = G.n
     by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
     labels = G.label_graph() if parted and by_label else G
@@ -153,6 +152,7 @@ def pagerank(
         p, dw, x0 = into(p, perm), into(dw, perm), into(x0, perm)
     if info is not None:
         info["degree_order"] = perm is not None
+    method = auto_method(G, dtype, weighted) if chosen else method  # on the graph iterated: its order counts
     inv_out = inverse_out_weight(G, weighted)
     args = dict(
         alpha=alpha,
