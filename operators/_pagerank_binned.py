@@ -25,6 +25,9 @@ import numpy as np
 
 from graphs._build import expand_rows
 from graphs._device import array_module
+from graphs.reorder import order_permutation
+
+from ._degree_order import back, into
 
 VEC = 8  # edges per vector: segments are padded to a multiple of it
 PAD = 0xFFFF  # destination offset of a padding slot
@@ -32,7 +35,7 @@ PAD = 0xFFFF  # destination offset of a padding slot
 # so four sum blocks share an SM), and edges per fill / sum work item; measured on the H100 at R-MAT 24
 TUNING = {4: {"chunk_bits": 15, "bin_bits": 13}, 8: {"chunk_bits": 14, "bin_bits": 12},
           "fill_edges": 262_144, "sum_edges": 262_144, "min_item_edges": 16_384, "max_chunks": 4096,
-          "sum_blocks": {4: 3, 8: 2}}  # fmt: skip
+          "sum_blocks": {4: 3, 8: 2}, "hot_vertices": 32_768, "order_below": 0.2}  # fmt: skip
 
 
 def build_bytes(m: int, weighted: bool) -> int:
@@ -42,12 +45,14 @@ def build_bytes(m: int, weighted: bool) -> int:
 
 
 def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bin_bits: int,
-                  fill_edges: int | None = None, sum_edges: int | None = None) -> dict:  # fmt: skip
+                  fill_edges: int | None = None, sum_edges: int | None = None,
+                  rank=None) -> dict:  # fmt: skip
     """The binned layout of the in-edges ``indptr_t, indices_t`` (the transposed CSR), on their device.
 
     Returns the per-edge arrays ``src`` and ``dst`` (uint16 offsets in chunk and bin), ``w`` (float32
     weights in layout order, or None), the segment table ``pre`` / ``segv`` (per bin: prefix counts and
     starts of its segments, in vectors), and the work items of the two passes (``fill_*``, ``sum_*``).
+    With ``rank`` (int64, new id of every vertex) the layout is over the renumbered vertices.
     """
     if not (1 <= chunk_bits <= 16 and 1 <= bin_bits <= 15):
         raise ValueError(f"chunk_bits must be in 1..16 and bin_bits in 1..15, got {chunk_bits}, {bin_bits}")
@@ -57,8 +62,9 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
     cmask, bmask = (1 << chunk_bits) - 1, (1 << bin_bits) - 1
     # sort key (segment, destination offset, source offset), built in place: at most four 8-byte
     # arrays of m live at once here and below (``build_bytes``)
-    src = indices_t.astype(xp.int64)
-    dst = expand_rows(indptr_t, m).astype(xp.int64)
+    src = indices_t.astype(xp.int64) if rank is None else rank[indices_t]
+    dst = expand_rows(indptr_t, m)
+    dst = dst.astype(xp.int64) if rank is None else rank[dst]
     key = src >> chunk_bits
     key *= nb_
     key += dst >> bin_bits
@@ -184,11 +190,15 @@ def _binned_cpu(src, dst, w, weighted, chunk_lo, pre, segv, chunk_bits, bin_bits
 def binned_cpu(G, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):
     """PageRank on the CPU by the binned iteration (float64): ``(x, iterations, last L1 change)``."""
     bits = TUNING[8]
-    lay = kept_layout(G, weighted, bits)
+    perm = binned_order(G)
+    lay = kept_layout(G, weighted, bits, perm)
     w = lay["w"] if weighted else np.empty(0, dtype=np.float32)
-    return _binned_cpu(lay["src"], lay["dst"], w, weighted, chunk_starts(lay), lay["pre"].astype(np.int64),
-                       lay["segv"].astype(np.int64), bits["chunk_bits"], bits["bin_bits"], inv_out, x, p, dw,
-                       alpha, max_iter, threshold)  # fmt: skip
+    if perm is not None:  # iterate over the renumbered ids
+        inv_out, x, p, dw = (into(v, perm) for v in (inv_out, x, p, dw))
+    x, iters, err = _binned_cpu(lay["src"], lay["dst"], w, weighted, chunk_starts(lay),
+                                lay["pre"].astype(np.int64), lay["segv"].astype(np.int64), bits["chunk_bits"],
+                                bits["bin_bits"], inv_out, x, p, dw, alpha, max_iter, threshold)  # fmt: skip
+    return (x if perm is None else back(x, perm)), iters, err
 
 
 def chunk_starts(lay) -> np.ndarray:
@@ -197,14 +207,35 @@ def chunk_starts(lay) -> np.ndarray:
     return np.append(first, lay["m_pad"] // VEC).astype(np.int64)
 
 
-def kept_layout(G, weighted: bool, bits: dict) -> dict:
-    """``binned_layout_of(G)`` for chunk and bin ``bits``, built once and kept with ``G``."""
+def hot_share(G, vertices: int | None = None) -> float:
+    """Share of ``G``'s edges leaving its first ``vertices`` ids (default: as many as pull caches)."""
+    vertices = TUNING["hot_vertices"] if vertices is None else vertices
+    return int(G.indptr[min(G.n, vertices)]) / G.m if G.m else 1.0
+
+
+def binned_order(G):
+    """``perm`` (new vertex i is old vertex perm[i]) by decreasing degree when ``G`` is not in such an
+    order already (its first ids hold under ``order_below`` of the edges), else None; kept with ``G``.
+    The layout is then built over the renumbered ids: its hubs' runs merge in the sum pass (R-MAT 24 as
+    generated: 1.80 -> 1.45 ms an iteration), with no copy of the graph, only this permutation."""
+    if hot_share(G) >= TUNING["order_below"]:
+        return None
+    return G.derived("pagerank_binned_order", lambda g: order_permutation(g).astype(np.int64, copy=False))
+
+
+def kept_layout(G, weighted: bool, bits: dict, perm=None) -> dict:
+    """``binned_layout_of(G)`` for chunk and bin ``bits`` (renumbered by ``perm``), kept with ``G``."""
     key = f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}"
-    return G.derived(key, lambda g: binned_layout_of(g, weighted, **bits))
+    return G.derived(key + ("_ordered" if perm is not None else ""),
+                     lambda g: binned_layout_of(g, weighted, **bits, perm=perm))  # fmt: skip
 
 
-def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int) -> dict:
-    """``binned_layout`` of ``G``'s in-edges (built from its cached transpose)."""
+def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int, perm=None) -> dict:
+    """``binned_layout`` of ``G``'s in-edges (built from its cached transpose), renumbered by ``perm``."""
     T = G.transpose()
+    rank = None
+    if perm is not None:
+        rank = array_module(perm).empty_like(perm)
+        rank[perm] = array_module(perm).arange(perm.size, dtype=perm.dtype)
     return binned_layout(T.indptr, T.indices, T.weights if weighted else None, G.n,
-                         chunk_bits=chunk_bits, bin_bits=bin_bits)  # fmt: skip
+                         chunk_bits=chunk_bits, bin_bits=bin_bits, rank=rank)  # fmt: skip

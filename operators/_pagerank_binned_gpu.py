@@ -13,7 +13,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._pagerank_binned import TUNING, kept_layout
+from ._pagerank_binned import TUNING, binned_order, kept_layout
 from ._pagerank_cuda import cuda_source
 
 FILL_THREADS, SUM_THREADS = 1024, 512
@@ -199,7 +199,8 @@ def binned_fits(n: int, dtype) -> bool:
 
 
 def binned_step(G, weighted: bool, dtype):
-    """A function ``step(c_old, vertex_args)`` launching one binned iteration (layout kept with ``G``)."""
+    """``(step, perm)``: ``step(c_old, vertex_args)`` launches one binned iteration (layout kept with
+    ``G``) over the ids renumbered by ``perm`` (``binned_order``; None: ``G``'s own ids)."""
     cp = import_cupy()
     dtype = np.dtype(dtype)
     bits = TUNING[dtype.itemsize]
@@ -207,7 +208,8 @@ def binned_step(G, weighted: bool, dtype):
         most = TUNING["max_chunks"] << bits["chunk_bits"]
         raise ValueError(f"method='binned' takes at most {most:,} vertices in {dtype.name}, the graph has "
                          f"{G.n:,}: use method='pull'")  # fmt: skip
-    lay = kept_layout(G, weighted, bits)
+    perm = binned_order(G)
+    lay = kept_layout(G, weighted, bits, perm)
     src_fill, src_sum = binned_sources(dtype, weighted)
     fill, summ = get_kernel(src_fill, "gj_binned_fill"), get_kernel(src_sum, "gj_binned_sum")
     smem_fill = dtype.itemsize << bits["chunk_bits"]
@@ -231,4 +233,4 @@ def binned_step(G, weighted: bool, dtype):
                  shared_mem=smem_fill)  # fmt: skip
         summ((n_sum,), (SUM_THREADS,), (*sum_head, *vargs), shared_mem=smem_sum)
 
-    return step
+    return step, perm

@@ -14,6 +14,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy, launch_config
 
+from ._degree_order import back
 from ._pagerank_cuda import cuda_source
 from ._pagerank_pull import PULL_KERNEL, TUNING, fill_isolated, persistent_pull
 
@@ -93,10 +94,14 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
     thr = np.float64(threshold)
     scal = (np.float64(alpha), np.float64(1.0 / n))
     isolated = None
+    perm = None
     if method == "binned":
         from ._pagerank_binned_gpu import binned_step
 
-        step = binned_step(G, weighted, dtype)
+        step, perm = binned_step(G, weighted, dtype)
+        if perm is not None:  # iterate over the layout's ids; the result comes back in G's
+            inv, x_old, c_old = inv[perm], x_old[perm], c_old[perm]
+            pv, dwv = (pv[perm] if has_p else pv), (dwv[perm] if has_dw else dwv)
     elif method == "pull":
         uniform = x0 is None and p is None and dw is None
         kernel, grid, block, smem, head, plan_args, sizes, isolated = persistent_pull(
@@ -133,10 +138,15 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         if done.size:
             k = it + int(done[0])  # the first converged iteration; later launches were no-ops
             x = fill_isolated(bufs_x[1 - k % 2], isolated, acc[k + 1, 2])
-            return x, k + 1, float(errs[done[0]]), _timings(start, loop, stop)
+            return _ids(x, perm), k + 1, float(errs[done[0]]), _timings(start, loop, stop)
         it, batch = stop, min(2 * batch, 16)
     x = fill_isolated(bufs_x[max_iter % 2], isolated, acc[max_iter, 2])
-    return x, max_iter, float(errs[-1]), _timings(start, loop, max_iter)
+    return _ids(x, perm), max_iter, float(errs[-1]), _timings(start, loop, max_iter)
+
+
+def _ids(x, perm):
+    """``x`` over ``G``'s ids (the binned iteration may run over renumbered ones)."""
+    return x if perm is None else back(x, perm)
 
 
 def _timings(start, loop, launched: int) -> dict:

@@ -191,14 +191,13 @@ def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
         return "pull"
     from graphs._device import import_cupy
 
-    from ._pagerank_binned import build_bytes
+    from ._pagerank_binned import TUNING, build_bytes, hot_share
     from ._pagerank_binned_gpu import binned_fits
-    from ._pagerank_pull import TUNING as PULL
 
     cp = import_cupy()
     l2 = cp.cuda.Device().attributes["L2CacheSize"]
-    hot_share = int(G.indptr[min(G.n, PULL["hot"] * PULL["cluster"])]) / G.m
-    if G.n * 4 <= (l2 // 2 if hot_share >= 0.2 else l2 // 4) or not binned_fits(G.n, dtype):
+    ordered = hot_share(G) >= TUNING["order_below"]
+    if G.n * 4 <= (l2 // 2 if ordered else l2 // 4) or not binned_fits(G.n, dtype):
         return "pull"
     free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
     return "binned" if free >= build_bytes(G.m, weighted) else "pull"

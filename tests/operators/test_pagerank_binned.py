@@ -45,12 +45,16 @@ def multigraph(g):
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-def test_layout_holds_every_in_edge_once_in_segment_order(weighted):
+@pytest.mark.parametrize("renumbered", [False, True])
+def test_layout_holds_every_in_edge_once_in_segment_order(weighted, renumbered):
     g = skewed_graph(weighted)
     T = g.transpose()
     wt = T.weights if weighted else None
+    perm = np.random.default_rng(4).permutation(g.n) if renumbered else np.arange(g.n)
+    rank = np.empty(g.n, dtype=np.int64)
+    rank[perm] = np.arange(g.n)
     lay = pb.binned_layout(T.indptr, T.indices, wt, g.n, chunk_bits=5, bin_bits=4, fill_edges=40,
-                           sum_edges=24)  # fmt: skip
+                           sum_edges=24, rank=rank if renumbered else None)  # fmt: skip
     nc, nbins = lay["chunks"], lay["bins"]
     kinds = {"src": np.uint16, "dst": np.uint16, "pre": np.int32, "segv": np.int32, "fill_group": np.int32,
              "fill_lo": np.int64, "fill_hi": np.int64, "sum_group": np.int32, "sum_lo": np.int32,
@@ -68,7 +72,7 @@ def test_layout_holds_every_in_edge_once_in_segment_order(weighted):
     u = chunk * 32 + lay["src"].astype(np.int64)
     v = bin_ * 16 + lay["dst"].astype(np.int64)
     w_got = (lay["w"][real] if weighted else u[real] * 0).tolist()
-    got = sorted(zip(u[real].tolist(), v[real].tolist(), w_got, strict=True))
+    got = sorted(zip(perm[u[real]].tolist(), perm[v[real]].tolist(), w_got, strict=True))  # old ids
     src, dst, w = g.edges()
     w_want = (w if weighted else src * 0).astype(np.float32).tolist()
     want = sorted(zip(src.tolist(), dst.tolist(), w_want, strict=True))
@@ -168,3 +172,21 @@ def test_auto_pulls_when_the_layout_does_not_fit(monkeypatch):
     np.testing.assert_array_equal(got, pull)
     with pytest.raises(MemoryError):  # asked for by name: the error stands
         pagerank(g, method="binned")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_graphs_not_in_degree_order_are_binned_over_renumbered_ids(device, monkeypatch):
+    small_tuning(monkeypatch, chunk_bits=6, bin_bits=5, fill_edges=256, sum_edges=128)
+    monkeypatch.setitem(pb.TUNING, "hot_vertices", 16)  # the first 16 ids: 4% of the edges (28% reordered)
+    g = skewed_graph(weighted=True).to(device)
+    assert pb.hot_share(g) < 0.2 and pb.hot_share(graphs.reorder(g)) >= 0.2
+    p = {5: 1.0, 900: 2.0}
+    dtype = np.float64 if device == "gpu" else None
+    pull = to_host(pagerank(g, method="pull", tol=1e-12, personalization=p, dangling={7: 1.0}, dtype=dtype))
+    got = to_host(pagerank(g, method="binned", tol=1e-12, personalization=p, dangling={7: 1.0}, dtype=dtype))
+    assert g.has_derived("pagerank_binned_order") and g.has_derived("pagerank_binned_True_6_5_ordered")
+    assert np.abs(got - pull).sum() < 1e-10
+    ordered = graphs.reorder(g)  # already in degree order: no permutation, no renumbered layout
+    pagerank(ordered, method="binned", tol=1e-8)
+    assert not ordered.has_derived("pagerank_binned_order")
+    assert ordered.has_derived("pagerank_binned_True_6_5")
