@@ -8,11 +8,11 @@ import numpy as np
 import graphs
 from benchmarks import cugraph_peer
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
+from graphs.reorder import order_permutation
 from operators import pagerank
 from operators._degree_order import KEY as ORDER_KEY
 from operators._degree_order import degree_ordered
 from operators._pagerank_binned import TUNING as BINNED
-from graphs.reorder import order_permutation
 from operators._pagerank_binned import binned_layout_of, hot_share
 from operators.pagerank import auto_method, inverse_out_weight
 
