@@ -135,11 +135,11 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
     g.transpose()  # the binned layout is built from it (timed with the graph's other builds)
     bits = BINNED[4]
 
-    def layout():  # what the first binned call builds: the permutation where needed, then the layout
+    def build_binned():  # what the first binned call builds: the permutation where needed, the layout
         perm = None if hot_share(g) >= BINNED["order_below"] else order_permutation(g).astype(np.int64)
         return binned_layout_of(g, weighted, **bits, perm=perm)
 
-    t_lay, _ = wall(layout, repeats=3, warmup=1, sync=sync)
+    t_lay, _ = wall(build_binned, repeats=3, warmup=1, sync=sync)
     rep.emit(bench="build", graph=name, layout=layout, impl="binned layout (float32)", median=t_lay, unit="s",
              n=n, m=m)  # fmt: skip
     for method in ("pull", "binned", "push"):
