@@ -16,6 +16,8 @@ The binned iteration replaces them with two streaming passes over a fixed edge l
   the GPU in shared memory), then each row finishes as in ``pull``.
 
 Per edge that moves 2 + 4 bytes in fill and 4 + 2 in sum (plus 4 + 4 weighted), all sequential.
+A graph not in degree order is laid out over its ids renumbered by degree (``binned_order``): the sum
+pass then merges the hubs' runs instead of paying a conflicting shared atomic for each of their edges.
 """
 
 from __future__ import annotations
