@@ -62,46 +62,42 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
     m = int(indices_t.shape[0])
     nc, nb_ = -(-n // (1 << chunk_bits)), -(-n // (1 << bin_bits))
     cmask, bmask = (1 << chunk_bits) - 1, (1 << bin_bits) - 1
-    # sort key (segment, destination offset, source offset), built in place: at most four 8-byte
-    # arrays of m live at once here and below (``build_bytes``)
-    src = indices_t.astype(xp.int64) if rank is None else rank[indices_t]
-    dst = expand_rows(indptr_t, m)
-    dst = dst.astype(xp.int64) if rank is None else rank[dst]
-    key = src >> chunk_bits
-    key *= nb_
-    key += dst >> bin_bits
-    key <<= chunk_bits + bin_bits
-    dst &= bmask
-    dst <<= chunk_bits
-    key |= dst
-    del dst
-    src &= cmask
-    key |= src
-    del src
+    bits = (chunk_bits, bin_bits)
+    if xp is np:
+        key = _keys_host(indptr_t, indices_t, rank, nb_, *bits)
+    else:  # one kernel from the int32 rows: no 8-byte temporaries of m (they cost time in cudaMalloc too)
+        from ._pagerank_binned_gpu import edge_keys
+
+        key = edge_keys(indptr_t, indices_t, rank, nb_, *bits)
     order = None
     if weights_t is not None:
         order = xp.argsort(key)
         key = key[order]
     else:
         key.sort()
-    seg = key >> (chunk_bits + bin_bits)
-    counts = xp.bincount(seg, minlength=nc * nb_).astype(xp.int64)
-    padded = -(-counts // VEC) * VEC
+    ustart = xp.searchsorted(key, xp.arange(nc * nb_ + 1, dtype=xp.int64) << (chunk_bits + bin_bits))
+    padded = -(-xp.diff(ustart) // VEC) * VEC
     seg_off = xp.zeros(nc * nb_ + 1, dtype=xp.int64)
     xp.cumsum(padded, out=seg_off[1:])
-    pos = (seg_off[:-1] - (xp.cumsum(counts) - counts))[seg]  # where each edge's segment moved
-    del seg
-    pos += xp.arange(m, dtype=xp.int64)
+    shift = seg_off[:-1] - ustart[:-1]  # where each segment's edges move to
     total = int(seg_off[-1])
     if total // VEC >= 2**31:
         raise ValueError(f"{m:,} edges are beyond the binned layout (fewer than {2**34:,} are supported)")
     out = {"src": xp.zeros(total, dtype=xp.uint16), "dst": xp.full(total, PAD, dtype=xp.uint16), "w": None}
-    out["src"][pos] = (key & cmask).astype(xp.uint16)
-    out["dst"][pos] = ((key >> chunk_bits) & bmask).astype(xp.uint16)
     if weights_t is not None:
         out["w"] = xp.zeros(total, dtype=xp.float32)
-        out["w"][pos] = weights_t[order].astype(xp.float32)
-    del key, pos, order
+    if xp is np:
+        pos = shift[key >> (chunk_bits + bin_bits)] + np.arange(m, dtype=np.int64)
+        out["src"][pos] = (key & cmask).astype(np.uint16)
+        out["dst"][pos] = ((key >> chunk_bits) & bmask).astype(np.uint16)
+        if weights_t is not None:
+            out["w"][pos] = weights_t[order]
+        del pos
+    else:
+        from ._pagerank_binned_gpu import place_edges
+
+        place_edges(key, shift, *bits, out, weights_t, order)
+    del key, order
     so = np.asarray(seg_off.get() if xp is not np else seg_off) // VEC  # in vectors, on the host
     nv = np.diff(so).reshape(nc, nb_)
     pre = np.zeros((nb_, nc + 1), dtype=np.int64)
@@ -122,6 +118,19 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
     out |= {k: xp.asarray(v) for k, v in host.items()}
     return out | {"n": n, "chunks": nc, "bins": nb_, "chunk_bits": chunk_bits, "bin_bits": bin_bits,
                   "m_pad": total}  # fmt: skip
+
+
+def _keys_host(indptr_t, indices_t, rank, nbins: int, chunk_bits: int, bin_bits: int) -> np.ndarray:
+    """Sort key of every in-edge: (segment, destination offset in its bin, source offset in its chunk)."""
+    src = indices_t.astype(np.int64) if rank is None else rank[indices_t]
+    dst = expand_rows(indptr_t, indices_t.shape[0]).astype(np.int64)
+    dst = dst if rank is None else rank[dst]
+    seg = (src >> chunk_bits) * nbins + (dst >> bin_bits)
+    return (
+        (seg << (chunk_bits + bin_bits))
+        | ((dst & ((1 << bin_bits) - 1)) << chunk_bits)
+        | (src & ((1 << chunk_bits) - 1))
+    )
 
 
 def _items(bounds, size: int, *, at_least_one: bool = True):

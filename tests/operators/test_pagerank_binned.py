@@ -34,6 +34,11 @@ def skewed_graph(weighted=False):
     return graphs.from_edges(src, dst, w, n=g.n, renumber=False)
 
 
+def seg_lengths(lay):
+    """Edge slots of every segment, chunk after chunk and bins in order inside a chunk (host int64)."""
+    return (np.diff(lay["pre"], axis=1).T.reshape(-1)).astype(np.int64) * pb.VEC
+
+
 def multigraph(g):
     """NetworkX's graph of ``g`` keeping its duplicate edges (a DiGraph would merge them)."""
     src, dst, w = g.edges()
@@ -65,7 +70,7 @@ def test_layout_holds_every_in_edge_once_in_segment_order(weighted, renumbered):
     assert int(real.sum()) == g.m
     # segment of every slot, from the table: chunk c, bin b starts at segv[b, c] vectors
     seg_start = lay["segv"].T.reshape(-1).astype(np.int64) * pb.VEC
-    seg_len = (np.diff(lay["pre"], axis=1).T.reshape(-1)).astype(np.int64) * pb.VEC
+    seg_len = seg_lengths(lay)
     assert seg_start[0] == 0 and np.all(seg_start[1:] == seg_start[:-1] + seg_len[:-1])
     seg_of = np.repeat(np.arange(nc * nbins), seg_len)
     chunk, bin_ = seg_of // nbins, seg_of % nbins
@@ -190,3 +195,26 @@ def test_graphs_not_in_degree_order_are_binned_over_renumbered_ids(device, monke
     pagerank(ordered, method="binned", tol=1e-8)
     assert not ordered.has_derived("pagerank_binned_order")
     assert ordered.has_derived("pagerank_binned_True_6_5")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("renumbered", [False, True])
+def test_the_gpu_builds_the_cpu_layout(weighted, renumbered):
+    import cupy as cp
+
+    g = skewed_graph(weighted)
+    T, Tg = g.transpose(), g.to("gpu").transpose()
+    rank = np.random.default_rng(6).permutation(g.n).astype(np.int64) if renumbered else None
+    opts = dict(chunk_bits=5, bin_bits=4, fill_edges=40, sum_edges=24)
+    cpu = pb.binned_layout(T.indptr, T.indices, T.weights if weighted else None, g.n, rank=rank, **opts)
+    gpu = pb.binned_layout(Tg.indptr, Tg.indices, Tg.weights if weighted else None, g.n,
+                           rank=None if rank is None else cp.asarray(rank), **opts)  # fmt: skip
+    for k, v in cpu.items():
+        if k != "w":
+            np.testing.assert_array_equal(to_host(gpu[k]) if hasattr(gpu[k], "get") else gpu[k], v, err_msg=k)
+        elif weighted:  # equal keys (duplicate edges) may take their weights in another order
+            seg_of = np.repeat(np.arange(cpu["pre"].size - cpu["pre"].shape[0]), seg_lengths(cpu))
+            got, want = (sorted(zip(seg_of.tolist(), to_host(lay["w"]).tolist(), strict=True))
+                         for lay in (gpu, cpu))  # fmt: skip
+            assert got == want
