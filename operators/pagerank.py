@@ -70,7 +70,7 @@ def pagerank(
         plus 4 or 8 for the contributions while it runs; it is over ids renumbered by degree (a
         permutation kept with the graph) unless the graph is in such an order already. Its build
         makes a first call on an H100 a little slower than pull's (R-MAT 24: 0.15-0.16 s against
-        0.14 s; 25: 0.38-0.39 against 0.34), later calls 2.7-3.7x faster (0.03 against 0.08 s; 0.06
+        0.14 s; 25: 0.38-0.39 against 0.34), later calls 2.6-3.7x faster (0.03 against 0.08 s; 0.06
         against 0.22). On the GPU 'binned' accumulates sums in shared memory in the
         value type, in an order that can vary between runs (float32: about 1e-7 L1 from 'pull').
         'auto' is 'binned' in float32 once the value vector outgrows half the GPU's L2 cache (from
