@@ -34,15 +34,17 @@ from ._degree_order import back, into
 VEC = 8  # edges per vector: segments are padded to a multiple of it
 PAD = 0xFFFF  # destination offset of a padding slot
 # chunk and bin sizes by value size (shared memory: 128 KB of chunk values per fill block, bins of 32 KB
-# so four sum blocks share an SM), and edges per fill / sum work item; measured on the H100 at R-MAT 24
+# so three sum blocks of 512 threads share an SM; four would spill), and edges per fill / sum work item;
+# measured on the H100 at R-MAT 24
 TUNING = {4: {"chunk_bits": 15, "bin_bits": 13}, 8: {"chunk_bits": 14, "bin_bits": 12},
           "fill_edges": 262_144, "sum_edges": 262_144, "min_item_edges": 16_384, "max_chunks": 4096,
           "sum_blocks": {4: 3, 8: 2}, "hot_vertices": 32_768, "order_below": 0.2}  # fmt: skip
 
 
 def build_bytes(m: int, weighted: bool) -> int:
-    """Device bytes to build the layout of ``m`` edges: four 8-byte arrays of m at once (keys, their order
-    or the sort's buffer, positions), and what CuPy's pool kept besides (48 bytes an edge at R-MAT 26)."""
+    """Device bytes to build the layout of ``m`` edges, an upper bound: CuPy's pool peaked at 48 bytes an
+    edge at R-MAT 26 with the expression-built layout of b9f6464; the GPU's kernel build (3ac7933) keeps
+    only the keys, the sort's buffer and int32 rows (about 24), not measured there since."""
     return (56 if weighted else 48) * m
 
 
