@@ -8,12 +8,11 @@ import numpy as np
 import graphs
 from benchmarks import cugraph_peer
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
-from graphs.reorder import order_permutation
 from operators import pagerank
 from operators._degree_order import KEY as ORDER_KEY
 from operators._degree_order import degree_ordered
 from operators._pagerank_binned import TUNING as BINNED
-from operators._pagerank_binned import binned_layout_of, hot_share
+from operators._pagerank_binned import binned_layout_of, binned_order
 from operators.pagerank import auto_method, inverse_out_weight
 
 SNAP_GRAPHS = ["wiki-Vote", "email-Enron", "soc-Epinions1", "soc-Slashdot0902", "ca-CondMat"]
@@ -136,8 +135,7 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
     bits = BINNED[4]
 
     def build_binned():  # what the first binned call builds: the permutation where needed, the layout
-        perm = None if hot_share(g) >= BINNED["order_below"] else order_permutation(g).astype(np.int64)
-        return binned_layout_of(g, weighted, **bits, perm=perm)
+        return binned_layout_of(g, weighted, **bits, perm=binned_order(g, keep=False))
 
     t_lay, _ = wall(build_binned, repeats=3, warmup=1, sync=sync)
     rep.emit(bench="build", graph=name, layout=layout, impl="binned layout (float32)", median=t_lay, unit="s",
