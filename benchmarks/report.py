@@ -139,17 +139,28 @@ def plot_latency_vs_k(rows, path) -> bool:
 
 
 def scaling_series(rows) -> dict:
-    """{(bench, graph, exchange): {gpus: (median, unit)}}, later rows winning. Multi-GPU PageRank rows
-    from before the exchange was recorded used broadcasts; one GPU exchanges nothing, so a series
-    without a 1-GPU point takes that of another exchange on the same graph."""
+    """{(bench, graph, exchange): {gpus: (median, unit)}}, later rows winning; the exchange of a binned
+    PageRank series reads e.g. "halo, binned". Multi-GPU PageRank rows from before the exchange (or the
+    method) was recorded used broadcasts (and pull); one GPU exchanges nothing, so a series without a
+    1-GPU point takes that of another exchange with the same method on the same graph."""
     series = defaultdict(dict)
+    method_of = {}
     for r in rows:
         if r.get("gpus") and isinstance(r.get("median"), float | int):
-            exchange = r.get("exchange") or ("broadcast" if r.get("bench") == "pagerank-mg" else "")
-            key = (r.get("bench"), r.get("graph"), exchange)
+            mg = r.get("bench") == "pagerank-mg"
+            exchange = r.get("exchange") or ("broadcast" if mg else "")
+            method = r.get("method") or ("pull" if mg else "")
+            key = (
+                r.get("bench"),
+                r.get("graph"),
+                exchange if method in ("pull", "") else f"{exchange}, {method}",
+            )
+            method_of[key] = method
             series[key][int(r["gpus"])] = (r["median"], r.get("unit", ""))
-    for (bench, graph, _), pts in series.items():
-        ones = [v[1] for (b, g, _), v in series.items() if (b, g) == (bench, graph) and 1 in v]
+    for key, pts in series.items():
+        ones = [
+            v[1] for k, v in series.items() if k[:2] == key[:2] and method_of[k] == method_of[key] and 1 in v
+        ]
         if 1 not in pts and ones:
             pts[1] = ones[0]
     return {k: v for k, v in series.items() if 1 in v and len(v) > 1}

@@ -50,8 +50,11 @@ def build_bytes(m: int, weighted: bool) -> int:
 
 def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bin_bits: int,
                   fill_edges: int | None = None, sum_edges: int | None = None,
-                  rank=None) -> dict:  # fmt: skip
+                  rank=None, rows: int | None = None) -> dict:  # fmt: skip
     """The binned layout of the in-edges ``indptr_t, indices_t`` (the transposed CSR), on their device.
+
+    Sources are ids below ``n``; destinations are the rows of ``indptr_t``, ``rows`` of them (default
+    ``n``; fewer for one part of a partitioned graph, whose rows are its own vertices from 0).
 
     Returns the per-edge arrays ``src`` and ``dst`` (uint16 offsets in chunk and bin), ``w`` (float32
     weights in layout order, or None), the segment table ``pre`` / ``segv`` (per bin: prefix counts and
@@ -62,13 +65,18 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
         raise ValueError(f"chunk_bits must be in 1..16 and bin_bits in 1..15, got {chunk_bits}, {bin_bits}")
     xp = array_module(indices_t)
     m = int(indices_t.shape[0])
-    nc, nb_ = -(-n // (1 << chunk_bits)), -(-n // (1 << bin_bits))
+    rows = n if rows is None else rows
+    if int(indptr_t.shape[0]) != rows + 1:
+        raise ValueError(f"indptr_t has {int(indptr_t.shape[0]) - 1} rows, expected {rows}")
+    if rank is not None and rows != n:
+        raise ValueError("rank= renumbers sources and destinations alike: it needs rows == n")
+    nc, nb_ = -(-n // (1 << chunk_bits)), -(-rows // (1 << bin_bits))
     cmask, bmask = (1 << chunk_bits) - 1, (1 << bin_bits) - 1
     bits = (chunk_bits, bin_bits)
     if xp is np:
         key = _keys_host(indptr_t, indices_t, rank, nb_, *bits)
     else:  # one kernel from the int32 rows: no 8-byte temporaries of m (they cost time in cudaMalloc too)
-        from ._pagerank_binned_gpu import edge_keys
+        from ._pagerank_binned_build import edge_keys
 
         key = edge_keys(indptr_t, indices_t, rank, nb_, *bits)
     order = None
@@ -96,7 +104,7 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
             out["w"][pos] = weights_t[order]
         del pos
     else:
-        from ._pagerank_binned_gpu import place_edges
+        from ._pagerank_binned_build import place_edges
 
         place_edges(key, shift, *bits, out, weights_t, order)
     del key, order
@@ -118,8 +126,8 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
         "sum_count": np.bincount(summ[0], minlength=nb_).astype(np.int32),
     }  # fmt: skip
     out |= {k: xp.asarray(v) for k, v in host.items()}
-    return out | {"n": n, "chunks": nc, "bins": nb_, "chunk_bits": chunk_bits, "bin_bits": bin_bits,
-                  "m_pad": total}  # fmt: skip
+    return out | {"n": n, "rows": rows, "chunks": nc, "bins": nb_, "chunk_bits": chunk_bits,
+                  "bin_bits": bin_bits, "m_pad": total}  # fmt: skip
 
 
 def _keys_host(indptr_t, indices_t, rank, nbins: int, chunk_bits: int, bin_bits: int) -> np.ndarray:
@@ -198,6 +206,19 @@ def _binned_cpu(src, dst, w, weighted, chunk_lo, pre, segv, chunk_bits, bin_bits
         if err < threshold:
             return x, it + 1, err
     return x, max_iter, err
+
+
+def binned_sums_cpu(lay, c, weighted: bool):
+    """One binned pass on the host: ``y[r] = sum of c[u] (times the weight) over the in-edges u -> r`` of
+    each of the layout's ``rows`` destinations, from the vector ``c`` over its ``n`` sources."""
+    w = lay["w"] if weighted else np.empty(0, dtype=np.float32)
+    val = np.empty(lay["m_pad"])
+    _fill_cpu(
+        lay["src"], w, weighted, np.asarray(c, dtype=np.float64), chunk_starts(lay), lay["chunk_bits"], val
+    )
+    y = np.zeros(lay["rows"])
+    _sum_cpu(lay["dst"], val, lay["pre"].astype(np.int64), lay["segv"].astype(np.int64), lay["bin_bits"], y)
+    return y
 
 
 def binned_cpu(G, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._build import expand_rows
-from graphs._device import get_kernel, import_cupy, launch_config
+from graphs._device import get_kernel, import_cupy
 
-from ._pagerank_binned import TUNING, binned_order, kept_layout
+from ._pagerank_binned import TUNING, binned_order, build_bytes, kept_layout
 from ._pagerank_cuda import cuda_source
 
 FILL_THREADS, SUM_THREADS = 1024, 512
@@ -191,68 +190,9 @@ def kernel_sources() -> list[tuple[str, str, tuple[str, ...]]]:
                 (f"binned-fill-{tag}", fill, ("gj_binned_fill",)),
                 (f"binned-sum-{tag}", summ, ("gj_binned_sum",)),
             ]
+    from ._pagerank_binned_build import LAYOUT_KERNELS
+
     return [*out, ("binned-layout", LAYOUT_KERNELS, ("gj_binned_keys", "gj_binned_place"))]
-
-
-LAYOUT_KERNELS = r"""
-// Layout build: the sort key of every in-edge from its int32 source and row (renumbered by `rank` when
-// given), then each sorted edge's offsets written at its padded position (and its weight, by `order`).
-extern "C" __global__ void gj_binned_keys(const int* __restrict__ src, const int* __restrict__ row,
-        const long long* __restrict__ rank, int renumber, long long m, long long nbins, int cb, int bb,
-        long long* __restrict__ key) {
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < m;
-         e += (long long)gridDim.x * blockDim.x) {
-        const long long u = renumber ? rank[src[e]] : (long long)src[e];
-        const long long v = renumber ? rank[row[e]] : (long long)row[e];
-        key[e] = (((u >> cb) * nbins + (v >> bb)) << (cb + bb)) | ((v & ((1LL << bb) - 1)) << cb)
-                 | (u & ((1LL << cb) - 1));
-    }
-}
-extern "C" __global__ void gj_binned_place(const long long* __restrict__ key,
-        const long long* __restrict__ shift, long long m, int cb, int bb, unsigned short* __restrict__ src,
-        unsigned short* __restrict__ dst, int weighted, const float* __restrict__ w_in,
-        const long long* __restrict__ order, float* __restrict__ w_out) {
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < m;
-         e += (long long)gridDim.x * blockDim.x) {
-        const long long k = key[e];
-        const long long p = e + shift[k >> (cb + bb)];
-        src[p] = (unsigned short)(k & ((1LL << cb) - 1));
-        dst[p] = (unsigned short)((k >> cb) & ((1LL << bb) - 1));
-        if (weighted) w_out[p] = w_in[order[e]];
-    }
-}
-"""
-
-
-def edge_keys(indptr_t, indices_t, rank, nbins: int, chunk_bits: int, bin_bits: int):
-    """``_pagerank_binned``'s sort keys on the GPU (int64, one per in-edge)."""
-    cp = import_cupy()
-    m = int(indices_t.shape[0])
-    key = cp.empty(m, dtype=cp.int64)
-    if m:
-        row = expand_rows(indptr_t, m).astype(cp.int32, copy=False)
-        grid, block = launch_config(m, 256, max_blocks=132 * 32)
-        renumber = rank is not None
-        rank = rank if renumber else cp.zeros(1, dtype=cp.int64)
-        args = (indices_t.astype(cp.int32, copy=False), row, rank, np.int32(renumber), np.int64(m),
-                np.int64(nbins), np.int32(chunk_bits), np.int32(bin_bits), key)  # fmt: skip
-        get_kernel(LAYOUT_KERNELS, "gj_binned_keys")(grid, block, args)
-    return key
-
-
-def place_edges(key, shift, chunk_bits: int, bin_bits: int, out: dict, weights_t, order) -> None:
-    """Write the sorted ``key``'s offsets (and weights, taken in ``order``) into ``out``'s padded arrays."""
-    m = int(key.size)
-    if not m:
-        return
-    grid, block = launch_config(m, 256, max_blocks=132 * 32)
-    cp = import_cupy()
-    weighted = weights_t is not None
-    none_f, none_i = cp.zeros(1, dtype=cp.float32), cp.zeros(1, dtype=cp.int64)
-    args = (key, shift, np.int64(m), np.int32(chunk_bits), np.int32(bin_bits), out["src"], out["dst"],
-            np.int32(weighted), weights_t if weighted else none_f, order if weighted else none_i,
-            out["w"] if weighted else none_f)  # fmt: skip
-    get_kernel(LAYOUT_KERNELS, "gj_binned_place")(grid, block, args)
 
 
 def binned_fits(n: int, dtype) -> bool:
@@ -263,15 +203,46 @@ def binned_fits(n: int, dtype) -> bool:
 def binned_step(G, weighted: bool, dtype):
     """``(step, perm)``: ``step(c_old, vertex_args)`` launches one binned iteration (layout kept with
     ``G``) over the ids renumbered by ``perm`` (``binned_order``; None: ``G``'s own ids)."""
+    dtype = np.dtype(dtype)
+    bits = TUNING[dtype.itemsize]
+    check_fits(G.n, dtype)
+    perm = binned_order(G)
+    return layout_step(kept_layout(G, weighted, bits, perm), weighted, dtype), perm
+
+
+def binned_pays(n: int, m: int, hot: float, dtype, weighted: bool) -> bool:
+    """``method='auto'``'s rule for ``m`` edges among ``n`` vertices whose first ``TUNING['hot_vertices']``
+    ids hold the share ``hot`` of the out-edges: binned in float32 once the value vector outgrows half
+    the GPU's L2 (a quarter when ``hot`` is under ``order_below``: pull's shared-memory cache of the first
+    ids then saves little), within ``binned_fits``, and when free memory holds the layout's build."""
+    if np.dtype(dtype) != np.float32 or m == 0 or not binned_fits(n, dtype):
+        return False
+    cp = import_cupy()
+    l2 = cp.cuda.Device().attributes["L2CacheSize"]
+    if n * 4 <= (l2 // 2 if hot >= TUNING["order_below"] else l2 // 4):
+        return False
+    free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+    return free >= build_bytes(m, weighted)
+
+
+def check_fits(n: int, dtype) -> None:
+    """ValueError unless ``binned_fits(n, dtype)``."""
+    if not binned_fits(n, dtype):
+        most = TUNING["max_chunks"] << TUNING[np.dtype(dtype).itemsize]["chunk_bits"]
+        raise ValueError(f"method='binned' takes at most {most:,} vertices in {np.dtype(dtype).name}, the "
+                         f"graph has {n:,}: use method='pull'")  # fmt: skip
+
+
+def layout_step(lay: dict, weighted: bool, dtype, lo: int = 0):
+    """``step(c_old, vertex_args)``: one binned iteration over the layout ``lay`` (built with
+    ``TUNING``'s bits for ``dtype``), reading ``c_old`` over its ``n`` sources and finishing its ``rows``
+    destinations, which are vertices ``lo .. lo + rows - 1`` of the vertex arrays in ``vertex_args``
+    (``gj_finish``'s arguments in GJ_VERTEX_ARGS order; ``p`` and ``dw`` offset only where given)."""
     cp = import_cupy()
     dtype = np.dtype(dtype)
     bits = TUNING[dtype.itemsize]
-    if not binned_fits(G.n, dtype):
-        most = TUNING["max_chunks"] << bits["chunk_bits"]
-        raise ValueError(f"method='binned' takes at most {most:,} vertices in {dtype.name}, the graph has "
-                         f"{G.n:,}: use method='pull'")  # fmt: skip
-    perm = binned_order(G)
-    lay = kept_layout(G, weighted, bits, perm)
+    if (lay["chunk_bits"], lay["bin_bits"]) != (bits["chunk_bits"], bits["bin_bits"]):
+        raise ValueError(f"the layout's chunk and bin bits are not those of {dtype.name}'s kernels")
     src_fill, src_sum = binned_sources(dtype, weighted)
     fill, summ = get_kernel(src_fill, "gj_binned_fill"), get_kernel(src_sum, "gj_binned_sum")
     smem_fill = dtype.itemsize << bits["chunk_bits"]
@@ -279,20 +250,23 @@ def binned_step(G, weighted: bool, dtype):
     fill.max_dynamic_shared_size_bytes = smem_fill
     summ.max_dynamic_shared_size_bytes = smem_sum
     val = cp.empty(lay["m_pad"], dtype=dtype)
-    y_acc = cp.zeros(G.n, dtype=dtype)
+    y_acc = cp.zeros(lay["rows"], dtype=dtype)
     done = cp.zeros(lay["bins"], dtype=cp.uint32)
     w = lay["w"] if weighted else cp.zeros(1, dtype=cp.float32)
     n_fill, n_sum = int(lay["fill_group"].size), int(lay["sum_group"].size)
     fill_head = (lay["src"], w, val)
-    fill_items = (lay["fill_group"], lay["fill_lo"], lay["fill_hi"], np.int32(G.n))
+    fill_items = (lay["fill_group"], lay["fill_lo"], lay["fill_hi"], np.int32(lay["n"]))
     sum_head = (lay["dst"], val, lay["pre"], lay["segv"], np.int32(lay["chunks"]), lay["sum_group"])
-    sum_head += (lay["sum_lo"], lay["sum_hi"], lay["sum_count"], y_acc, done, np.int32(G.n))
+    sum_head += (lay["sum_lo"], lay["sum_hi"], lay["sum_count"], y_acc, done, np.int32(lay["rows"]))
 
     def step(c_old, vargs):
         # vargs: gj_finish's arguments in GJ_VERTEX_ARGS order (acc_in at 8, threshold at 10)
+        if lo:  # the rows' own stretch of x_old, x_new, c_new, inv_out, and of p and dw where given
+            own = [a[lo:] if i < 4 or vargs[i + 2] else a for i, a in enumerate(vargs[:6])]
+            vargs = (*own, *vargs[6:])
         if n_fill:
             fill((n_fill,), (FILL_THREADS,), (*fill_head, c_old, *fill_items, vargs[8], vargs[10]),
                  shared_mem=smem_fill)  # fmt: skip
         summ((n_sum,), (SUM_THREADS,), (*sum_head, *vargs), shared_mem=smem_sum)
 
-    return step, perm
+    return step

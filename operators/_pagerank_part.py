@@ -5,7 +5,9 @@ The math is ``pagerank``'s: ``x_v <- alpha * (sum_{u->v} c_u + dsum * dw_v) + (1
 ``lo <= v < hi``; it needs the whole vector ``c`` (gathered after every iteration) and returns its slice
 of ``x`` with its shares of the L1 change and of the dangling mass (summed over the workers).
 CPU: one Numba step per call (the caller exchanges ``c`` through Dask). GPU: the whole loop on the
-worker, with the persistent pull kernel of ``_pagerank_pull`` and collectives through ``comm``.
+worker, with the persistent pull kernel of ``_pagerank_pull`` or the binned passes of
+``_pagerank_binned_gpu`` (a layout of the part's in-edges over its own rows, kept with the part), and
+collectives through ``comm``.
 """
 
 from __future__ import annotations
@@ -63,14 +65,56 @@ def pull_rows_cpu(indptr, indices, w, weighted, lo, c, inv_out, x_old, p, dw, ds
     return x, c_new, err, dang
 
 
-def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool):
-    """One iteration on a host part: ``(x, c, err, dangling)`` of its range from the full ``c``."""
-    key = f"_inv_{bool(weighted)}"  # frozen dataclass: cache the inverse out-weight beside the part
-    inv = part.__dict__.get(key)
-    if inv is None:
-        inv = inverse_out(part, weighted)
-        object.__setattr__(part, key, inv)
+@nb.njit(parallel=True, cache=True)
+def finish_rows_cpu(y, lo, inv_out, x_old, p, dw, dsum, alpha):
+    """``pull_rows_cpu``'s finish from the rows' in-edge sums ``y`` (the binned pass's)."""
+    rows = y.size
+    x = np.empty(rows)
+    c_new = np.empty(rows)
+    err = 0.0
+    dang = 0.0
+    for i in nb.prange(rows):
+        val = alpha * (y[i] + dsum * dw[i]) + (1.0 - alpha) * p[i]
+        err += abs(val - x_old[i])
+        x[i] = val
+        c_new[i] = val * inv_out[lo + i]
+        if inv_out[lo + i] == 0.0:
+            dang += val
+    return x, c_new, err, dang
+
+
+def _kept(part, key: str, make):
+    """``make(part)``, kept beside the (frozen) part for later calls on this worker."""
+    got = part.__dict__.get(key)
+    if got is None:
+        got = make(part)
+        object.__setattr__(part, key, got)
+    return got
+
+
+def part_layout(part, indptr, indices, weights, dtype) -> dict:
+    """The binned layout of a part's in-edges (``indptr``, ``indices``, ``weights`` on the device that
+    computes): sources over all ``n`` vertices, destinations its own rows; kept with the part."""
+    from ._pagerank_binned import TUNING, binned_layout
+
+    bits = TUNING[np.dtype(dtype).itemsize]
+    key = f"_binned_{weights is not None}_{bits['chunk_bits']}_{bits['bin_bits']}_{type(indices).__module__}"
+    return _kept(part, key, lambda pt: binned_layout(indptr, indices, weights, pt.n, rows=pt.hi - pt.lo,
+                                                     **bits))  # fmt: skip
+
+
+def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool, method: str = "pull"):
+    """One iteration on a host part: ``(x, c, err, dangling)`` of its range from the full ``c``, by
+    ``method`` 'pull' (its in-edges row by row) or 'binned' (``_pagerank_binned``'s passes)."""
+    inv = _kept(part, f"_inv_{bool(weighted)}", lambda pt: inverse_out(pt, weighted))
     w = part.weights if weighted else np.empty(0, dtype=np.float32)
+    if method == "binned":
+        from ._pagerank_binned import binned_sums_cpu
+
+        lay = part_layout(part, np.asarray(part.indptr), np.asarray(part.indices), w if weighted else None,
+                          np.float64)  # fmt: skip
+        y = binned_sums_cpu(lay, c, weighted)
+        return finish_rows_cpu(y, part.lo, inv, x_old, p, dw, float(dsum), float(alpha))
     return pull_rows_cpu(
         np.asarray(part.indptr), np.asarray(part.indices), np.asarray(w), weighted, part.lo, c, inv,
         x_old, p, dw, float(dsum), float(alpha),
@@ -78,36 +122,45 @@ def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool
 
 
 def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, threshold, dtype,
-             exchange="halo"):  # fmt: skip
+             exchange="halo", method="auto"):  # fmt: skip
     """The power iteration of one rank: its slice of x (host float64), iterations, last L1 change and
-    timings (``loop_s``; ``comm_s``, the share spent in collectives, from per-iteration CUDA events).
+    timings (``loop_s``; ``comm_s``, the share spent in collectives, from per-iteration CUDA events;
+    ``method``, the one it ran).
 
     ``x0``, ``p`` and ``dw`` are full host vectors or None (uniform); ``comm`` all-reduces a float64
     array and exchanges ``x / outweight`` on the current stream: 'halo' (the default) sends each rank
     only the entries its in-edges read (lists swapped once at set-up; about half of the other ranges on
     R-MAT, 10% faster per iteration than 'broadcast' on 2 H200s); 'broadcast' all-gathers every range
-    (a broadcast per rank); 'allgather' does it by one all-gather of equal, padded slots.
+    (a broadcast per rank); 'allgather' does it by one all-gather of equal, padded slots. ``method``:
+    'pull', 'binned', or 'auto' (``pagerank``'s rule for the whole graph, applied to the part's edges;
+    pull when the layout does not fit after all).
     """
-    from ._pagerank_pull import pull_launch, pull_plan
-
     cp = import_cupy()
-    n, lo, hi = part.n, part.lo, part.hi
+    n, lo = part.n, part.lo
     dtype = np.dtype(dtype)
-    full = cp.empty(n + 1, dtype=cp.int64)  # row pointer by global id: empty rows outside [lo, hi)
-    full[: lo + 1] = 0
-    full[lo : hi + 1] = cp.asarray(part.indptr)
-    full[hi + 1 :] = part.m
+    if exchange not in ("halo", "broadcast", "allgather"):
+        raise ValueError(f"exchange must be 'halo', 'broadcast' or 'allgather', got {exchange!r}")
     indices = cp.asarray(part.indices)
     w = cp.asarray(part.weights) if weighted else None
-    out_degree = cp.asarray(part.out_degree)
     inv = inverse_out(part, weighted, cp).astype(dtype)
-    plan = pull_plan(full, out_degree, lo, hi)
     dummy = cp.zeros(1, dtype=dtype)
-    m_total = int(part.out_degree.sum())
-    prefix = lambda h: int(part.out_degree[:h].sum())  # noqa: E731
-    kernel, grid, block, smem, head, plan_args, sizes, _ = pull_launch(
-        (full, indices, w), plan, n, m_total, prefix, weighted, dtype, dummy, False
-    )
+    launch, chosen = None, method == "auto"
+    method = _part_method(part, method, dtype, weighted)
+    if method == "binned":
+        from ._pagerank_binned_gpu import check_fits, layout_step
+
+        check_fits(n, dtype)
+        try:
+            launch = layout_step(
+                part_layout(part, cp.asarray(part.indptr), indices, w, dtype), weighted, dtype, lo
+            )
+        except MemoryError:
+            if not chosen:
+                raise
+            cp.get_default_memory_pool().free_all_blocks()
+            method = "pull"
+    if launch is None:
+        launch = _pull_launch(part, indices, w, weighted, dtype, dummy)
     vec = {k: None if a is None else cp.asarray(a, dtype=dtype) for k, a in (("p", p), ("dw", dw))}
     pv, dwv = (vec[k] if vec[k] is not None else dummy for k in ("p", "dw"))
     flags = (np.int32(vec["p"] is not None), np.int32(vec["dw"] is not None))
@@ -118,8 +171,6 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
     acc[0, 0] = math.inf
     acc[0, 1] = cp.where(inv == 0, x_old.astype(cp.float64), 0.0).sum()
     scal = (np.float64(threshold), np.float64(alpha), np.float64(1.0 / n))
-    if exchange not in ("halo", "broadcast", "allgather"):
-        raise ValueError(f"exchange must be 'halo', 'broadcast' or 'allgather', got {exchange!r}")
     halo = comm.halo_plan(cp.unique(indices).astype(cp.int64), bounds) if exchange == "halo" else None
     events = [cp.cuda.Event() for _ in range(2 * max_iter + 2)]
     bx, bc = (x_old, x_new), (c_old, c_new)
@@ -132,7 +183,7 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
         for k in range(it, stop):
             xo, xn, co, cn = bx[k % 2], bx[1 - k % 2], bc[k % 2], bc[1 - k % 2]
             vargs = (xo, xn, cn, inv, pv, dwv, *flags, acc[k], acc[k + 1], *scal)
-            kernel(grid, block, (*head, co, *plan_args, *sizes, *vargs), shared_mem=smem)
+            launch(co, vargs)
             events[2 * k + 1].record()
             comm.allreduce(acc[k + 1, :2])
             if halo is not None:
@@ -149,6 +200,39 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
     runs = k + 1  # iterations that computed (later launches in the batch were no-ops but still exchanged)
     comm_s = sum(cp.cuda.get_elapsed_time(events[2 * j + 1], events[2 * j + 2]) for j in range(runs)) / 1e3
     loop_s = cp.cuda.get_elapsed_time(events[0], events[2 * runs]) / 1e3
-    x = bx[1 - k % 2][lo:hi].get().astype(np.float64)
-    timings = {"loop_s": loop_s, "comm_s": comm_s, "wall_s": time.perf_counter() - t0, "launched": it}
+    x = bx[1 - k % 2][lo : part.hi].get().astype(np.float64)
+    timings = {"loop_s": loop_s, "comm_s": comm_s, "wall_s": time.perf_counter() - t0, "launched": it,
+               "method": method}  # fmt: skip
     return x, runs, float(errs[hit[0]] if hit.size else errs[-1]), timings
+
+
+def _pull_launch(part, indices, w, weighted, dtype, dummy):
+    """``launch(c_old, vertex_args)``: one pull iteration over the part's rows (persistent kernel)."""
+    from ._pagerank_pull import pull_launch, pull_plan
+
+    cp = import_cupy()
+    n, lo, hi = part.n, part.lo, part.hi
+    full = cp.empty(n + 1, dtype=cp.int64)  # row pointer by global id: empty rows outside [lo, hi)
+    full[: lo + 1] = 0
+    full[lo : hi + 1] = cp.asarray(part.indptr)
+    full[hi + 1 :] = part.m
+    plan = pull_plan(full, cp.asarray(part.out_degree), lo, hi)
+    prefix = lambda h: int(part.out_degree[:h].sum())  # noqa: E731
+    kernel, grid, block, smem, head, plan_args, sizes, _ = pull_launch(
+        (full, indices, w), plan, n, int(part.out_degree.sum()), prefix, weighted, dtype, dummy, False
+    )
+    return lambda co, vargs: kernel(grid, block, (*head, co, *plan_args, *sizes, *vargs), shared_mem=smem)
+
+
+def _part_method(part, method: str, dtype, weighted: bool) -> str:
+    """'pull' or 'binned' for this rank: ``method`` itself, or for 'auto' the single-GPU rule
+    (``_pagerank_binned_gpu.binned_pays``) on the whole graph's size and degrees and the part's edges."""
+    if method != "auto":
+        return method
+    from ._pagerank_binned import TUNING
+    from ._pagerank_binned_gpu import binned_pays
+
+    deg = np.asarray(part.out_degree)
+    total = int(deg.sum())
+    hot = int(deg[: TUNING["hot_vertices"]].sum()) / total if total else 1.0
+    return "binned" if binned_pays(part.n, part.m, hot, dtype, weighted) else "pull"

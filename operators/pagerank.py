@@ -76,7 +76,9 @@ def pagerank(
         'auto' is 'binned' in float32 once the value vector outgrows half the GPU's L2 cache (from
         about 6.6M vertices on an H100; 3.3M when the first 32,768 vertices have under a fifth of the
         out-edges, as in graphs not in degree order) and the layout fits in free memory, else 'pull'
-        (a RuntimeWarning says so when the build runs out of memory after all).
+        (a RuntimeWarning says so when the build runs out of memory after all). A partitioned graph
+        takes 'pull' or 'binned' (each part laid out over its own rows, not renumbered); with 'auto'
+        each GPU worker applies the same rule to its part, and CPU workers pull.
     dtype : {None, float32, float64}
         Value type on the GPU (default float32; 'pull' and 'push' accumulate sums in float64). The
         CPU always computes in float64.
@@ -113,8 +115,8 @@ def pagerank(
     G = G if parted else check_graph(G)
     o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
     alpha, max_iter, tol = o["alpha"], o["max_iter"], o["tol"]
-    if parted and method not in ("auto", "pull"):
-        raise ValueError("a partitioned graph is computed by pull (method='auto' or 'pull')")
+    if parted and method not in ("auto", "pull", "binned"):
+        raise ValueError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
     if weighted and not G.weighted:
         raise ValueError("weighted=True, but the graph has no edge weights")
     weighted = G.weighted if weighted is None else bool(weighted)
@@ -143,7 +145,7 @@ def pagerank(
 
         x, iters, err = pagerank_partitioned(
             G, client, alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter,
-            threshold=n * tol, dtype=np.dtype(dtype), device="auto", info=info,
+            threshold=n * tol, dtype=np.dtype(dtype), device="auto", info=info, method=method,
         )  # fmt: skip
         if not err < n * tol:
             raise ConvergenceError("pagerank", iters, err, n * tol)
@@ -191,20 +193,12 @@ def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
     outgrows half the L2 cache (a quarter when pull's shared-memory cache of the first vertices would
     take under a fifth of the gathers: graphs not in degree order), else 'pull'. On the H100 binned
     led from R-MAT 23 in degree order and from R-MAT 22 as generated (benchmarks/RESULTS.md)."""
-    if G.device != "gpu" or np.dtype(dtype) != np.float32 or G.m == 0:
+    if G.device != "gpu":
         return "pull"
-    from graphs._device import import_cupy
+    from ._pagerank_binned import hot_share
+    from ._pagerank_binned_gpu import binned_pays
 
-    from ._pagerank_binned import TUNING, build_bytes, hot_share
-    from ._pagerank_binned_gpu import binned_fits
-
-    cp = import_cupy()
-    l2 = cp.cuda.Device().attributes["L2CacheSize"]
-    ordered = hot_share(G) >= TUNING["order_below"]
-    if G.n * 4 <= (l2 // 2 if ordered else l2 // 4) or not binned_fits(G.n, dtype):
-        return "pull"
-    free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
-    return "binned" if free >= build_bytes(G.m, weighted) else "pull"
+    return "binned" if binned_pays(G.n, G.m, hot_share(G), dtype, weighted) else "pull"
 
 
 def pagerank_options(*, alpha=0.85, max_iter=100, tol=1e-6, method="auto") -> dict:

@@ -2,7 +2,8 @@
 
 This is the one operator module that talks to a ``distributed.Client``, because the computation itself
 spans workers. Each worker holds one part (``graphs.partition``) for the whole call.
-- GPU workers: one task per worker runs the complete power iteration (``_pagerank_part.loop_gpu``); after
+- GPU workers: one task per worker runs the complete power iteration (``_pagerank_part.loop_gpu``, by
+  pull or by the binned passes over a layout of the part's in-edges); after
   every iteration each rank is sent the entries of ``x / outweight`` its in-edges read (halo exchange),
   and the L1 change and dangling mass are all-reduced, through an NCCL clique (``cluster.comms``), so
   vectors never pass through Dask.
@@ -56,8 +57,9 @@ def _place(client, PG, workers):
 
 
 def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weighted, max_iter, threshold,
-                         dtype, device, info, exchange="halo"):  # fmt: skip
-    """Run partitioned PageRank; returns ``(x, iterations, last_error)`` with ``x`` a host vector."""
+                         dtype, device, info, exchange="halo", method="auto"):  # fmt: skip
+    """Run partitioned PageRank; returns ``(x, iterations, last_error)`` with ``x`` a host vector.
+    ``method``: 'pull', 'binned', or 'auto' (each GPU rank by ``pagerank``'s rule; CPU workers pull)."""
     workers = spmd_workers(client, len(PG))
     devices = client.run(_worker_device, workers=workers)
     if device == "auto":
@@ -67,7 +69,7 @@ def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weig
     parts = _place_parts(client, PG, workers)
     if device == "gpu":
         kw = dict(alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter, threshold=threshold,
-                  dtype=dtype, exchange=exchange)  # fmt: skip
+                  dtype=dtype, exchange=exchange, method=method)  # fmt: skip
         args = [(f, PG.bounds, kw) for f in parts]
         out = run_spmd(client, _rank_gpu, args, workers=workers, name="pagerank")
         x = np.concatenate([o[0] for o in out])
@@ -75,9 +77,12 @@ def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weig
         if info is not None:
             info.update(device="gpu", workers=len(PG), timings=[o[3] for o in out])
         return x, iters, err
-    x, iters, err = _loop_cpu(client, PG, parts, workers, alpha, x0, p, dw, weighted, max_iter, threshold)
+    step = "binned" if method == "binned" else "pull"
+    x, iters, err = _loop_cpu(
+        client, PG, parts, workers, alpha, x0, p, dw, weighted, max_iter, threshold, step
+    )
     if info is not None:
-        info.update(device="cpu", workers=len(PG))
+        info.update(device="cpu", workers=len(PG), method=step)
     return x, iters, err
 
 
@@ -85,9 +90,9 @@ def _rank_gpu(comm, part, bounds, kw):
     return loop_gpu(part, comm, bounds, **kw)
 
 
-def _cpu_iter(part, c, prev, p, dw, dsum, alpha, weighted):
+def _cpu_iter(part, c, prev, p, dw, dsum, alpha, weighted, method):
     x_old = prev if isinstance(prev, np.ndarray) else prev[0]
-    return step_cpu(part, c, x_old, p, dw, dsum, alpha=alpha, weighted=weighted)
+    return step_cpu(part, c, x_old, p, dw, dsum, alpha=alpha, weighted=weighted, method=method)
 
 
 def _join(*results):
@@ -98,7 +103,7 @@ def _sums(*results):
     return sum(r[2] for r in results), sum(r[3] for r in results)
 
 
-def _loop_cpu(client, PG, parts, workers, alpha, x0, p, dw, weighted, max_iter, threshold):
+def _loop_cpu(client, PG, parts, workers, alpha, x0, p, dw, weighted, max_iter, threshold, method):
     n, bounds = PG.n, PG.bounds
     x = np.full(n, 1.0 / n) if x0 is None else x0
     p = np.full(n, 1.0 / n) if p is None else p
@@ -113,7 +118,7 @@ def _loop_cpu(client, PG, parts, workers, alpha, x0, p, dw, weighted, max_iter, 
     err, tag = np.inf, uuid.uuid4().hex[:8]
     for it in range(max_iter):
         state = [
-            client.submit(_cpu_iter, parts[r], c, state[r], pv[r], dv[r], dsum, alpha, weighted,
+            client.submit(_cpu_iter, parts[r], c, state[r], pv[r], dv[r], dsum, alpha, weighted, method,
                           workers=[w], allow_other_workers=False, key=f"graphjobs-pagerank-{tag}-{it}-{r}")
             for r, w in enumerate(workers)
         ]  # fmt: skip

@@ -76,11 +76,14 @@ def test_scaling_series_share_the_one_gpu_point():
         row(2, 3.0),
         row(2, 2.6, exchange="broadcast"),  # a later run wins
         row(2, 2.4, exchange="halo"),
+        row(1, 1.5, exchange="broadcast", method="binned"),
+        row(2, 1.0, exchange="halo", method="binned"),  # takes the binned 1-GPU point
         {"bench": "topk-mg", "graph": "g", "gpus": 2, "median": 9.0, "unit": "queries/s"},  # no 1-GPU point
     ]
     assert scaling_series(rows) == {
         ("pagerank-mg", "g", "broadcast"): {1: (4.0, "ms"), 2: (2.6, "ms")},
         ("pagerank-mg", "g", "halo"): {1: (4.0, "ms"), 2: (2.4, "ms")},
+        ("pagerank-mg", "g", "halo, binned"): {1: (1.5, "ms"), 2: (1.0, "ms")},
     }
 
 

@@ -26,7 +26,7 @@ def test_cpu_workers_match_single_pagerank(cpu_client, parts):
     single = operators.pagerank(g, tol=1e-9)
     info = {}
     x = operators.pagerank(graphs.partition(g, parts), client=cpu_client, tol=1e-9, info=info)
-    assert info == {"device": "cpu", "workers": parts}
+    assert info == {"device": "cpu", "workers": parts, "method": "pull"}  # 'auto': CPU workers pull
     assert np.abs(x - single).max() < 1e-6 and abs(x.sum() - 1) < 1e-9
 
 
@@ -45,7 +45,7 @@ def test_errors(cpu_client):
     pg = graphs.partition(graphs.rmat(8, seed=0, device="cpu"), 2)
     with pytest.raises(ValueError, match="client="):
         operators.pagerank(pg)
-    with pytest.raises(ValueError, match="pull"):
+    with pytest.raises(ValueError, match="not 'push'"):
         operators.pagerank(pg, client=cpu_client, method="push")
     with pytest.raises(ValueError, match="5 ranks need 5 workers"):
         operators.pagerank(graphs.partition(graphs.rmat(8, seed=0, device="cpu"), 5), client=cpu_client)
@@ -77,3 +77,9 @@ def test_gpu_workers_match_single_gpu_pagerank():
         for exchange in ("broadcast", "allgather"):  # the default is 'halo'
             other, _, _ = pagerank_partitioned(pg, client, exchange=exchange, **kw)
             assert np.abs(other - single).max() < 1e-6
+        assert {t["method"] for t in info["timings"]} == {"pull"}  # 'auto': 2**16 vertices fit in L2
+        for dtype, bound in ((np.float64, 1e-9), (np.float32, 1e-6)):  # each part's rows laid out, halo
+            info = {}
+            xb = operators.pagerank(pg, client=client, tol=1e-9, dtype=dtype, method="binned", info=info)
+            assert {t["method"] for t in info["timings"]} == {"binned"}
+            assert np.abs(xb - single).max() < bound, dtype
