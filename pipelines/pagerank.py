@@ -85,13 +85,13 @@ def pagerank_job(
     if files is not None:
         from .pagerank_dataset import dataset_job
 
-        if method not in ("auto", "pull") or reorder is not None:  # they would go unused
-            raise ValueError(f"a dataset of edge files is partitioned and computed by pull: "
+        if method not in ("auto", "pull", "binned") or reorder is not None:  # they would go unused
+            raise ValueError(f"a dataset of edge files is partitioned and computed by pull or binned passes: "
                              f"method={method!r} and reorder={reorder!r} do not apply")  # fmt: skip
 
         return dataset_job(files, alpha=alpha, personalization=personalization, max_iter=max_iter, tol=tol,
                             weighted=weighted, directed=directed, read_options=read_options, out=out,
-                            workdir=workdir, top=top, partitions=partitions)  # fmt: skip
+                            workdir=workdir, top=top, partitions=partitions, method=method)  # fmt: skip
     read_options = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read_options, reorder=reorder)
     params = dict(
@@ -171,7 +171,7 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
     if not (path / "meta.json").is_file():
         graphs.partition(graph.get("cpu"), parts).save(path, overwrite=True)
     pg = graphs.load_partitioned(path, verify=False)
-    kw = {k: v for k, v in params.items() if k != "method"}
+    kw = {**params, "method": params["method"] if params["method"] in ("pull", "binned") else "auto"}
     with worker_client() as client:  # leaves this task's thread free for this worker's own part
         return operators.pagerank(pg, client=client, **kw).astype(np.float64)
 

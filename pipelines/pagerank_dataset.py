@@ -26,7 +26,7 @@ from .stages import cluster_workers, write_parquet
 
 
 def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, directed, read_options, out,
-                workdir, top, partitions) -> Job:  # fmt: skip
+                workdir, top, partitions, method="auto") -> Job:  # fmt: skip
     if partitions == "auto" or personalization is not None:
         first = files[0] if files else "none"
         raise ValueError(
@@ -41,6 +41,8 @@ def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, direc
                              directed=directed, weighted=weighted_read, dedupe=dedupe, read_options=opts,
                              workdir=workdir)  # fmt: skip
     params = dict(alpha=alpha, max_iter=max_iter, tol=tol, weighted=weighted)
+    if method != "auto":  # 'auto' leaves the token of earlier runs' artifacts as it was
+        params["method"] = method
     ptoken = tokenize("pagerank-dataset", ingest.result.key, params)
     artifact = str(Path(workdir).resolve() / f"pagerank-{ptoken}.npy")
     call = dask.delayed(_pagerank_parts, pure=True)

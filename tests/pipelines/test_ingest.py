@@ -130,7 +130,9 @@ def test_pagerank_job_on_a_folder_of_edge_files(tmp_path):
             ValueError, match=r"a dataset of 3 edge file\(s\) \(the first: .*edges-0.*needs partitions=N"
         ):
             pipelines.pagerank_job(folder, workdir=tmp_path)
-        with pytest.raises(ValueError, match="computed by pull: method='push' and reorder=None do not apply"):
+        with pytest.raises(
+            ValueError, match="pull or binned passes: method='push' and reorder=None do not apply"
+        ):
             pipelines.pagerank_job(folder, method="push", partitions=2, workdir=tmp_path)  # not silently pull
         opts = {"src_col": "src", "dst_col": "dst"}
         files = sorted(folder.glob("*.parquet"))  # the text files have numbered columns: one format here
