@@ -30,6 +30,7 @@ from graphs._device import array_module
 from graphs.reorder import order_permutation
 
 from ._degree_order import back, into
+from ._pagerank_part import finish_rows_cpu
 
 VEC = 8  # edges per vector: segments are padded to a multiple of it
 PAD = 0xFFFF  # destination offset of a padding slot
@@ -177,32 +178,19 @@ def _sum_cpu(dst, val, pre, segv, bin_bits, y):
                     y[base + dst[e]] += val[e]
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(cache=True)
 def _binned_cpu(src, dst, w, weighted, chunk_lo, pre, segv, chunk_bits, bin_bits, inv_out, x, p, dw, alpha,
                 max_iter, threshold):  # fmt: skip
-    n = x.size
     val = np.empty(src.size)
-    y = np.empty(n)
+    y = np.empty(x.size)
     c = x * inv_out
-    dsum = 0.0
-    for v in nb.prange(n):
-        if inv_out[v] == 0.0:
-            dsum += x[v]
+    dsum = np.sum(np.where(inv_out == 0.0, x, 0.0))
     err = np.inf
     for it in range(max_iter):
         _fill_cpu(src, w, weighted, c, chunk_lo, chunk_bits, val)
         y[:] = 0.0
         _sum_cpu(dst, val, pre, segv, bin_bits, y)
-        err = 0.0
-        dnext = 0.0
-        for v in nb.prange(n):
-            out = alpha * (y[v] + dsum * dw[v]) + (1.0 - alpha) * p[v]
-            err += abs(out - x[v])
-            x[v] = out
-            c[v] = out * inv_out[v]
-            if inv_out[v] == 0.0:
-                dnext += out
-        dsum = dnext
+        x, c, err, dsum = finish_rows_cpu(y, 0, inv_out, x, p, dw, dsum, alpha)
         if err < threshold:
             return x, it + 1, err
     return x, max_iter, err

@@ -47,27 +47,18 @@ def inverse_out(part, weighted: bool, xp=np):
 def pull_rows_cpu(indptr, indices, w, weighted, lo, c, inv_out, x_old, p, dw, dsum, alpha):
     """One pull iteration over rows ``lo .. lo+rows-1`` (``x_old``, ``p``, ``dw`` over those rows;
     ``c`` and ``inv_out`` over all vertices): new values and contributions, L1 change, dangling mass."""
-    rows = indptr.size - 1
-    x = np.empty(rows)
-    c_new = np.empty(rows)
-    err = 0.0
-    dang = 0.0
-    for i in nb.prange(rows):
+    y = np.empty(indptr.size - 1)
+    for i in nb.prange(y.size):
         s = 0.0
         for e in range(indptr[i], indptr[i + 1]):
             s += c[indices[e]] * w[e] if weighted else c[indices[e]]
-        val = alpha * (s + dsum * dw[i]) + (1.0 - alpha) * p[i]
-        err += abs(val - x_old[i])
-        x[i] = val
-        c_new[i] = val * inv_out[lo + i]
-        if inv_out[lo + i] == 0.0:
-            dang += val
-    return x, c_new, err, dang
+        y[i] = s
+    return finish_rows_cpu(y, lo, inv_out, x_old, p, dw, dsum, alpha)
 
 
 @nb.njit(parallel=True, cache=True)
 def finish_rows_cpu(y, lo, inv_out, x_old, p, dw, dsum, alpha):
-    """``pull_rows_cpu``'s finish from the rows' in-edge sums ``y`` (the binned pass's)."""
+    """``pull_rows_cpu``'s result from the rows' sums ``y`` of ``c`` over their in-edges."""
     rows = y.size
     x = np.empty(rows)
     c_new = np.empty(rows)
@@ -98,7 +89,8 @@ def part_layout(part, indptr, indices, weights, dtype) -> dict:
     from ._pagerank_binned import TUNING, binned_layout
 
     bits = TUNING[np.dtype(dtype).itemsize]
-    key = f"_binned_{weights is not None}_{bits['chunk_bits']}_{bits['bin_bits']}_{type(indices).__module__}"
+    where = "cpu" if isinstance(indices, np.ndarray) else "gpu"
+    key = f"_binned_{weights is not None}_{bits['chunk_bits']}_{bits['bin_bits']}_{where}"
     return _kept(part, key, lambda pt: binned_layout(indptr, indices, weights, pt.n, rows=pt.hi - pt.lo,
                                                      **bits))  # fmt: skip
 

@@ -1,5 +1,5 @@
 """Binned PageRank on the parts of a partitioned graph: layouts over a part's own rows, one iteration of a
-part against pull's, and whole partitioned runs on CPU workers (the GPU workers' run is in
+part against pull's (CPU and GPU), and whole partitioned runs on CPU workers (the GPU workers' run is in
 ``test_pagerank_mg.py``)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import graphs
 import operators
 from operators import _pagerank_binned as pb
 from operators._pagerank_part import inverse_out, part_layout, step_cpu
+from tests.conftest import DEVICES
 from tests.operators.test_pagerank_binned import seg_lengths, skewed_graph, small_tuning
 
 
@@ -56,20 +57,47 @@ def _one_iteration(g, weighted, seed=1):
     return x, p, dw, inv, x * inv, float(x[inv == 0].sum())
 
 
+def _binned_step(device, part, x, p, dw, inv, c, dsum, weighted):
+    """One binned iteration of ``part`` on ``device``: its rows' (x, c, L1 change, dangling mass). On the
+    GPU the step writes into whole vectors, and every other row must be left as it was."""
+    own = slice(part.lo, part.hi)
+    if device == "cpu":
+        return step_cpu(
+            part, c, x[own], p[own], dw[own], dsum, alpha=0.85, weighted=weighted, method="binned"
+        )
+    import cupy as cp
+
+    from operators._pagerank_binned_gpu import layout_step
+
+    w = cp.asarray(part.weights) if weighted else None
+    lay = part_layout(part, cp.asarray(part.indptr), cp.asarray(part.indices), w, np.float64)
+    xn, cn, acc = cp.full(part.n, -1.0), cp.full(part.n, -1.0), cp.zeros((2, 3))
+    acc[0, 0], acc[0, 1] = np.inf, dsum
+    x_old, inv_d, p_d, dw_d = (cp.asarray(v) for v in (x, inv, p, dw))
+    vargs = (x_old, xn, cn, inv_d, p_d, dw_d, np.int32(1), np.int32(1), acc[0], acc[1], np.float64(-1.0),
+             np.float64(0.85), np.float64(1.0 / part.n))  # fmt: skip
+    layout_step(lay, weighted, np.float64, part.lo)(cp.asarray(c), vargs)
+    outside = np.ones(part.n, dtype=bool)
+    outside[own] = False
+    assert np.all(xn.get()[outside] == -1.0) and np.all(cn.get()[outside] == -1.0)
+    return xn[own].get(), cn[own].get(), *acc[1, :2].get().tolist()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("weighted", [False, True])
-def test_a_parts_binned_step_equals_its_pull_step_on_the_cpu(weighted, monkeypatch):
+def test_a_parts_binned_step_equals_its_pull_step(device, weighted, monkeypatch):
     small_tuning(monkeypatch)
     g = skewed_graph(weighted)
-    x, p, dw, _, c, dsum = _one_iteration(g, weighted)
+    x, p, dw, inv, c, dsum = _one_iteration(g, weighted)
     for part in graphs.partition(g, 3).parts:
         own = slice(part.lo, part.hi)
-        args = (part, c, x[own], p[own], dw[own], dsum)
-        want = step_cpu(*args, alpha=0.85, weighted=weighted)
-        got = step_cpu(*args, alpha=0.85, weighted=weighted, method="binned")
+        want = step_cpu(part, c, x[own], p[own], dw[own], dsum, alpha=0.85, weighted=weighted)
+        got = _binned_step(device, part, x, p, dw, inv, c, dsum, weighted)
         for a, b in zip(got[:2], want[:2], strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(got[2:], want[2:], rtol=1e-10)
-        assert part.__dict__.get(f"_binned_{weighted}_5_4_numpy") is not None  # kept with the part
+        kept = f"_binned_{weighted}_5_4_{device}"
+        assert part.__dict__.get(kept) is not None  # the layout stays with the part
 
 
 @pytest.fixture(scope="module")
@@ -92,34 +120,3 @@ def test_cpu_workers_run_binned_parts(cpu_client):
     x = operators.pagerank(graphs.partition(g, 3), client=cpu_client, method="binned", info=info, **opts)
     assert info == {"device": "cpu", "workers": 3, "method": "binned"}
     assert np.abs(x - single).max() < 1e-12
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("weighted", [False, True])
-def test_a_parts_gpu_step_finishes_only_its_own_rows(weighted, monkeypatch):
-    import cupy as cp
-
-    from operators._pagerank_binned_gpu import layout_step
-
-    small_tuning(monkeypatch)
-    g = skewed_graph(weighted)
-    x, p, dw, inv, c, dsum = _one_iteration(g, weighted)
-    for part in graphs.partition(g, 3).parts:
-        own = slice(part.lo, part.hi)
-        want = step_cpu(part, c, x[own], p[own], dw[own], dsum, alpha=0.85, weighted=weighted)
-        w = cp.asarray(part.weights) if weighted else None
-        lay = part_layout(part, cp.asarray(part.indptr), cp.asarray(part.indices), w, np.float64)
-        step = layout_step(lay, weighted, np.float64, part.lo)
-        xn, cn = cp.full(g.n, -1.0), cp.full(g.n, -1.0)
-        acc = cp.zeros((2, 3))
-        acc[0, 0], acc[0, 1] = np.inf, dsum
-        x_old, inv_d, p_d, dw_d = (cp.asarray(v) for v in (x, inv, p, dw))
-        vargs = (x_old, xn, cn, inv_d, p_d, dw_d, np.int32(1), np.int32(1), acc[0], acc[1], np.float64(-1.0),
-                 np.float64(0.85), np.float64(1.0 / g.n))  # fmt: skip
-        step(cp.asarray(c), vargs)
-        np.testing.assert_allclose(xn[own].get(), want[0], rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(cn[own].get(), want[1], rtol=1e-12, atol=1e-15)
-        outside = np.ones(g.n, dtype=bool)
-        outside[own] = False
-        assert np.all(xn.get()[outside] == -1.0) and np.all(cn.get()[outside] == -1.0)
-        np.testing.assert_allclose(acc[1, :2].get(), want[2:], rtol=1e-10)
