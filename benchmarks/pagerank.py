@@ -210,7 +210,7 @@ def _iterations_to_converge(g, tol, weighted):
 def cpu(rep: Reporter, dataset_dir, scales) -> None:
     import networkx as nx
 
-    from operators.pagerank import _pull_cpu
+    from operators._pagerank_cpu import _pull_cpu
 
     cases = []
     for name in SNAP_GRAPHS:
