@@ -169,11 +169,11 @@ def _fill_cpu(src, w, weighted, c, chunk_lo, chunk_bits, val):
 
 @nb.njit(parallel=True, cache=True)
 def _sum_cpu(dst, val, pre, segv, bin_bits, y):
-    for b in nb.prange(pre.shape[0]):
+    for b in nb.prange(pre.shape[0]):  # pre, segv: the layout's int32 tables, widened here per segment
         base = b << bin_bits
         for k in range(pre.shape[1] - 1):
-            lo = segv[b, k] * 8
-            for e in range(lo, lo + (pre[b, k + 1] - pre[b, k]) * 8):
+            lo = np.int64(segv[b, k]) * 8
+            for e in range(lo, lo + np.int64(pre[b, k + 1] - pre[b, k]) * 8):
                 if dst[e] != 0xFFFF:
                     y[base + dst[e]] += val[e]
 
@@ -205,7 +205,7 @@ def binned_sums_cpu(lay, c, weighted: bool):
         lay["src"], w, weighted, np.asarray(c, dtype=np.float64), chunk_starts(lay), lay["chunk_bits"], val
     )
     y = np.zeros(lay["rows"])
-    _sum_cpu(lay["dst"], val, lay["pre"].astype(np.int64), lay["segv"].astype(np.int64), lay["bin_bits"], y)
+    _sum_cpu(lay["dst"], val, lay["pre"], lay["segv"], lay["bin_bits"], y)
     return y
 
 
@@ -218,7 +218,7 @@ def binned_cpu(G, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):
     if perm is not None:  # iterate over the renumbered ids
         inv_out, x, p, dw = (into(v, perm) for v in (inv_out, x, p, dw))
     x, iters, err = _binned_cpu(lay["src"], lay["dst"], w, weighted, chunk_starts(lay),
-                                lay["pre"].astype(np.int64), lay["segv"].astype(np.int64), bits["chunk_bits"],
+                                lay["pre"], lay["segv"], bits["chunk_bits"],
                                 bits["bin_bits"], inv_out, x, p, dw, alpha, max_iter, threshold)  # fmt: skip
     return (x if perm is None else back(x, perm)), iters, err
 
