@@ -6,7 +6,17 @@ import argparse
 import os
 from pathlib import Path
 
-from benchmarks import influence, load, pagerank, ppr_push, scale_out, simrank, topk_ablation, topk_ppr
+from benchmarks import (
+    influence,
+    load,
+    pagerank,
+    ppr_push,
+    scale_out,
+    simrank,
+    topk_ablation,
+    topk_ppr,
+    topk_refine,
+)
 from benchmarks.common import Reporter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +34,7 @@ def main(argv=None) -> None:
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--only", default="pagerank,load",
-                    help="pagerank,load,topk,topk-large,ppr,ppr-batch,ppr-job,influence,simrank,pagerank-mg,"
+                    help="pagerank,load,topk,topk-refine,topk-large,ppr,ppr-batch,ppr-job,influence,simrank,pagerank-mg,"
                          "topk-mg,imm-mg")  # fmt: skip
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--topk-large", default="26:22", help="scale:edge_factor of the topk-large graphs (GPU)")
@@ -56,6 +66,9 @@ def main(argv=None) -> None:
     if "topk" in only:
         tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
         topk_ppr.run(rep, args.device, dataset_dir(), tscales, args.batch)
+    if "topk-refine" in only:
+        tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
+        topk_refine.run(rep, args.device, dataset_dir(), tscales, args.batch)
     if "topk-large" in only and args.device == "gpu":
         specs = [tuple(int(x) for x in spec.split(":")) for spec in args.topk_large.split(",") if spec]
         topk_ppr.run_large(rep, specs, args.large_batch)

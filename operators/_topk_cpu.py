@@ -73,6 +73,7 @@ class CPUQuery:
         self.nt = 0
         a = index.arrays
         self.est_h = np.zeros(a["high"].size)  # Alg. 4's sums, written by each round
+        self.listed = None  # the last round's listed vertices (candidates, H) and their estimates
         perm = tie_order(index)[0]
         self.perm = np.zeros(0, dtype=np.int64) if perm is None else perm
         self.arrays = {}  # the index's arrays as the loops take them, by ``adaptive``
@@ -112,7 +113,7 @@ class CPUQuery:
         g = self._graph(self.adaptive)
         q = Workspace(self.r, self.pi0, self.mark, self.touched, self.queue, self.s, self.nt)
         if self.serial:
-            pushes, self.nt, verts, est, ncand, ret = _round_cpu(
+            pushes, self.nt, verts, est, ncand, ret, *self.listed = _round_cpu(
                 g, q, self.rmax, tau, high_irw, self.est_h, k, self.perm
             )
         else:  # Alg. 6 on Numba's threads
@@ -121,7 +122,9 @@ class CPUQuery:
             _compute_ppr_cpu(
                 cand, g.ip1, g.starts, g.ip2, g.freqs, q.r, g.omega, q.pi0, g.h_index, est_h, g.own, est_c
             )
-            verts, est = _round_tail(cand, est_c, q.r, q.pi0, g.high, est_h, g.own, high_irw, k, self.perm)
+            verts, est, *self.listed = _round_tail(
+                cand, est_c, q.r, q.pi0, g.high, est_h, g.own, high_irw, k, self.perm
+            )
             ncand = cand.size
         self.push_count += int(pushes)
         return verts, est, int(ncand), float(ret)
@@ -134,6 +137,20 @@ class CPUQuery:
         return True
 
     def estimate_finish(self):
+        return self.round
+
+    def round_arrays(self) -> RoundArrays:
+        """What the last round read of the index."""
+        return self._graph(self.adaptive)
+
+    def refine_launch(self, verts, raw, k: int, *, tau: float, rho: float, high_irw: bool, edges) -> None:
+        """Refine the last round's answer at the k-th value (``_topk_refine``); on the CPU it runs here."""
+        from ._topk_refine import refine_cpu  # it ranks with this module's select_top
+
+        self.round = refine_cpu(self, verts, raw, k, tau=tau, rho=rho, high_irw=high_irw, edges=edges)
+
+    def refine_finish(self):
+        """(vertices, raw estimates, band size) of ``refine_launch``."""
         return self.round
 
     def fallback(self, walks_per_mass: float, key: int):

@@ -195,7 +195,7 @@ def _round_head(g, q, rmax, tau, high_irw, est_h):
 @nb.njit(cache=True, nogil=True)
 def _round_tail(cand, est_c, r, pi0, high, est_h, own, high_irw, k, perm):
     """H's estimates after the candidates' (with ``high_irw``), then the round's top k:
-    (vertices, estimates)."""
+    (vertices, estimates, and all the listed vertices and their estimates)."""
     if high_irw:
         nc = cand.size
         verts = np.empty(nc + high.size, dtype=cand.dtype)
@@ -208,17 +208,19 @@ def _round_tail(cand, est_c, r, pi0, high, est_h, own, high_irw, k, perm):
     else:
         verts, est = cand, est_c
     best = _select_cpu(verts, est, k, perm)
-    return verts[best], est[best]
+    return verts[best], est[best], verts, est
 
 
 @nb.njit(cache=True, nogil=True)
 def _round_cpu(g, q, rmax, tau, high_irw, est_h, k, perm):
     """A whole round in this thread: ``_round_head``, Alg. 6 serially, ``_round_tail``;
-    (pushes, touched count, vertices, estimates, candidates, returned mass)."""
+    (pushes, touched count, vertices, estimates, candidates, returned mass, listed, their estimates)."""
     pushes, nt, cand, returned = _round_head(g, q, rmax, tau, high_irw, est_h)
     est_c = np.empty(cand.size)
     _compute_ppr_serial(
         cand, g.ip1, g.starts, g.ip2, g.freqs, q.r, g.omega, q.pi0, g.h_index, est_h, g.own, est_c
     )
-    verts, est = _round_tail(cand, est_c, q.r, q.pi0, g.high, est_h, g.own, high_irw, k, perm)
-    return pushes, nt, verts, est, cand.size, returned
+    verts, est, listed, est_all = _round_tail(
+        cand, est_c, q.r, q.pi0, g.high, est_h, g.own, high_irw, k, perm
+    )
+    return pushes, nt, verts, est, cand.size, returned, listed, est_all

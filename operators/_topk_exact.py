@@ -20,6 +20,8 @@ by a bounded search over a host copy of the graph, kept with it up to PROBE_EDGE
 
 from __future__ import annotations
 
+import time
+
 import numba as nb
 import numpy as np
 
@@ -202,3 +204,25 @@ def _probe(indptr, indices, sources, scan, out, count):
                     out[j, c] = v
                     c += 1
         count[j] = c if ok else -1
+
+
+def without_rounds(G, src, k, alpha, out, delta_init, order) -> np.ndarray:
+    """Answer the sources of small closed reach before any round (``_topk_exact``): the lone ones, then
+    those ``small_reaches`` finds; returns which are done. Every source's seconds start with an equal
+    share of finding them; those answered here add their own solve."""
+    t0 = time.perf_counter()
+    done = lone_sources(G, src)
+    if done.any():  # pi(s, s) = 1
+        at = np.flatnonzero(done)
+        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n, order)
+        out.exact[at], out.delta[at] = True, delta_init
+    reaches, host = small_reaches(G, src, np.flatnonzero(~done))
+    out.seconds[:] = (time.perf_counter() - t0) / max(src.size, 1)
+    for i, reach in reaches.items():
+        t1 = time.perf_counter()
+        exact = closed_reach_topk(host, reach, int(src[i]), alpha, k, order)
+        if exact is not None:  # always: the search listed everything reachable
+            out.vertices[i], out.ppr[i] = exact
+            out.exact[i], out.delta[i], done[i] = True, delta_init, True
+            out.seconds[i] += time.perf_counter() - t1
+    return done

@@ -23,6 +23,7 @@ from ._topk_gpu_lists import round_constants
 from ._topk_gpu_push import QP_S, VERTEX_CUDA, persistent_blocks, push_persistent
 from ._topk_gpu_seen import list_seen, seen_tiles_buffer
 from ._topk_gpu_select import launch_round_top, read_round_top
+from ._topk_refine_gpu import refine_launch_gpu, refine_read_gpu
 
 THREADS = 256
 
@@ -97,8 +98,7 @@ class GPUQuery:
             raise NotImplementedError("GPU top-k PPR queries support graphs with fewer than 2**31 vertices")
         n = g.n
         self.index = index
-        deg = cp.diff(g.indptr)
-        self.has_big = bool(n) and int(deg.max()) > BIG_DEGREE
+        self.has_big = bool(n) and int(cp.diff(g.indptr).max()) > BIG_DEGREE
         self.constants = round_constants(index)
         self.inv_omega = self.constants.inv_omega
         # gj_vertex records (residue, float threshold, flags); ``r`` views the residues for CuPy code
@@ -114,7 +114,7 @@ class GPUQuery:
         self.touched = cp.empty(n, dtype=cp.int32)
         self.front = cp.empty((2, n), dtype=cp.int32)
         self.big = cp.empty(n, dtype=cp.int32)
-        self.bigval = cp.empty(n, dtype=cp.float64)  # also the persistent push's per-frontier values
+        self.bigval = cp.empty(n, dtype=cp.float64)  # also per-frontier values (push), estimates (refine)
         self.off = cp.empty(n + 1, dtype=cp.int64)
         self.shift = cp.empty(n, dtype=cp.int64)
         self.dangling = cp.zeros(1, dtype=cp.float64)
@@ -280,6 +280,9 @@ class GPUQuery:
         self.done.synchronize()
         verts, est = read_round_top(self, *self.round)
         return verts, est, int(self.record[0]), float(self.record[2])
+
+    # the refinement of the last round's answer at the k-th value (``_topk_refine``)
+    refine_launch, refine_finish = refine_launch_gpu, refine_read_gpu
 
     def pushes(self) -> int:
         return int(self.record[3])

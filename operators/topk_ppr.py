@@ -43,11 +43,15 @@ from ._checks import check_count, check_positive, check_probability
 from ._streams import stream_count
 from ._topk_batch import answer_all, workspace
 from ._topk_cpu import tie_order
-from ._topk_exact import EXACT_REACH, closed_reach_topk, lone_sources, lone_topk, small_reaches
+from ._topk_exact import EXACT_REACH, closed_reach_topk, without_rounds
+from ._topk_refine import in_edges
 from .ppr_index import PPRIndex, walks_bound
 
 WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
 MAX_JUMP = 16  # most halvings of delta after one failed round
+# per source, what ``_query`` returns after the answer, and their types in ``TopkPPR``
+STATS = dict(rounds=np.int32, pushes=np.int64, candidates=np.int64, fallback=bool, exact=bool, delta=float,
+             refined=np.int32)  # fmt: skip
 
 
 @dataclass
@@ -64,6 +68,7 @@ class TopkPPR:
     exact: np.ndarray
     delta: np.ndarray
     seconds: np.ndarray
+    refined: np.ndarray
 
     def to_frame(self):
         """Long table with columns source, rank, vertex, ppr (pandas)."""
@@ -94,6 +99,7 @@ def topk_ppr(
     tiling: bool = True,
     persistent: bool = True,
     jump: bool = True,
+    refine: bool = False,
     streams: int | None = None,
 ) -> TopkPPR:
     """The k vertices of highest personalized PageRank from each source, with kPAR's guarantees.
@@ -139,6 +145,11 @@ def topk_ppr(
         that round's estimates (at least once; at most 16). The test itself, and so the guarantee,
         is unchanged; rounds that the bounds of the failed one already show to be too coarse are
         skipped. False halves once per round, as Algorithm 3 does.
+    refine : bool
+        Once the stop test passes, re-estimate the vertices too close to the k-th estimate to rank
+        (within 3 standard deviations as the walks' weights bound them) from their in-neighbours':
+        pi(s, t) = alpha sum_{u -> t} pi(s, u) / d_out(u), of a fraction of the variance (``_topk_refine``;
+        in-edges built once, kept; our addition). It costs the GPU several times the query, the CPU ~1%.
     streams : int, optional
         GPU only: sources answered at once, each on its own CUDA stream and workspace, driven in turn
         from the calling thread, so that one query's kernels run while the host reads another's
@@ -157,8 +168,9 @@ def topk_ppr(
     TopkPPR
         ``vertices`` and ``ppr`` of shape (len(sources), k), plus per source the rounds, pushes,
         candidates of the last round, whether the fallback ran, whether the answer is exact (a
-        closed touched set), the last delta, and seconds (from its first round to its answer, plus
-        an equal share of the search for sources answered before any round).
+        closed touched set), the last delta, seconds (from its first round to its answer, plus
+        an equal share of the search for sources answered before any round), and how many vertices
+        were re-estimated by ``refine``.
     """
     if not isinstance(index, PPRIndex):
         raise TypeError(f"expected a PPRIndex (build_ppr_index / load_ppr_index), got {type(index).__name__}")
@@ -175,28 +187,25 @@ def topk_ppr(
         sources=G.ids[src],  # the labels as the graph holds them (3.0 given is 3)
         vertices=np.zeros((b, k), dtype=np.int64),
         ppr=np.zeros((b, k)),
-        rounds=np.zeros(b, dtype=np.int32),
-        pushes=np.zeros(b, dtype=np.int64),
-        candidates=np.zeros(b, dtype=np.int64),
-        fallback=np.zeros(b, dtype=bool),
-        exact=np.zeros(b, dtype=bool),
-        delta=np.zeros(b),
         seconds=np.zeros(b),
+        **{name: np.zeros(b, dtype=dtype) for name, dtype in STATS.items()},
     )
     pool = index.__dict__.get("_stream_pool")  # workspaces of earlier batches, reused
     streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES, k, 0 if pool is None else pool.size)
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)
+    opts["edges"] = in_edges(index) if refine else None
 
     def answer(i, s, ops):  # a generator: it yields while a round runs on the GPU (see ``_query``)
         t0 = time.perf_counter()
         verts, est, stats = yield from _query(ops, index, s, key=stream_key(seed, s), **opts)
         out.vertices[i], out.ppr[i] = verts, est
-        out.rounds[i], out.pushes[i], out.candidates[i], out.fallback[i], out.exact[i], out.delta[i] = stats
-        out.seconds[i] += time.perf_counter() - t0  # after its share of ``_without_rounds``
+        for name, value in zip(STATS, stats, strict=True):
+            getattr(out, name)[i] = value
+        out.seconds[i] += time.perf_counter() - t0  # after its share of ``without_rounds``
 
-    done = _without_rounds(G, src, k, P.alpha, out, delta_init, tie_order(index))
+    done = without_rounds(G, src, k, P.alpha, out, delta_init, tie_order(index))
     todo = [(i, s) for i, s in enumerate(src.tolist()) if not done[i]]
     streams = min(streams, max(1, len(todo) - 1))  # the sources left to rounds
     answer_all(answer, todo, streams, index, ops)
@@ -207,30 +216,23 @@ def topk_ppr(
     return out
 
 
-def _without_rounds(G, src, k, alpha, out, delta_init, order) -> np.ndarray:
-    """Answer the sources of small closed reach before any round (``_topk_exact``): the lone ones, then
-    those ``small_reaches`` finds; returns which are done. Every source's seconds start with an equal
-    share of finding them; those answered here add their own solve."""
-    t0 = time.perf_counter()
-    done = lone_sources(G, src)
-    if done.any():  # pi(s, s) = 1
-        at = np.flatnonzero(done)
-        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n, order)
-        out.exact[at], out.delta[at] = True, delta_init
-    reaches, host = small_reaches(G, src, np.flatnonzero(~done))
-    out.seconds[:] = (time.perf_counter() - t0) / max(src.size, 1)
-    for i, reach in reaches.items():
-        t1 = time.perf_counter()
-        exact = closed_reach_topk(host, reach, int(src[i]), alpha, k, order)
-        if exact is not None:  # always: the search listed everything reachable
-            out.vertices[i], out.ppr[i] = exact
-            out.exact[i], out.delta[i], done[i] = True, delta_init, True
-            out.seconds[i] += time.perf_counter() - t1
-    return done
-
-
 def _query(
-    ops, index, s, *, k, eps, delta, max_rounds, adaptive, high_irw, tiling, persistent, jump, ub_walks, key
+    ops,
+    index,
+    s,
+    *,
+    k,
+    eps,
+    delta,
+    max_rounds,
+    adaptive,
+    high_irw,
+    tiling,
+    persistent,
+    jump,
+    ub_walks,
+    edges,
+    key,
 ):
     """Algorithm 3 for source ``s``, a generator returning (vertices, estimates, stats): it yields once a
     round's work is queued (on the GPU, on the current stream) and reads its result when resumed."""
@@ -242,16 +244,22 @@ def _query(
         # candidates pi0(s, v) >= tau, Alg. 4 over H, Alg. 6 over the candidates, the top k
         ops.estimate_launch(tau, k, high_irw=high_irw, tiling=tiling)
         yield
-        verts, est, ncand, returned = ops.estimate_finish()
-        est = est / (1.0 - returned)
+        verts, raw, ncand, returned = ops.estimate_finish()
+        est = raw / (1.0 - returned)
         if not _failed(P, est, k, delta, eps, ub_walks, returned):
-            return verts, est, (rnd, ops.pushes(), ncand, False, False, delta)
+            band = 0
+            if edges is not None:  # the order at the k-th value from the in-neighbours (``refine``)
+                ops.refine_launch(verts, raw, k, tau=tau, rho=P.rho(delta), high_irw=high_irw, edges=edges)
+                yield
+                verts, raw, band = ops.refine_finish()
+                est = raw / (1.0 - returned)
+            return verts, est, (rnd, ops.pushes(), ncand, False, False, delta, band)
         reach = ops.closed_reach(EXACT_REACH)
         exact = (
             None if reach is None else closed_reach_topk(index.graph, reach, s, P.alpha, k, tie_order(index))
         )
         if exact is not None:
-            return *exact, (rnd, ops.pushes(), ncand, False, True, delta)
+            return *exact, (rnd, ops.pushes(), ncand, False, True, delta, 0)
         kth = est[k - 1] if est.size >= k else 0.0
         theta = math.sqrt(delta * P.delta_min)
         halvings = 1
@@ -264,7 +272,7 @@ def _query(
     target = min(theta, max(kth, 1.0 / index.graph.n))
     best, est, _ = ops.fallback(P.psi / target, key)
     best = to_host(best[:k])
-    return best, to_host(est[best]), (rnd, ops.pushes(), ncand, True, False, delta)
+    return best, to_host(est[best]), (rnd, ops.pushes(), ncand, True, False, delta, 0)
 
 
 def _failed(P, est, k, delta, eps, ub_walks, returned) -> bool:

@@ -45,6 +45,7 @@ from operators import (
     _topk_gpu_push,
     _topk_gpu_seen,
     _topk_gpu_select,
+    _topk_refine_gpu,
 )
 
 NVCC = shutil.which("nvcc")
@@ -94,6 +95,11 @@ SOURCES = [
         ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
     ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
+    (
+        "topk-refine",
+        _topk_refine_gpu.REFINE_SOURCE,
+        ("gj_refine_band", "gj_refine_chunks", "gj_refine_sum", "gj_refine_reduce"),
+    ),
     ("topk-lone", _topk_exact.lone_source(np.int32), ("gj_lone_vertices",)),
     ("top-rows-f32", _top_rows.candidates_source(np.float32), ("gj_top_candidates",)),
     ("top-rows-f64", _top_rows.candidates_source(np.float64), ("gj_top_candidates",)),
