@@ -250,18 +250,27 @@ def run_large(rep: Reporter, specs, batch: int) -> None:
         del g
 
 
-def run(rep: Reporter, device: str, dataset_dir, scales, batch: int) -> None:
-    # compile kernels before anything is timed: after a 1,024-vertex warm-up, CuPy still compiled three
-    # reduction kernels (its `sum`, NVRTC: 6.2 s in a profile) at the first SNAP-sized index, so warm
-    # up on a graph the size of the SNAP ones
+def warm_up(device: str) -> None:
+    """Compile kernels before anything is timed: after a 1,024-vertex warm-up, CuPy still compiled three
+    reduction kernels (its `sum`, NVRTC: 6.2 s in a profile) at the first SNAP-sized index, so warm up
+    on a graph the size of the SNAP ones."""
     warm = graphs.rmat(17, seed=1, device=device)
     topk_ppr(build_ppr_index(warm), _sources(warm, 4, 0), k=50)
     ppr(warm, _sources(warm, 2, 0), method="power", tol=1e-9)
+
+
+def snap_graphs(dataset_dir, device: str):
+    """(name, graph) of the SNAP graphs the top-k benchmarks run, those present in ``dataset_dir``."""
     for name in ("soc-Slashdot0902", "soc-Epinions1"):
         path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
         if path is not None and path.is_file():
-            g = graphs.read_edgelist(path).to(device)
-            run_graph(rep, name, g, batch=batch)
+            yield name, graphs.read_edgelist(path).to(device)
+
+
+def run(rep: Reporter, device: str, dataset_dir, scales, batch: int) -> None:
+    warm_up(device)
+    for name, g in snap_graphs(dataset_dir, device):
+        run_graph(rep, name, g, batch=batch)
     for s in scales:
         g = graphs.rmat(s, seed=0, device=device)
         run_graph(

@@ -15,7 +15,7 @@ from operators import build_ppr_index, ppr, topk_ppr
 from operators.ppr_metrics import precision_at_k
 
 from .common import Reporter
-from .topk_ppr import _sources, _sync
+from .topk_ppr import _sources, _sync, snap_graphs, warm_up
 
 EXACT_SOURCES = {"rmat-22": 96, "rmat-24": 48}  # the others: 32
 EXACT_BLOCK = 16  # sources per exact PPR solve
@@ -85,12 +85,8 @@ def run_graph(rep: Reporter, name: str, g, batch: int) -> None:
 
 
 def run(rep: Reporter, device: str, dataset_dir, scales, batch: int) -> None:
-    warm = graphs.rmat(17, seed=1, device=device)
-    topk_ppr(build_ppr_index(warm), _sources(warm, 4, 0), k=50)
-    ppr(warm, _sources(warm, 2, 0), method="power", tol=1e-9)
-    for name in ("soc-Slashdot0902", "soc-Epinions1"):
-        path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
-        if path is not None and path.is_file():
-            run_graph(rep, name, graphs.read_edgelist(path).to(device), batch)
+    warm_up(device)
+    for name, g in snap_graphs(dataset_dir, device):
+        run_graph(rep, name, g, batch)
     for s in scales:
         run_graph(rep, f"rmat-{s}", graphs.rmat(s, seed=0, device=device), batch)
