@@ -51,7 +51,7 @@ def in_edges(index):
             warnings.warn(
                 f"no GPU memory for the in-edges of the graph ({g.m:,} edges): top-k answers are not "
                 "refined at the k-th value (topk_ppr(refine=False) to silence this)",
-                RuntimeWarning, stacklevel=4,
+                RuntimeWarning, stacklevel=3,
             )  # fmt: skip
             return None
     else:

@@ -147,7 +147,7 @@ def topk_ppr(
         skipped. False halves once per round, as Algorithm 3 does.
     refine : bool
         Once the stop test passes, re-estimate the vertices too close to the k-th estimate to rank
-        (within 3 standard deviations as the walks' weights bound them) from their in-neighbours':
+        (within 2 standard deviations as the walks' weights bound them) from their in-neighbours':
         pi(s, t) = alpha sum_{u -> t} pi(s, u) / d_out(u), of a fraction of the variance (``_topk_refine``;
         in-edges built once, kept; our addition). It costs the GPU several times the query, the CPU ~1%.
     streams : int, optional
