@@ -23,7 +23,7 @@ L2_FETCH_BYTES = 32
 # least this many sources left to rounds set it (single-source calls took 1.7-1.9 ms against 0.9 on
 # soc-Epinions1 when every call did)
 L2_HINT_SOURCES = 256
-CPU_WORKSPACE_BYTES = 25  # per vertex: residues and reserves (float64), marks, touched list and queue
+CPU_WORKSPACE_BYTES = 37  # per vertex: residues, reserves, marks, touched list, queue, refine's cache
 
 
 def workspace(index):

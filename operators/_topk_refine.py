@@ -30,7 +30,8 @@ from graphs._device import import_cupy
 from ._topk_cpu import select_top, tie_order
 from ._topk_cpu_loops import _estimate_one
 
-REFINE_Z = 2.0
+REFINE_Z = 1.0
+REFINE_BYTES = 12  # per vertex, of a GPU workspace's refinement buffers (``_topk_refine_need.NeedBuffers``)
 
 
 def band_cap(k: int) -> int:
@@ -85,8 +86,12 @@ def _band_cpu(listed, est, pi0, r, own, rho, kth, sdk, z, pos):
 
 
 @nb.njit(cache=True, nogil=True)
-def _smooth_cpu(band, listed, est, pos, in_ptr, in_idx, indptr, g, r, pi0, est_h, tau, high_irw, s, out):
-    """alpha sum_{u -> t} est(u) / d_out(u) for each band position (``g``: RoundArrays)."""
+def _smooth_cpu(
+    band, listed, est, pos, in_ptr, in_idx, indptr, g, r, pi0, est_h, tau, high_irw, s, seen, out
+):
+    """alpha sum_{u -> t} est(u) / d_out(u) for each band position (``g``: RoundArrays); an in-neighbour
+    that the round did not list is estimated once, kept in ``seen`` (cache, stamps, this call's stamp)."""
+    cache, stamps, stamp = seen
     for b in range(band.size):
         t = listed[band[b]]
         if t == s:
@@ -98,12 +103,26 @@ def _smooth_cpu(band, listed, est, pos, in_ptr, in_idx, indptr, g, r, pi0, est_h
             h = g.h_index[u]
             if (high_irw and h >= 0) or pi0[u] >= tau:  # listed in the round
                 val = est[pos[u]]
+            elif stamps[u] == stamp:
+                val = cache[u]
             else:
                 val = _estimate_one(
                     u, g.ip1, g.starts, g.ip2, g.freqs, r, g.omega, pi0, g.h_index, est_h, g.own
                 )
+                cache[u] = val
+                stamps[u] = stamp
             acc += val / (indptr[u + 1] - indptr[u])
         out[b] = g.alpha * acc
+
+
+def _seen(q):
+    """The CPU workspace's cache of in-neighbour estimates and its stamp for this call (a new one each)."""
+    got = q.__dict__.get("refine_seen")
+    if got is None or got[2] == np.iinfo(np.int32).max:
+        n = q.pi0.size
+        got = (np.empty(n), np.zeros(n, dtype=np.int32), 0)
+    got = q.refine_seen = (got[0], got[1], got[2] + 1)
+    return got
 
 
 def refine_cpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z):
@@ -117,7 +136,21 @@ def refine_cpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z):
         return verts, raw, 0
     smooth = np.empty(band.size)
     _smooth_cpu(
-        band, listed, est, q.queue, *edges, q.indptr, g, q.r, q.pi0, q.est_h, tau, high_irw, q.s, smooth
+        band,
+        listed,
+        est,
+        q.queue,
+        *edges,
+        q.indptr,
+        g,
+        q.r,
+        q.pi0,
+        q.est_h,
+        tau,
+        high_irw,
+        q.s,
+        _seen(q),
+        smooth,
     )
     v, e = merge(verts, raw, listed[band], smooth, k, tie_order(q.index)[0])
     return v, e, int(band.size)

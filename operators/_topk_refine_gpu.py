@@ -1,6 +1,7 @@
 """GPU kernels of the refinement at the k-th value (``_topk_refine``, whose text explains it): the band
-of the round's list, its vertices' in-edges in chunks spread over the whole GPU, and their sums, each
-in a fixed order; launched on the query's stream after its last round (``GPUQuery.refine_launch``).
+of the round's list; its vertices' in-edges in chunks spread over the whole GPU; the in-neighbours that
+the round did not list, each listed once and estimated as Alg. 6 does; and the band's sums,
+each in a fixed order. Launched on the query's stream after its last round (``GPUQuery.refine_launch``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from graphs._device import get_kernel, import_cupy
 
 from ._cuda_blocks import SCAN_CUDA
 from ._topk_cpu import tie_order
-from ._topk_gpu_estimate import ESTIMATE_KERNELS
 from ._topk_gpu_push import VERTEX_CUDA
 from ._topk_refine import REFINE_Z, band_cap, merge
+from ._topk_refine_need import NeedBuffers, estimate_need
 
 REFINE_KERNELS = r"""
 // the round's list (count ids, their estimates est): each estimate into dense[t], and the band's vertices
@@ -58,57 +59,64 @@ extern "C" __global__ void gj_refine_chunks(const int* band, const int* nband, i
     }
     if (threadIdx.x == 0) { coff[nb] = run; *chunk = per; }
 }
-// a warp per chunk: sum over its in-edges (t <- u) of est(u) / d_out(u) into part[c]; est(u) from dense[]
-// for a vertex listed in the round, else as gj_compute_ppr computes it, its start list read by one lane
-// (up to REFINE_LANE_LIST entries) or by the whole warp. The order of every sum is fixed, so that answers
-// do not change between runs
-extern "C" __global__ void gj_refine_sum(const int* band, const int* nband, int cap, const long long* coff,
-        const long long* chunk, const long long* in_ptr, const int* in_idx, const long long* indptr,
-        const double* dense, const long long* ip1, const int* starts, const long long* ip2, const int* freqs,
-        const gj_vertex* vs, const double* inv_omega, const double* pi0, const int* h_index,
-        const double* est_h, double own, double tau, int high_irw, double* part) {
+// the band vertex of chunk c (the last b with coff[b] <= c) and the chunk's in-edges [*e0, *e1)
+__device__ __forceinline__ void gj_refine_chunk(long long c, int nb, const int* band, const long long* coff,
+        long long per, const long long* in_ptr, long long* e0, long long* e1) {
+    int lo = 0, hi = nb;
+    while (hi - lo > 1) { const int mid = (lo + hi) >> 1; if (coff[mid] <= c) lo = mid; else hi = mid; }
+    const int t = band[lo];
+    *e0 = in_ptr[t] + (c - coff[lo]) * per;
+    *e1 = min(*e0 + per, in_ptr[t + 1]);
+}
+// a warp per chunk: the in-neighbours that the round did not list, each appended once to need (counted in
+// *nneed; mark[u] set until gj_refine_scatter clears it), for _topk_refine_need to estimate
+extern "C" __global__ void gj_refine_need(const int* band, const int* nband, int cap, const long long* coff,
+        const long long* chunk, const long long* in_ptr, const int* in_idx, const double* pi0,
+        const int* h_index, double tau, int high_irw, int* mark, int* need, int* nneed) {
     const int nb = *nband;
     if (nb > cap) return;
     const long long total = coff[nb], per = *chunk;
     const int lane = threadIdx.x & 31;
     const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < total; c += nwarps) {
-        int lo = 0, hi = nb;  // the band vertex of chunk c: the last b with coff[b] <= c
-        while (hi - lo > 1) { const int mid = (lo + hi) >> 1; if (coff[mid] <= c) lo = mid; else hi = mid; }
-        const int t = band[lo];
-        const long long e0 = in_ptr[t] + (c - coff[lo]) * per, e1 = min(e0 + per, in_ptr[t + 1]);
-        double acc = 0.0;
+        long long e0, e1;
+        gj_refine_chunk(c, nb, band, coff, per, in_ptr, &e0, &e1);
         for (long long base = e0; base < e1; base += 32) {  // warp-uniform
             const long long e = base + lane;
+            bool first = false;
             int u = 0;
-            bool walks = false;
-            double val = 0.0, inv_d = 0.0;
             if (e < e1) {
                 u = in_idx[e];
-                inv_d = 1.0 / (double)(indptr[u + 1] - indptr[u]);
-                const int h = h_index[u];
-                if ((high_irw && h >= 0) || pi0[u] >= tau) {
-                    val = dense[u];
-                } else {  // a short start list read by this lane, a long one by the whole warp below
-                    val = pi0[u] + own * vs[u].r + (h >= 0 ? est_h[h] : 0.0);
-                    const long long l0 = ip1[u], l1 = ip1[u + 1], f0 = ip2[u];
-                    walks = l1 - l0 > REFINE_LANE_LIST;
-                    if (!walks)
-                        val += gj_irw_sum(l0, l1, f0, ip2[u + 1] - f0, 0, 1, starts, freqs, vs, inv_omega);
-                }
+                const bool listed = (high_irw && h_index[u] >= 0) || pi0[u] >= tau;
+                first = !listed && mark[u] == 0 && atomicExch(&mark[u], 1) == 0;
             }
-            unsigned todo = __ballot_sync(0xffffffffu, walks);
-            while (todo) {  // warp-uniform
-                const int i = __ffs(todo) - 1;
-                todo &= todo - 1;
-                const int v = __shfl_sync(0xffffffffu, u, i);
-                const long long l0 = ip1[v], f0 = ip2[v];
-                double w = gj_irw_sum(l0, ip1[v + 1], f0, ip2[v + 1] - f0, lane, 32, starts, freqs, vs,
-                                      inv_omega);
-                for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-                if (lane == i) val += w;
+            const unsigned got = __ballot_sync(0xffffffffu, first);
+            if (got) {  // one append per warp step
+                int at = 0;
+                if (lane == 0) at = atomicAdd(nneed, __popc(got));
+                at = __shfl_sync(0xffffffffu, at, 0);
+                if (first) need[at + __popc(got & ((1u << lane) - 1u))] = u;
             }
-            acc += val * inv_d;
+        }
+    }
+}
+// a warp per chunk: sum over its in-edges (t <- u) of est(u) / d_out(u) into part[c], est(u) from dense[]
+// (the round's or _topk_refine_need's); lanes in a fixed order, so that answers do not change between runs
+extern "C" __global__ void gj_refine_sum(const int* band, const int* nband, int cap, const long long* coff,
+        const long long* chunk, const long long* in_ptr, const int* in_idx, const long long* indptr,
+        const double* dense, double* part) {
+    const int nb = *nband;
+    if (nb > cap) return;
+    const long long total = coff[nb], per = *chunk;
+    const int lane = threadIdx.x & 31;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < total; c += nwarps) {
+        long long e0, e1;
+        gj_refine_chunk(c, nb, band, coff, per, in_ptr, &e0, &e1);
+        double acc = 0.0;
+        for (long long e = e0 + lane; e < e1; e += 32) {
+            const int u = in_idx[e];
+            acc += dense[u] / (double)(indptr[u + 1] - indptr[u]);
         }
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
         if (lane == 0) part[c] = acc;
@@ -134,22 +142,19 @@ extern "C" __global__ void gj_refine_reduce(const int* band, const int* nband, i
 }
 """
 REFINE_PARTS = 1 << 18  # partial sums of a band's chunks (the chunks grow to fit)
-REFINE_LANE_LIST = 64  # start lists read by one lane (longer ones by a warp)
-REFINE_SOURCE = "".join((
-    f"#define REFINE_PARTS {REFINE_PARTS}\n#define REFINE_LANE_LIST {REFINE_LANE_LIST}\n",
-    VERTEX_CUDA, SCAN_CUDA, ESTIMATE_KERNELS, REFINE_KERNELS,
-))  # fmt: skip
+REFINE_SOURCE = f"#define REFINE_PARTS {REFINE_PARTS}\n" + VERTEX_CUDA + SCAN_CUDA + REFINE_KERNELS
 
 
 class _Buffers:
     """A workspace's band buffers for caps up to ``cap``: the band, its chunks and their sums on the device,
-    and the packed answer (``gj_refine_reduce``) with its pinned host copy."""
+    the need list's (``_topk_refine_need.NeedBuffers``), and the packed answer (``gj_refine_reduce``) with
+    its pinned host copy."""
 
-    def __init__(self, cap: int):
+    def __init__(self, cap: int, q):
         cp = import_cupy()
         self.cap = cap
+        self.need = NeedBuffers(q)
         self.band = cp.empty(cap, dtype=cp.int32)
-        self.nband = cp.zeros(1, dtype=cp.int32)
         self.coff = cp.empty(cap + 1, dtype=cp.int64)
         self.chunk = cp.empty(1, dtype=cp.int64)
         self.part = cp.empty(REFINE_PARTS, dtype=cp.float64)
@@ -160,7 +165,9 @@ class _Buffers:
 
 def refine_launch_gpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z):
     """Queue the band of the last round's list, its sums and their copy to the host on the current
-    stream (``q``: GPUQuery; ``GPUQuery.refine_launch``)."""
+    stream (``q``: GPUQuery; ``GPUQuery.refine_launch``). Once the band kernel has read the round's list
+    and estimates, their buffers (``q.ids``, ``q.est`` past H) hold the need list and its estimates, and
+    ``q.big`` the long start lists, as in a round."""
     cp = import_cupy()
     ids, offset, _ = q.round
     count = offset + int(q.record[0])  # H and the candidates (the round's record holds their count)
@@ -168,29 +175,33 @@ def refine_launch_gpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z
     q.refining = (verts, raw, k, cap)
     buf = q.__dict__.get("refine_buffers")
     if buf is None or buf.cap < cap:
-        buf = q.refine_buffers = _Buffers(cap)
+        buf = q.refine_buffers = _Buffers(cap, q)
     a, P = q.index.arrays, q.index.params
     own = float(P.own_share)
-    buf.nband.fill(0)
+    nb = buf.need
+    stream = cp.cuda.get_current_stream().ptr
+    cp.cuda.runtime.memsetAsync(nb.counts.data.ptr, 0, nb.counts.nbytes, stream)
     grid = (q.sm_blocks * 4,)
     get_kernel(REFINE_SOURCE, "gj_refine_band")(grid, (256,), (
         ids, np.int64(count), q.est, q.state, q.pi0, np.float64(own), np.float64(rho),
-        np.float64(raw[k - 1]), np.int32(verts[k - 1]), np.float64(z), q.bigval, buf.band, buf.nband,
+        np.float64(raw[k - 1]), np.int32(verts[k - 1]), np.float64(z), q.bigval, buf.band, nb.nband,
         np.int32(cap),
     ))  # fmt: skip
-    head = (buf.band, buf.nband, np.int32(cap), buf.coff)
+    head = (buf.band, nb.nband, np.int32(cap), buf.coff)
     get_kernel(REFINE_SOURCE, "gj_refine_chunks")((1,), (256,), (*head[:3], edges[0], buf.coff, buf.chunk))
-    get_kernel(REFINE_SOURCE, "gj_refine_sum")(grid, (256,), (
-        *head, buf.chunk, *edges, q.index.graph.indptr, q.bigval, a["ip1"], a["starts"], a["ip2"], a["freqs"],
-        q.state, q.inv_omega, q.pi0, a["h_index"], q.est_h, np.float64(own), np.float64(tau),
-        np.int32(bool(high_irw)), buf.part,
+    chunks = (*head, buf.chunk, *edges)
+    need, got = q.ids[q.nh :], q.est[q.nh :]
+    get_kernel(REFINE_SOURCE, "gj_refine_need")(grid, (256,), (
+        *chunks, q.pi0, a["h_index"], np.float64(tau), np.int32(bool(high_irw)), nb.mark, need, nb.nneed,
     ))  # fmt: skip
+    estimate_need(q, nb, need, got, own)
+    sums = (*chunks, q.index.graph.indptr, q.bigval, buf.part)
+    get_kernel(REFINE_SOURCE, "gj_refine_sum")(grid, (256,), sums)
     get_kernel(REFINE_SOURCE, "gj_refine_reduce")(grid, (256,), (
         *head, buf.part, q.bigval, np.float64(P.alpha), np.int32(q.s), buf.pack,
     ))  # fmt: skip
     cp.cuda.runtime.memcpyAsync(
-        buf.host.ctypes.data, buf.pack.data.ptr, 8 * (1 + 2 * cap), cp.cuda.runtime.memcpyDeviceToHost,
-        cp.cuda.get_current_stream().ptr,
+        buf.host.ctypes.data, buf.pack.data.ptr, 8 * (1 + 2 * cap), cp.cuda.runtime.memcpyDeviceToHost, stream
     )  # fmt: skip
     q.done.record()
 

@@ -44,7 +44,7 @@ from ._streams import stream_count
 from ._topk_batch import answer_all, workspace
 from ._topk_cpu import tie_order
 from ._topk_exact import EXACT_REACH, closed_reach_topk, without_rounds
-from ._topk_refine import in_edges
+from ._topk_refine import REFINE_BYTES, in_edges
 from .ppr_index import PPRIndex, walks_bound
 
 WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
@@ -146,18 +146,17 @@ def topk_ppr(
         is unchanged; rounds that the bounds of the failed one already show to be too coarse are
         skipped. False halves once per round, as Algorithm 3 does.
     refine : bool
-        Once the stop test passes, re-estimate the vertices too close to the k-th estimate to rank
-        (within 2 standard deviations as the walks' weights bound them) from their in-neighbours':
-        pi(s, t) = alpha sum_{u -> t} pi(s, u) / d_out(u), of a fraction of the variance (``_topk_refine``;
-        in-edges built once, kept; our addition). It costs the GPU several times the query, the CPU ~1%.
+        Once the stop test passes, re-estimate the listed vertices within a bounded standard deviation of
+        the k-th estimate from their in-neighbours': pi(s, t) = alpha sum_{u -> t} pi(s, u) / d_out(u) has a
+        fraction of the variance (``_topk_refine``, our addition). GPU: about twice the query's time.
     streams : int, optional
         GPU only: sources answered at once, each on its own CUDA stream and workspace, driven in turn
         from the calling thread, so that one query's kernels run while the host reads another's
         round. Default: up to 8 from 2**23 vertices for k below 100, else up to 4;
-        fewer when the free device memory holds fewer workspaces (about 81 bytes per vertex each;
+        fewer when the free device memory holds fewer workspaces (81 bytes per vertex each, 93 with refine;
         they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
         1 answers the sources one after another. On the CPU the batch answers
-        ``numba.get_num_threads()`` sources at once instead, on threads with a workspace each (25
+        ``numba.get_num_threads()`` sources at once instead, on threads with a workspace each (37
         bytes per vertex, kept likewise; at most as many as a quarter of the free memory holds).
         Each source's answer does not depend on this. While the rounds of a GPU call with at least
         256 sources run, the device fetches 32 bytes per L2 miss (a process-wide hint, restored
@@ -191,7 +190,8 @@ def topk_ppr(
         **{name: np.zeros(b, dtype=dtype) for name, dtype in STATS.items()},
     )
     pool = index.__dict__.get("_stream_pool")  # workspaces of earlier batches, reused
-    streams = stream_count(G, b - 1, streams, WORKSPACE_BYTES, k, 0 if pool is None else pool.size)
+    per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)  # the stream workspaces that fit
+    streams = stream_count(G, b - 1, streams, per_vertex, k, 0 if pool is None else pool.size)
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
     opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)

@@ -46,6 +46,7 @@ from operators import (
     _topk_gpu_seen,
     _topk_gpu_select,
     _topk_refine_gpu,
+    _topk_refine_need,
 )
 
 NVCC = shutil.which("nvcc")
@@ -98,7 +99,24 @@ SOURCES = [
     (
         "topk-refine",
         _topk_refine_gpu.REFINE_SOURCE,
-        ("gj_refine_band", "gj_refine_chunks", "gj_refine_sum", "gj_refine_reduce"),
+        (
+            "gj_refine_band",
+            "gj_refine_chunks",
+            "gj_refine_need",
+            "gj_refine_sum",
+            "gj_refine_reduce",
+        ),
+    ),
+    (
+        "topk-refine-need",
+        _topk_refine_need.NEED_SOURCE,
+        (
+            "gj_refine_weights",
+            "gj_refine_walk_sums",
+            "gj_refine_big",
+            "gj_refine_big_sum",
+            "gj_refine_scatter",
+        ),
     ),
     ("topk-lone", _topk_exact.lone_source(np.int32), ("gj_lone_vertices",)),
     ("top-rows-f32", _top_rows.candidates_source(np.float32), ("gj_top_candidates",)),

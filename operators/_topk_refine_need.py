@@ -1,0 +1,163 @@
+"""GPU estimates of the refinement's need list (``_topk_refine_gpu``): the in-neighbours of the band that
+the round did not list, each once. Their walk parts are summed as Alg. 6 sums a candidate's
+(``_topk_gpu_estimate``), a tile per start list, from the walk weights r(v) / omega(v) written for the
+query's touched vertices first and cleared after. A start list longer than ``BIG_LIST`` is cut into
+chunks of ``BIG_CHUNK`` entries, a warp each over the whole GPU, and the chunks' sums are added in order:
+a block per long list, as a round does, left a few blocks with the hubs' lists (2/3 of the refinement
+at R-MAT 24, k = 1000), and chunk offsets by a one-block scan took about as long again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs._device import get_kernel, import_cupy
+
+from ._cuda_blocks import SCAN_CUDA
+from ._topk_gpu_estimate import BIG_STEPS
+from ._topk_gpu_frontier import TSIZE
+from ._topk_gpu_push import VERTEX_CUDA
+
+BIG_LIST = BIG_STEPS * TSIZE  # start lists longer than this go in chunks
+BIG_CHUNK = 512  # entries of a chunk (16 steps of a warp)
+BIG_SHIFT = 40  # the long lists' counter: their number above this bit, their chunks below
+
+NEED_KERNELS = r"""
+// the walk weights r(v) / omega(v) of the query's touched vertices into w[] (set), or w[] back to zero:
+// a start list's entry then costs one random read, not two (r and 1 / omega); nothing for an empty list
+extern "C" __global__ void gj_refine_weights(const int* touched, const int* ntouched, const gj_vertex* vs,
+        const double* inv_omega, const int* nneed, int set, double* w) {
+    const int nt = *nneed ? *ntouched : 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nt; i += gridDim.x * blockDim.x) {
+        const int v = touched[i];
+        w[v] = set ? vs[v].r * inv_omega[v] : 0.0;
+    }
+}
+// the walks of entries [j0, hi) of a start list from lo that a thread of `step` takes (gj_irw_sum's, by w)
+__device__ __forceinline__ double gj_refine_walks(long long lo, long long j0, long long hi, int step,
+        long long f0, long long nf, const int* starts, const int* freqs, const double* w) {
+    double acc = 0.0;
+    for (long long j = j0; j < hi; j += step) {
+        const double wv = w[starts[j]];
+        if (wv > 0.0) acc += wv * (j - lo < nf ? (double)freqs[f0 + j - lo] : 1.0);
+    }
+    return acc;
+}
+// the walk part of each need vertex's estimate, a tile of tsize threads per vertex. A start list longer
+// than BIG_LIST is left to gj_refine_big: one atomic on *bc takes its slot i (bits BIG_SHIFT up) and its
+// first chunk (the bits below), so big[i] (its position) and cbase[i] (its first chunk) rise together
+extern "C" __global__ void gj_refine_walk_sums(const int* need, const int* nneed, int tsize,
+        unsigned long long* bc, int* big, long long* cbase, const long long* ip1, const int* starts,
+        const long long* ip2, const int* freqs, const double* w, double* out) {
+    const int tl = threadIdx.x % tsize, per_warp = 32 / tsize;
+    const long long count = *nneed;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const long long nwarps = (long long)gridDim.x * blockDim.x / 32;
+    for (long long base = warp * per_warp; base < count; base += nwarps * per_warp) {  // warp-uniform
+        const long long c = base + (threadIdx.x & 31) / tsize;
+        double acc = 0.0;
+        if (c < count) {
+            const int u = need[c];
+            const long long lo = ip1[u], hi = ip1[u + 1], f0 = ip2[u];
+            if (hi - lo <= BIG_LIST) {
+                acc = gj_refine_walks(lo, lo + tl, hi, tsize, f0, ip2[u + 1] - f0, starts, freqs, w);
+            } else if (tl == 0) {
+                const unsigned long long chunks = (hi - lo + BIG_CHUNK - 1) / BIG_CHUNK;
+                const unsigned long long got = atomicAdd(bc, (1ULL << BIG_SHIFT) + chunks);
+                const long long i = (long long)(got >> BIG_SHIFT);
+                big[i] = (int)c;
+                cbase[i] = (long long)(got & ((1ULL << BIG_SHIFT) - 1));
+            }
+        }
+        for (int o = tsize / 2; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o, tsize);
+        if (c < count && tl == 0) out[c] = acc;
+    }
+}
+// a warp per chunk of the long start lists: its walks into part[chunk]
+extern "C" __global__ void gj_refine_big(const int* need, const unsigned long long* bc, const int* big,
+        const long long* cbase, const long long* ip1, const int* starts, const long long* ip2,
+        const int* freqs, const double* w, double* part) {
+    const int nbig = (int)(*bc >> BIG_SHIFT);
+    const long long total = (long long)(*bc & ((1ULL << BIG_SHIFT) - 1));
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long g = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < total; g += nwarps) {
+        int lo = 0, hi = nbig;  // the list of chunk g: the last i with cbase[i] <= g
+        while (hi - lo > 1) { const int mid = (lo + hi) >> 1; if (cbase[mid] <= g) lo = mid; else hi = mid; }
+        const int u = need[big[lo]];
+        const long long l0 = ip1[u], e0 = l0 + (g - cbase[lo]) * BIG_CHUNK, f0 = ip2[u];
+        double acc = gj_refine_walks(l0, e0 + (threadIdx.x & 31), min(e0 + BIG_CHUNK, ip1[u + 1]), 32, f0,
+                                     ip2[u + 1] - f0, starts, freqs, w);
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+        if ((threadIdx.x & 31) == 0) part[g] = acc;
+    }
+}
+// a warp per long start list: its chunks' sums, in order, as its walk part
+extern "C" __global__ void gj_refine_big_sum(const int* need, const unsigned long long* bc, const int* big,
+        const long long* cbase, const long long* ip1, const double* part, double* out) {
+    const int nbig = (int)(*bc >> BIG_SHIFT), lane = threadIdx.x & 31;
+    const int nwarps = (gridDim.x * blockDim.x) >> 5;
+    for (int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < nbig; i += nwarps) {
+        const int u = need[big[i]];
+        const long long n = (ip1[u + 1] - ip1[u] + BIG_CHUNK - 1) / BIG_CHUNK;
+        double acc = 0.0;
+        for (long long c = lane; c < n; c += 32) acc += part[cbase[i] + c];
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+        if (lane == 0) out[big[i]] = acc;
+    }
+}
+// each need vertex's estimate (pi0, the residue's own share, its walks, H's part) into dense[], and its
+// mark cleared for the next query
+extern "C" __global__ void gj_refine_scatter(const int* need, const int* nneed, const double* walks,
+        const gj_vertex* vs, const double* pi0, const int* h_index, const double* est_h, double own,
+        double* dense, int* mark) {
+    const int count = *nneed;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < count; c += gridDim.x * blockDim.x) {
+        const int u = need[c], h = h_index[u];
+        dense[u] = pi0[u] + own * vs[u].r + walks[c] + (h >= 0 ? est_h[h] : 0.0);
+        mark[u] = 0;
+    }
+}
+"""
+NEED_SOURCE = "".join((
+    f"#define BIG_LIST {BIG_LIST}\n#define BIG_CHUNK {BIG_CHUNK}\n#define BIG_SHIFT {BIG_SHIFT}\n",
+    VERTEX_CUDA, SCAN_CUDA, NEED_KERNELS,
+))  # fmt: skip
+
+
+class NeedBuffers:
+    """A workspace's need-list buffers: marks and walk weights (both zero between queries), the counts
+    (``counts``: the band's size and the need list's, int32 each, then the long lists' counter; zeroed
+    before each refinement), and the long lists' slots and chunk sums, sized for the index's longest."""
+
+    def __init__(self, q):
+        cp = import_cupy()
+        n = q.r.size
+        self.mark = cp.zeros(n, dtype=cp.int32)
+        self.w = cp.zeros(n, dtype=cp.float64)
+        self.counts = cp.zeros(2, dtype=cp.uint64)
+        self.nband, self.nneed = self.counts[:1].view(cp.int32)[:1], self.counts[:1].view(cp.int32)[1:]
+        self.bc = self.counts[1:]
+        lengths = cp.diff(q.index.arrays["ip1"])
+        long_lists = lengths[lengths > BIG_LIST]
+        self.cbase = cp.empty(max(long_lists.size, 1), dtype=cp.int64)
+        self.part = cp.empty(max(int(((long_lists + BIG_CHUNK - 1) // BIG_CHUNK).sum()), 1), dtype=cp.float64)
+
+
+def estimate_need(q, nb: NeedBuffers, need, got, own: float) -> None:
+    """Queue the estimates of the ``nb.nneed`` vertices of ``need`` into ``q.bigval`` (the dense
+    estimates) on the current stream, their walk parts through ``got``; marks and weights are cleared."""
+    a = q.index.arrays
+    grid = (q.sm_blocks * 4,)
+    weights = (q.touched, q.counts[3:], q.state, q.inv_omega, nb.nneed)
+    get_kernel(NEED_SOURCE, "gj_refine_weights")(grid, (256,), (*weights, np.int32(1), nb.w))
+    lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], nb.w)
+    get_kernel(NEED_SOURCE, "gj_refine_walk_sums")(grid, (256,), (
+        need, nb.nneed, np.int32(TSIZE), nb.bc, q.big, nb.cbase, *lists, got,
+    ))  # fmt: skip
+    spread = (need, nb.bc, q.big, nb.cbase)
+    get_kernel(NEED_SOURCE, "gj_refine_big")(grid, (256,), (*spread, *lists, nb.part))
+    get_kernel(NEED_SOURCE, "gj_refine_big_sum")(grid, (256,), (*spread, a["ip1"], nb.part, got))
+    get_kernel(NEED_SOURCE, "gj_refine_weights")(grid, (256,), (*weights, np.int32(0), nb.w))
+    get_kernel(NEED_SOURCE, "gj_refine_scatter")(grid, (256,), (
+        need, nb.nneed, got, q.state, q.pi0, a["h_index"], q.est_h, np.float64(own), q.bigval, nb.mark,
+    ))  # fmt: skip
