@@ -79,6 +79,7 @@ def _topk_extra(s: dict) -> str:
     return (
         f", k={s['k']}, {1e3 * s['latency_seconds_mean']:.2f} ms a query from its first round, "
         f"{s['fallback']} Monte-Carlo fallbacks, {s['exact']} exact ({s['without_rounds']} before any round)"
+        + (f", {s['refined']} refined at the k-th value" if s.get("refine") else "")
     )
 
 
@@ -196,7 +197,8 @@ def _topk(args) -> int:
     from .topk_ppr import topk_ppr_job
 
     job = topk_ppr_job(sources=_sources_arg(args), index=args.index, k=args.k, out=args.out, chunk=args.chunk,
-                       seed=args.seed, overwrite=args.overwrite, streams=args.streams)  # fmt: skip
+                       seed=args.seed, overwrite=args.overwrite, streams=args.streams,
+                       refine=args.refine)  # fmt: skip
     return _run_batch(job, args, _topk_extra)
 
 
