@@ -68,19 +68,28 @@ __device__ __forceinline__ void gj_refine_chunk(long long c, int nb, const int* 
     *e0 = in_ptr[t] + (c - coff[lo]) * per;
     *e1 = min(*e0 + per, in_ptr[t + 1]);
 }
+// body(c, e0, e1) for each chunk c of the band's in-edges that this warp takes, [e0, e1) its in-edges
+// (nothing for a band above cap)
+template <typename Body>
+__device__ __forceinline__ void gj_band_chunks(const int* band, const int* nband, int cap,
+        const long long* coff, const long long* chunk, const long long* in_ptr, Body body) {
+    const int nb = *nband;
+    if (nb > cap) return;
+    const long long total = coff[nb], per = *chunk;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < total; c += nwarps) {
+        long long e0, e1;
+        gj_refine_chunk(c, nb, band, coff, per, in_ptr, &e0, &e1);
+        body(c, e0, e1);
+    }
+}
 // a warp per chunk: the in-neighbours that the round did not list, each appended once to need (counted in
 // *nneed; mark[u] set until gj_refine_scatter clears it), for _topk_refine_need to estimate
 extern "C" __global__ void gj_refine_need(const int* band, const int* nband, int cap, const long long* coff,
         const long long* chunk, const long long* in_ptr, const int* in_idx, const double* pi0,
         const int* h_index, double tau, int high_irw, int* mark, int* need, int* nneed) {
-    const int nb = *nband;
-    if (nb > cap) return;
-    const long long total = coff[nb], per = *chunk;
     const int lane = threadIdx.x & 31;
-    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < total; c += nwarps) {
-        long long e0, e1;
-        gj_refine_chunk(c, nb, band, coff, per, in_ptr, &e0, &e1);
+    gj_band_chunks(band, nband, cap, coff, chunk, in_ptr, [&](long long, long long e0, long long e1) {
         for (long long base = e0; base < e1; base += 32) {  // warp-uniform
             const long long e = base + lane;
             bool first = false;
@@ -98,21 +107,15 @@ extern "C" __global__ void gj_refine_need(const int* band, const int* nband, int
                 if (first) need[at + __popc(got & ((1u << lane) - 1u))] = u;
             }
         }
-    }
+    });
 }
 // a warp per chunk: sum over its in-edges (t <- u) of est(u) / d_out(u) into part[c], est(u) from dense[]
 // (the round's or _topk_refine_need's); lanes in a fixed order, so that answers do not change between runs
 extern "C" __global__ void gj_refine_sum(const int* band, const int* nband, int cap, const long long* coff,
         const long long* chunk, const long long* in_ptr, const int* in_idx, const long long* indptr,
         const double* dense, double* part) {
-    const int nb = *nband;
-    if (nb > cap) return;
-    const long long total = coff[nb], per = *chunk;
     const int lane = threadIdx.x & 31;
-    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < total; c += nwarps) {
-        long long e0, e1;
-        gj_refine_chunk(c, nb, band, coff, per, in_ptr, &e0, &e1);
+    gj_band_chunks(band, nband, cap, coff, chunk, in_ptr, [&](long long c, long long e0, long long e1) {
         double acc = 0.0;
         for (long long e = e0 + lane; e < e1; e += 32) {
             const int u = in_idx[e];
@@ -120,7 +123,7 @@ extern "C" __global__ void gj_refine_sum(const int* band, const int* nband, int 
         }
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
         if (lane == 0) part[c] = acc;
-    }
+    });
 }
 // a block per band vertex: alpha times its chunks' sum (the source keeps its own estimate), packed for one
 // copy to the host: the band's size, then cap ids, then cap estimates
