@@ -135,22 +135,7 @@ def refine_cpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z):
     if band.size > band_cap(k) or band.size == 0:
         return verts, raw, 0
     smooth = np.empty(band.size)
-    _smooth_cpu(
-        band,
-        listed,
-        est,
-        q.queue,
-        *edges,
-        q.indptr,
-        g,
-        q.r,
-        q.pi0,
-        q.est_h,
-        tau,
-        high_irw,
-        q.s,
-        _seen(q),
-        smooth,
-    )
+    _smooth_cpu(band, listed, est, q.queue, *edges, q.indptr, g, q.r, q.pi0, q.est_h, tau, high_irw, q.s,
+                _seen(q), smooth)  # fmt: skip
     v, e = merge(verts, raw, listed[band], smooth, k, tie_order(q.index)[0])
     return v, e, int(band.size)

@@ -13,7 +13,6 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
-from ._cuda_blocks import SCAN_CUDA
 from ._topk_gpu_estimate import BIG_STEPS
 from ._topk_gpu_frontier import TSIZE
 from ._topk_gpu_push import VERTEX_CUDA
@@ -120,7 +119,7 @@ extern "C" __global__ void gj_refine_scatter(const int* need, const int* nneed, 
 """
 NEED_SOURCE = "".join((
     f"#define BIG_LIST {BIG_LIST}\n#define BIG_CHUNK {BIG_CHUNK}\n#define BIG_SHIFT {BIG_SHIFT}\n",
-    VERTEX_CUDA, SCAN_CUDA, NEED_KERNELS,
+    VERTEX_CUDA, NEED_KERNELS,
 ))  # fmt: skip
 
 
