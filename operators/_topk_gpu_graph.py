@@ -38,29 +38,37 @@ _DIRECT = object()  # its capture failed: run its launches directly
 
 def queue_round(q, rmax: float, tau: float, k: int, high_irw: bool, tiling: bool, ids, offset: int) -> None:
     """Queue one round of the query on the current stream, as a graph where one was captured."""
-    cp = import_cupy()
     key = (q.fresh, k, high_irw, tiling, q.blocks, q.in_flight, q.bound_smem, q.bound_by_vertex, offset)
     q.qp_host[:3] = (rmax, tau, q.s)
     q.qp_sent = False  # a round's first launch sends them: one copy a round, inside its graph
-    got = q.graphs.get(key)
     args = (rmax, tau, k, high_irw, tiling, ids, offset)
+    if replay(q, key, lambda: q.round_kernels(*args)):
+        q.fresh = q.qp_sent = False  # the graph sent the parameters (``qp_sent`` is the host's view)
+        q.round_top = q.round_tops[k]  # where the graph's copy lands, read by ``estimate_finish``
+
+
+def replay(q, key, launch) -> bool:
+    """Queue ``launch()``'s work (launches and copies on the current stream, the same buffers each time) as
+    the workspace's graph for ``key``: run directly the first time, captured and launched the second,
+    launched from then on. True where a graph was launched."""
+    cp = import_cupy()
+    got = q.graphs.get(key)
     if got is None or got is _DIRECT:
-        q.round_kernels(*args)
+        launch()
         q.graphs.setdefault(key, _CAPTURE)
-        return
+        return False
     if got is _CAPTURE:
-        got = q.graphs[key] = _capture(cp, q, args)
+        got = q.graphs[key] = _capture(cp, q, launch)
         if got is _DIRECT:
-            q.round_kernels(*args)
-            return
-    q.fresh = q.qp_sent = False  # the graph sends the parameters (``qp_sent`` is the host's view)
-    q.round_top = q.round_tops[k]  # where the graph's copy lands, read by ``estimate_finish``
+            launch()
+            return False
     got.launch(cp.cuda.get_current_stream())
+    return True
 
 
-def _capture(cp, q, args):
-    """The round's launches captured (nothing runs yet), or _DIRECT. The legacy default stream, where a
-    query answered alone runs, cannot capture: the workspace's own stream captures them then, and the
+def _capture(cp, q, launch):
+    """``launch()``'s work captured (nothing runs yet), or _DIRECT. The legacy default stream, where a
+    query answered alone runs, cannot capture: the workspace's own stream captures it then, and the
     graph is launched on the current stream like any other work."""
     stream = cp.cuda.get_current_stream()
     if stream.ptr == 0:
@@ -68,15 +76,15 @@ def _capture(cp, q, args):
             q.capture_stream = cp.cuda.Stream(non_blocking=True)
         stream = q.capture_stream
     with stream:
-        return _capture_on(cp, q, args, stream)
+        return _capture_on(cp, q, launch, stream)
 
 
-def _capture_on(cp, q, args, stream):
+def _capture_on(cp, q, launch, stream):
     fresh = q.fresh
     stream.begin_capture(cp.cuda.runtime.streamCaptureModeThreadLocal)
     ok, graph = False, None
     try:
-        q.round_kernels(*args)
+        launch()
         ok = True
     except Exception:  # a launch that a capture cannot take: its launches run directly
         pass

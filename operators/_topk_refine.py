@@ -63,7 +63,9 @@ def in_edges(index):
 def merge(verts, raw, band, smooth, k: int, perm):
     """The answer from the round's top k (``verts``, ``raw``, decreasing) and the band's new estimates:
     the top k's vertices outside the band, then the best of the band; (vertices, estimates), decreasing."""
-    inside = np.isin(verts, band)
+    ordered = np.sort(band)  # np.isin took 0.29 ms at k = 1000
+    at = np.minimum(np.searchsorted(ordered, verts), ordered.size - 1)
+    inside = ordered[at] == verts
     v = np.concatenate((verts[~inside], band))
     e = np.concatenate((raw[~inside], smooth))
     best = select_top(v, e, k, perm)

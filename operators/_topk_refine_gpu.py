@@ -10,6 +10,7 @@ import numpy as np
 
 from graphs._device import get_kernel, import_cupy
 
+from . import _topk_gpu_graph as graph_rounds
 from ._cuda_blocks import SCAN_CUDA
 from ._topk_cpu import tie_order
 from ._topk_gpu_push import VERTEX_CUDA
@@ -17,11 +18,15 @@ from ._topk_refine import REFINE_Z, band_cap, merge
 from ._topk_refine_need import NeedBuffers, estimate_need
 
 REFINE_KERNELS = r"""
-// the round's list (count ids, their estimates est): each estimate into dense[t], and the band's vertices
-// appended to band (nband counts them, past cap too)
-extern "C" __global__ void gj_refine_band(const int* ids, long long count, const double* est,
-        const gj_vertex* vs, const double* pi0, double own, double rho, double kth, int vk, double z,
-        double* dense, int* band, int* nband, int cap) {
+// the round's list (rp[RP_COUNT] ids, their estimates est): each estimate into dense[t], and the band's
+// vertices around the k-th estimate rp[RP_KTH] (of vertex rp[RP_VK]) appended to band (nband counts them,
+// past cap too)
+extern "C" __global__ void gj_refine_band(const int* ids, const double* rp, const double* est,
+        const gj_vertex* vs, const double* pi0, double own, double z, double* dense, int* band, int* nband,
+        int cap) {
+    const long long count = (long long)rp[RP_COUNT];
+    const double rho = rp[RP_RHO], kth = rp[RP_KTH];
+    const int vk = (int)rp[RP_VK];
     const double sdk = sqrt(rho * fmax(kth - pi0[vk] - own * vs[vk].r, 0.0));
     for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < count;
          c += (long long)gridDim.x * blockDim.x) {
@@ -87,8 +92,9 @@ __device__ __forceinline__ void gj_band_chunks(const int* band, const int* nband
 // *nneed; mark[u] set until gj_refine_scatter clears it), for _topk_refine_need to estimate
 extern "C" __global__ void gj_refine_need(const int* band, const int* nband, int cap, const long long* coff,
         const long long* chunk, const long long* in_ptr, const int* in_idx, const double* pi0,
-        const int* h_index, double tau, int high_irw, int* mark, int* need, int* nneed) {
+        const int* h_index, const double* rp, int high_irw, int* mark, int* need, int* nneed) {
     const int lane = threadIdx.x & 31;
+    const double tau = rp[RP_TAU];
     gj_band_chunks(band, nband, cap, coff, chunk, in_ptr, [&](long long, long long e0, long long e1) {
         for (long long base = e0; base < e1; base += 32) {  // warp-uniform
             const long long e = base + lane;
@@ -125,11 +131,11 @@ extern "C" __global__ void gj_refine_sum(const int* band, const int* nband, int 
         if (lane == 0) part[c] = acc;
     });
 }
-// a block per band vertex: alpha times its chunks' sum (the source keeps its own estimate), packed for one
-// copy to the host: the band's size, then cap ids, then cap estimates
+// a block per band vertex: alpha times its chunks' sum (the source rp[RP_S] keeps its own estimate), packed
+// for one copy to the host: the band's size, then cap ids, then cap estimates
 extern "C" __global__ void gj_refine_reduce(const int* band, const int* nband, int cap, const long long* coff,
-        const double* part, const double* dense, double alpha, int s, double* pack) {
-    const int nb = *nband;
+        const double* part, const double* dense, double alpha, const double* rp, double* pack) {
+    const int nb = *nband, s = (int)rp[RP_S];
     if (blockIdx.x == 0 && threadIdx.x == 0) pack[0] = (double)nb;
     if (nb > cap) return;
     for (int b = blockIdx.x; b < nb; b += gridDim.x) {  // block-uniform
@@ -145,22 +151,39 @@ extern "C" __global__ void gj_refine_reduce(const int* band, const int* nband, i
 }
 """
 REFINE_PARTS = 1 << 18  # partial sums of a band's chunks (the chunks grow to fit)
-REFINE_SOURCE = f"#define REFINE_PARTS {REFINE_PARTS}\n" + VERTEX_CUDA + SCAN_CUDA + REFINE_KERNELS
+# the refinement's per-query values in its parameter block (``_Params``)
+RP = dict(RP_COUNT=0, RP_RHO=1, RP_KTH=2, RP_VK=3, RP_TAU=4, RP_S=5)
+REFINE_SOURCE = "".join((
+    f"#define REFINE_PARTS {REFINE_PARTS}\n", *(f"#define {name} {i}\n" for name, i in RP.items()),
+    VERTEX_CUDA, SCAN_CUDA, REFINE_KERNELS,
+))  # fmt: skip
 
 
-class _Buffers:
-    """A workspace's band buffers for caps up to ``cap``: the band, its chunks and their sums on the device,
-    the need list's (``_topk_refine_need.NeedBuffers``), and the packed answer (``gj_refine_reduce``) with
+class _Shared:
+    """A workspace's refinement buffers for every k: the need list's (``_topk_refine_need.NeedBuffers``),
+    the chunks' sums, and the parameter block (device, with its pinned host copy), which the kernels read
+    so that the same launches, captured once, serve every query."""
+
+    def __init__(self, q):
+        cp = import_cupy()
+        self.need = NeedBuffers(q)
+        self.part = cp.empty(REFINE_PARTS, dtype=cp.float64)
+        self.rp = cp.zeros(len(RP), dtype=cp.float64)
+        mem = cp.cuda.alloc_pinned_memory(self.rp.nbytes)
+        self.rp_host = np.frombuffer(mem, dtype=np.float64, count=self.rp.size)
+        self.by_cap = {}  # _Band by cap (a captured refinement holds their addresses)
+
+
+class _Band:
+    """The band buffers for a cap: the band, its chunks, and the packed answer (``gj_refine_reduce``) with
     its pinned host copy."""
 
-    def __init__(self, cap: int, q):
+    def __init__(self, cap: int):
         cp = import_cupy()
         self.cap = cap
-        self.need = NeedBuffers(q)
         self.band = cp.empty(cap, dtype=cp.int32)
         self.coff = cp.empty(cap + 1, dtype=cp.int64)
         self.chunk = cp.empty(1, dtype=cp.int64)
-        self.part = cp.empty(REFINE_PARTS, dtype=cp.float64)
         self.pack = cp.empty(1 + 2 * cap, dtype=cp.float64)
         mem = cp.cuda.alloc_pinned_memory(self.pack.nbytes)
         self.host = np.frombuffer(mem, dtype=np.float64, count=self.pack.size)
@@ -168,53 +191,79 @@ class _Buffers:
 
 def refine_launch_gpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z):
     """Queue the band of the last round's list, its sums and their copy to the host on the current
-    stream (``q``: GPUQuery; ``GPUQuery.refine_launch``). Once the band kernel has read the round's list
-    and estimates, their buffers (``q.ids``, ``q.est`` past H) hold the need list and its estimates, and
+    stream (``q``: GPUQuery; ``GPUQuery.refine_launch``). The per-query values go to the parameter block;
+    in ``topk_ppr``'s queries (``q.replay``) the launches run as a CUDA graph from the second query of a
+    configuration on (``_topk_gpu_graph.replay``): about 12 launches at 5-20 us of host time each would
+    otherwise hold up the batch's other streams. Once the band kernel has read the round's list and
+    estimates, their buffers (``q.ids``, ``q.est`` past H) hold the need list and its estimates, and
     ``q.big`` the long start lists, as in a round."""
-    cp = import_cupy()
-    ids, offset, _ = q.round
-    count = offset + int(q.record[0])  # H and the candidates (the round's record holds their count)
+    _, offset, _ = q.round
     cap = band_cap(k)
-    q.refining = (verts, raw, k, cap)
-    buf = q.__dict__.get("refine_buffers")
-    if buf is None or buf.cap < cap:
-        buf = q.refine_buffers = _Buffers(cap, q)
-    a, P = q.index.arrays, q.index.params
-    own = float(P.own_share)
-    nb = buf.need
-    stream = cp.cuda.get_current_stream().ptr
-    cp.cuda.runtime.memsetAsync(nb.counts.data.ptr, 0, nb.counts.nbytes, stream)
-    grid = (q.sm_blocks * 4,)
-    get_kernel(REFINE_SOURCE, "gj_refine_band")(grid, (256,), (
-        ids, np.int64(count), q.est, q.state, q.pi0, np.float64(own), np.float64(rho),
-        np.float64(raw[k - 1]), np.int32(verts[k - 1]), np.float64(z), q.bigval, buf.band, nb.nband,
-        np.int32(cap),
-    ))  # fmt: skip
-    head = (buf.band, nb.nband, np.int32(cap), buf.coff)
-    get_kernel(REFINE_SOURCE, "gj_refine_chunks")((1,), (256,), (*head[:3], edges[0], buf.coff, buf.chunk))
-    chunks = (*head, buf.chunk, *edges)
-    need, got = q.ids[q.nh :], q.est[q.nh :]
-    get_kernel(REFINE_SOURCE, "gj_refine_need")(grid, (256,), (
-        *chunks, q.pi0, a["h_index"], np.float64(tau), np.int32(bool(high_irw)), nb.mark, need, nb.nneed,
-    ))  # fmt: skip
-    estimate_need(q, nb, need, got, own)
-    sums = (*chunks, q.index.graph.indptr, q.bigval, buf.part)
-    get_kernel(REFINE_SOURCE, "gj_refine_sum")(grid, (256,), sums)
-    get_kernel(REFINE_SOURCE, "gj_refine_reduce")(grid, (256,), (
-        *head, buf.part, q.bigval, np.float64(P.alpha), np.int32(q.s), buf.pack,
-    ))  # fmt: skip
-    cp.cuda.runtime.memcpyAsync(
-        buf.host.ctypes.data, buf.pack.data.ptr, 8 * (1 + 2 * cap), cp.cuda.runtime.memcpyDeviceToHost, stream
-    )  # fmt: skip
+    shared = q.__dict__.get("refine_shared")
+    if shared is None:
+        shared = q.refine_shared = _Shared(q)
+    buf = shared.by_cap.get(cap) or shared.by_cap.setdefault(cap, _Band(cap))
+    q.refining = (verts, raw, k, buf)
+    # H and the candidates (the round's record holds their count)
+    shared.rp_host[:] = (offset + q.record[0], rho, raw[k - 1], verts[k - 1], tau, q.s)
+    high_irw, z = bool(high_irw), float(z)
+    key = ("refine", cap, offset, high_irw, z, edges[0].data.ptr, edges[1].data.ptr)
+    launch = lambda: _refine_kernels(q, key, lambda: _args(q, shared, buf, high_irw, z, edges))  # noqa: E731
+    if q.replay and graph_rounds.GRAPHS:
+        graph_rounds.replay(q, key, launch)
+    else:
+        launch()
     q.done.record()
+
+
+def _refine_kernels(q, key, make) -> None:
+    """The refinement's copies and launches on the current stream, their arguments made once per
+    workspace and configuration ``key`` (by ``make``)."""
+    cp = import_cupy()
+    copies, (band, chunks, need, sums, reduce) = q.launch_args(key, make)
+    stream = cp.cuda.get_current_stream().ptr
+    runtime = cp.cuda.runtime
+    runtime.memcpyAsync(*copies[0], runtime.memcpyHostToDevice, stream)
+    runtime.memsetAsync(*copies[1], stream)
+    grid = (q.sm_blocks * 4,)
+    get_kernel(REFINE_SOURCE, "gj_refine_band")(grid, (256,), band)
+    get_kernel(REFINE_SOURCE, "gj_refine_chunks")((1,), (256,), chunks)
+    get_kernel(REFINE_SOURCE, "gj_refine_need")(grid, (256,), need)
+    estimate_need(q, q.refine_shared.need)
+    get_kernel(REFINE_SOURCE, "gj_refine_sum")(grid, (256,), sums)
+    get_kernel(REFINE_SOURCE, "gj_refine_reduce")(grid, (256,), reduce)
+    runtime.memcpyAsync(*copies[2], runtime.memcpyDeviceToHost, stream)
+
+
+def _args(q, shared, buf, high_irw, z, edges):
+    """(copies, kernel arguments) of ``_refine_kernels``."""
+    ids, _, _ = q.round
+    a, P = q.index.arrays, q.index.params
+    nb = shared.need
+    rp = shared.rp
+    copies = (
+        (rp.data.ptr, shared.rp_host.ctypes.data, rp.nbytes),
+        (nb.counts.data.ptr, 0, nb.counts.nbytes),
+        (buf.host.ctypes.data, buf.pack.data.ptr, buf.pack.nbytes),
+    )
+    head = (buf.band, nb.nband, np.int32(buf.cap), buf.coff)
+    chunks = (*head, buf.chunk, *edges)
+    own = np.float64(P.own_share)
+    return copies, (
+        (ids, rp, q.est, q.state, q.pi0, own, np.float64(z), q.bigval, buf.band, nb.nband, np.int32(buf.cap)),
+        (*head[:3], edges[0], buf.coff, buf.chunk),
+        (*chunks, q.pi0, a["h_index"], rp, np.int32(high_irw), nb.mark, q.ids[q.nh :], nb.nneed),
+        (*chunks, q.index.graph.indptr, q.bigval, shared.part),
+        (*head, shared.part, q.bigval, np.float64(P.alpha), rp, buf.pack),
+    )
 
 
 def refine_read_gpu(q):
     """(vertices, raw estimates, band size) once ``refine_launch_gpu``'s copies have arrived
     (``GPUQuery.refine_finish``)."""
     q.done.synchronize()
-    verts, raw, k, cap = q.refining
-    buf = q.refine_buffers
+    verts, raw, k, buf = q.refining
+    cap = buf.cap
     nb = int(buf.host[0])
     if nb == 0 or nb > cap:
         return verts, raw, 0

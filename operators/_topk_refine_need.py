@@ -142,21 +142,30 @@ class NeedBuffers:
         self.part = cp.empty(max(int(((long_lists + BIG_CHUNK - 1) // BIG_CHUNK).sum()), 1), dtype=cp.float64)
 
 
-def estimate_need(q, nb: NeedBuffers, need, got, own: float) -> None:
-    """Queue the estimates of the ``nb.nneed`` vertices of ``need`` into ``q.bigval`` (the dense
-    estimates) on the current stream, their walk parts through ``got``; marks and weights are cleared."""
-    a = q.index.arrays
+def estimate_need(q, nb: NeedBuffers) -> None:
+    """Queue the estimates of the ``nb.nneed`` vertices listed in ``q.ids`` past H into ``q.bigval`` (the
+    dense estimates) on the current stream, their walk parts through ``q.est`` past H; marks and weights
+    are cleared (the arguments made once per workspace)."""
+    weights, walk_sums, big, big_sum, scatter = q.launch_args(("refine-need",), lambda: _args(q, nb))
     grid = (q.sm_blocks * 4,)
-    weights = (q.touched, q.counts[3:], q.state, q.inv_omega, nb.nneed)
     get_kernel(NEED_SOURCE, "gj_refine_weights")(grid, (256,), (*weights, np.int32(1), nb.w))
-    lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], nb.w)
-    get_kernel(NEED_SOURCE, "gj_refine_walk_sums")(grid, (256,), (
-        need, nb.nneed, np.int32(TSIZE), nb.bc, q.big, nb.cbase, *lists, got,
-    ))  # fmt: skip
-    spread = (need, nb.bc, q.big, nb.cbase)
-    get_kernel(NEED_SOURCE, "gj_refine_big")(grid, (256,), (*spread, *lists, nb.part))
-    get_kernel(NEED_SOURCE, "gj_refine_big_sum")(grid, (256,), (*spread, a["ip1"], nb.part, got))
+    get_kernel(NEED_SOURCE, "gj_refine_walk_sums")(grid, (256,), walk_sums)
+    get_kernel(NEED_SOURCE, "gj_refine_big")(grid, (256,), big)
+    get_kernel(NEED_SOURCE, "gj_refine_big_sum")(grid, (256,), big_sum)
     get_kernel(NEED_SOURCE, "gj_refine_weights")(grid, (256,), (*weights, np.int32(0), nb.w))
-    get_kernel(NEED_SOURCE, "gj_refine_scatter")(grid, (256,), (
-        need, nb.nneed, got, q.state, q.pi0, a["h_index"], q.est_h, np.float64(own), q.bigval, nb.mark,
-    ))  # fmt: skip
+    get_kernel(NEED_SOURCE, "gj_refine_scatter")(grid, (256,), scatter)
+
+
+def _args(q, nb: NeedBuffers):
+    a = q.index.arrays
+    need, got = q.ids[q.nh :], q.est[q.nh :]
+    lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], nb.w)
+    spread = (need, nb.bc, q.big, nb.cbase)
+    own = np.float64(q.index.params.own_share)
+    return (
+        (q.touched, q.counts[3:], q.state, q.inv_omega, nb.nneed),
+        (need, nb.nneed, np.int32(TSIZE), nb.bc, q.big, nb.cbase, *lists, got),
+        (*spread, *lists, nb.part),
+        (*spread, a["ip1"], nb.part, got),
+        (need, nb.nneed, got, q.state, q.pi0, a["h_index"], q.est_h, own, q.bigval, nb.mark),
+    )

@@ -143,3 +143,51 @@ def test_band_over_the_cap_leaves_the_answer_as_it_was(device, monkeypatch):
     assert a.refined[0] == 0
     np.testing.assert_array_equal(a.vertices, b.vertices)
     np.testing.assert_array_equal(a.ppr, b.ppr)
+
+
+@pytest.mark.gpu
+def test_gpu_refinement_replayed_as_a_graph_answers_as_launched_directly(monkeypatch):
+    """In ``topk_ppr``'s queries the refinement's launches are captured once per workspace and
+    configuration and replayed, reading the query's values from the parameter block: one query at a time
+    and three in flight, the answers are those of the launches made one by one; a capture that fails
+    leaves them launched directly."""
+    import operators._topk_gpu_graph as gr
+    import operators._topk_refine_need as need
+    from operators._topk_batch import workspace
+
+    g = graphs.rmat(14, seed=5, device="gpu")
+    idx = build_ppr_index(g, seed=2)
+    srcs = _sources(g, 24)
+
+    def refine_graphs(works):
+        return [v for w in works for key, v in w.graphs.items() if key[0] == "refine"]
+
+    def check(got, want):
+        same = [list(x) == list(y) for x, y in zip(want.vertices, got.vertices, strict=True)]
+        assert np.mean(same) >= 0.9  # atomic float adds may reorder near-ties
+        np.testing.assert_allclose(got.ppr, want.ppr, rtol=1e-6)
+        assert (got.refined > 0).mean() >= 0.9 and (got.refined == want.refined).mean() >= 0.9
+
+    monkeypatch.setattr(gr, "GRAPHS", False)
+    direct = topk_ppr(idx, srcs, k=200, refine=True, streams=1)
+    assert (direct.refined > 0).all() and not refine_graphs([workspace(idx)])
+    monkeypatch.setattr(gr, "GRAPHS", True)
+    for streams in (1, 1, 3):
+        check(topk_ppr(idx, srcs, k=200, refine=True, streams=streams), direct)
+    pool = [w for _, w in idx.__dict__["_stream_pool"]._free]
+    got = refine_graphs([workspace(idx), *pool])
+    assert got and all(v is not gr._CAPTURE and v is not gr._DIRECT for v in got)
+
+    idx.forget_workspaces()
+    scatter = need.get_kernel
+
+    def no_capture(source, name):  # a launch that a capture cannot take
+        import cupy as cp
+
+        if name == "gj_refine_scatter" and cp.cuda.get_current_stream().is_capturing():
+            raise RuntimeError("not capturable")
+        return scatter(source, name)
+
+    monkeypatch.setattr(need, "get_kernel", no_capture)
+    check(topk_ppr(idx, srcs, k=200, refine=True, streams=1), direct)
+    assert refine_graphs([workspace(idx)]) == [gr._DIRECT]
