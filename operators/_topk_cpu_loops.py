@@ -71,16 +71,23 @@ def _afp_cpu(indptr, indices, deg1, beta, rmax, s, alpha, r, pi0, mark, touched,
 
 
 @nb.njit(cache=True, nogil=True)
-def _estimate_one(t, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own):
-    """Alg. 6 for candidate t: its reserve and own share, its start list's walks, and H's estimate."""
+def _walk_sum(t, first, step, ip1, starts, ip2, freqs, r, omega):
+    """The walks of t's start list, entries first, first + step, ... (``first`` an index into ``starts``)."""
     acc = 0.0
     nf = ip2[t + 1] - ip2[t]
-    for j in range(ip1[t], ip1[t + 1]):
+    for j in range(first, ip1[t + 1], step):
         v = starts[j]
         if r[v] > 0.0:
             k = j - ip1[t]
             f = freqs[ip2[t] + k] if k < nf else 1
             acc += r[v] * f / omega[v]
+    return acc
+
+
+@nb.njit(cache=True, nogil=True)
+def _estimate_one(t, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own):
+    """Alg. 6 for candidate t: its reserve and own share, its start list's walks, and H's estimate."""
+    acc = _walk_sum(t, ip1[t], 1, ip1, starts, ip2, freqs, r, omega)
     h = h_index[t]
     return pi0[t] + own * r[t] + acc + (est_h[h] if h >= 0 else 0.0)
 

@@ -28,10 +28,23 @@ import numpy as np
 from graphs._device import import_cupy
 
 from ._topk_cpu import select_top, tie_order
-from ._topk_cpu_loops import _estimate_one
+from ._topk_cpu_loops import _walk_sum
 
 REFINE_Z = 1.0
+SAMPLE_FROM = 32  # the unlisted in-neighbours' start lists longer than this are read in part:
+SAMPLE_STRIDE = 8  # every SAMPLE_STRIDE-th entry from a hashed offset, weighted SAMPLE_STRIDE (a power of 2)
 REFINE_BYTES = 12  # per vertex, of a GPU workspace's refinement buffers (``_topk_refine_need.NeedBuffers``)
+
+
+@nb.njit(cache=True, nogil=True)
+def sample_offset(u, s):
+    """The first entry read of in-neighbour u's long start list in the refinement of source s's answer
+    (below SAMPLE_STRIDE; 32-bit arithmetic, as ``_topk_refine_need``'s kernels do it)."""
+    h = (u * 0x9E3779B1 + s * 0x85EBCA77) & 0xFFFFFFFF
+    h ^= h >> 15
+    h = (h * 0x2C1B3C6D) & 0xFFFFFFFF
+    h ^= h >> 12
+    return h & (SAMPLE_STRIDE - 1)
 
 
 def band_cap(k: int) -> int:
@@ -108,9 +121,12 @@ def _smooth_cpu(
             elif stamps[u] == stamp:
                 val = cache[u]
             else:
-                val = _estimate_one(
-                    u, g.ip1, g.starts, g.ip2, g.freqs, r, g.omega, pi0, g.h_index, est_h, g.own
-                )
+                first, step = g.ip1[u], 1
+                if g.ip1[u + 1] - first > SAMPLE_FROM:
+                    first, step = first + sample_offset(u, s), SAMPLE_STRIDE
+                walks = step * _walk_sum(u, first, step, g.ip1, g.starts, g.ip2, g.freqs, r, g.omega)
+                h = g.h_index[u]
+                val = pi0[u] + g.own * r[u] + walks + (est_h[h] if h >= 0 else 0.0)
                 cache[u] = val
                 stamps[u] = stamp
             acc += val / (indptr[u + 1] - indptr[u])

@@ -15,7 +15,7 @@ from ._cuda_blocks import SCAN_CUDA
 from ._topk_cpu import tie_order
 from ._topk_gpu_push import VERTEX_CUDA
 from ._topk_refine import REFINE_Z, band_cap, merge
-from ._topk_refine_need import NeedBuffers, estimate_need
+from ._topk_refine_need import RP_S, NeedBuffers, estimate_need
 
 REFINE_KERNELS = r"""
 // the round's list (rp[RP_COUNT] ids, their estimates est): each estimate into dense[t], and the band's
@@ -152,7 +152,7 @@ extern "C" __global__ void gj_refine_reduce(const int* band, const int* nband, i
 """
 REFINE_PARTS = 1 << 18  # partial sums of a band's chunks (the chunks grow to fit)
 # the refinement's per-query values in its parameter block (``_Params``)
-RP = dict(RP_COUNT=0, RP_RHO=1, RP_KTH=2, RP_VK=3, RP_TAU=4, RP_S=5)
+RP = dict(RP_COUNT=0, RP_RHO=1, RP_KTH=2, RP_VK=3, RP_TAU=4, RP_S=RP_S)
 REFINE_SOURCE = "".join((
     f"#define REFINE_PARTS {REFINE_PARTS}\n", *(f"#define {name} {i}\n" for name, i in RP.items()),
     VERTEX_CUDA, SCAN_CUDA, REFINE_KERNELS,
@@ -229,7 +229,7 @@ def _refine_kernels(q, key, make) -> None:
     get_kernel(REFINE_SOURCE, "gj_refine_band")(grid, (256,), band)
     get_kernel(REFINE_SOURCE, "gj_refine_chunks")((1,), (256,), chunks)
     get_kernel(REFINE_SOURCE, "gj_refine_need")(grid, (256,), need)
-    estimate_need(q, q.refine_shared.need)
+    estimate_need(q, q.refine_shared.need, q.refine_shared.rp)
     get_kernel(REFINE_SOURCE, "gj_refine_sum")(grid, (256,), sums)
     get_kernel(REFINE_SOURCE, "gj_refine_reduce")(grid, (256,), reduce)
     runtime.memcpyAsync(*copies[2], runtime.memcpyDeviceToHost, stream)

@@ -16,6 +16,9 @@ from graphs._device import get_kernel, import_cupy
 from ._topk_gpu_estimate import BIG_STEPS
 from ._topk_gpu_frontier import TSIZE
 from ._topk_gpu_push import VERTEX_CUDA
+from ._topk_refine import SAMPLE_FROM, SAMPLE_STRIDE
+
+RP_S = 5  # the source's place in the refinement's parameter block (``_topk_refine_gpu.RP``)
 
 BIG_LIST = BIG_STEPS * TSIZE  # start lists longer than this go in chunks
 BIG_CHUNK = 512  # entries of a chunk (16 steps of a warp)
@@ -33,7 +36,7 @@ extern "C" __global__ void gj_refine_weights(const int* touched, const int* ntou
     }
 }
 // the walks of entries [j0, hi) of a start list from lo that a thread of `step` takes (gj_irw_sum's, by w)
-__device__ __forceinline__ double gj_refine_walks(long long lo, long long j0, long long hi, int step,
+__device__ __forceinline__ double gj_refine_walks(long long lo, long long j0, long long hi, long long step,
         long long f0, long long nf, const int* starts, const int* freqs, const double* w) {
     double acc = 0.0;
     for (long long j = j0; j < hi; j += step) {
@@ -42,13 +45,30 @@ __device__ __forceinline__ double gj_refine_walks(long long lo, long long j0, lo
     }
     return acc;
 }
-// the walk part of each need vertex's estimate, a tile of tsize threads per vertex. A start list longer
-// than BIG_LIST is left to gj_refine_big: one atomic on *bc takes its slot i (bits BIG_SHIFT up) and its
-// first chunk (the bits below), so big[i] (its position) and cbase[i] (its first chunk) rise together
+// the entries of need vertex u's start list [lo, hi) that are read: from lo + *off every *stride-th (lists
+// longer than SAMPLE_FROM, s the source: _topk_refine.sample_offset), else all; returns how many
+__device__ __forceinline__ long long gj_sampled(int u, int s, long long lo, long long hi, int* off,
+        int* stride) {
+    *off = 0;
+    *stride = 1;
+    if (hi - lo > SAMPLE_FROM) {
+        unsigned h = (unsigned)u * 0x9E3779B1u + (unsigned)s * 0x85EBCA77u;
+        h ^= h >> 15;
+        h *= 0x2C1B3C6Du;
+        h ^= h >> 12;
+        *off = (int)(h & (SAMPLE_STRIDE - 1));
+        *stride = SAMPLE_STRIDE;
+    }
+    return (hi - lo - *off + *stride - 1) / *stride;
+}
+// the walk part of each need vertex's estimate, a tile of tsize threads per vertex. A start list of more
+// than BIG_LIST entries read is left to gj_refine_big: one atomic on *bc takes its slot i (bits BIG_SHIFT
+// up) and its first chunk (the bits below), so big[i] (its position) and cbase[i] (its first chunk) rise
+// together
 extern "C" __global__ void gj_refine_walk_sums(const int* need, const int* nneed, int tsize,
         unsigned long long* bc, int* big, long long* cbase, const long long* ip1, const int* starts,
-        const long long* ip2, const int* freqs, const double* w, double* out) {
-    const int tl = threadIdx.x % tsize, per_warp = 32 / tsize;
+        const long long* ip2, const int* freqs, const double* w, const double* rp, double* out) {
+    const int tl = threadIdx.x % tsize, per_warp = 32 / tsize, s = (int)rp[RP_S];
     const long long count = *nneed;
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const long long nwarps = (long long)gridDim.x * blockDim.x / 32;
@@ -58,10 +78,14 @@ extern "C" __global__ void gj_refine_walk_sums(const int* need, const int* nneed
         if (c < count) {
             const int u = need[c];
             const long long lo = ip1[u], hi = ip1[u + 1], f0 = ip2[u];
-            if (hi - lo <= BIG_LIST) {
-                acc = gj_refine_walks(lo, lo + tl, hi, tsize, f0, ip2[u + 1] - f0, starts, freqs, w);
+            int off, stride;
+            const long long read = gj_sampled(u, s, lo, hi, &off, &stride);
+            if (read <= BIG_LIST) {
+                const long long j0 = lo + off + (long long)stride * tl;
+                const long long step = (long long)stride * tsize;
+                acc = stride * gj_refine_walks(lo, j0, hi, step, f0, ip2[u + 1] - f0, starts, freqs, w);
             } else if (tl == 0) {
-                const unsigned long long chunks = (hi - lo + BIG_CHUNK - 1) / BIG_CHUNK;
+                const unsigned long long chunks = (read + BIG_CHUNK - 1) / BIG_CHUNK;
                 const unsigned long long got = atomicAdd(bc, (1ULL << BIG_SHIFT) + chunks);
                 const long long i = (long long)(got >> BIG_SHIFT);
                 big[i] = (int)c;
@@ -72,32 +96,37 @@ extern "C" __global__ void gj_refine_walk_sums(const int* need, const int* nneed
         if (c < count && tl == 0) out[c] = acc;
     }
 }
-// a warp per chunk of the long start lists: its walks into part[chunk]
+// a warp per chunk of the long start lists (BIG_CHUNK entries read): its walks into part[chunk]
 extern "C" __global__ void gj_refine_big(const int* need, const unsigned long long* bc, const int* big,
         const long long* cbase, const long long* ip1, const int* starts, const long long* ip2,
-        const int* freqs, const double* w, double* part) {
-    const int nbig = (int)(*bc >> BIG_SHIFT);
+        const int* freqs, const double* w, const double* rp, double* part) {
+    const int nbig = (int)(*bc >> BIG_SHIFT), s = (int)rp[RP_S];
     const long long total = (long long)(*bc & ((1ULL << BIG_SHIFT) - 1));
     const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long g = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < total; g += nwarps) {
         int lo = 0, hi = nbig;  // the list of chunk g: the last i with cbase[i] <= g
         while (hi - lo > 1) { const int mid = (lo + hi) >> 1; if (cbase[mid] <= g) lo = mid; else hi = mid; }
         const int u = need[big[lo]];
-        const long long l0 = ip1[u], e0 = l0 + (g - cbase[lo]) * BIG_CHUNK, f0 = ip2[u];
-        double acc = gj_refine_walks(l0, e0 + (threadIdx.x & 31), min(e0 + BIG_CHUNK, ip1[u + 1]), 32, f0,
+        const long long l0 = ip1[u], l1 = ip1[u + 1], f0 = ip2[u];
+        int off, stride;
+        gj_sampled(u, s, l0, l1, &off, &stride);
+        const long long e0 = l0 + off + (g - cbase[lo]) * BIG_CHUNK * stride;
+        double acc = gj_refine_walks(l0, e0 + (long long)stride * (threadIdx.x & 31),
+                                     min(e0 + (long long)BIG_CHUNK * stride, l1), 32LL * stride, f0,
                                      ip2[u + 1] - f0, starts, freqs, w);
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
-        if ((threadIdx.x & 31) == 0) part[g] = acc;
+        if ((threadIdx.x & 31) == 0) part[g] = stride * acc;
     }
 }
 // a warp per long start list: its chunks' sums, in order, as its walk part
 extern "C" __global__ void gj_refine_big_sum(const int* need, const unsigned long long* bc, const int* big,
-        const long long* cbase, const long long* ip1, const double* part, double* out) {
-    const int nbig = (int)(*bc >> BIG_SHIFT), lane = threadIdx.x & 31;
+        const long long* cbase, const long long* ip1, const double* rp, const double* part, double* out) {
+    const int nbig = (int)(*bc >> BIG_SHIFT), lane = threadIdx.x & 31, s = (int)rp[RP_S];
     const int nwarps = (gridDim.x * blockDim.x) >> 5;
     for (int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < nbig; i += nwarps) {
         const int u = need[big[i]];
-        const long long n = (ip1[u + 1] - ip1[u] + BIG_CHUNK - 1) / BIG_CHUNK;
+        int off, stride;
+        const long long n = (gj_sampled(u, s, ip1[u], ip1[u + 1], &off, &stride) + BIG_CHUNK - 1) / BIG_CHUNK;
         double acc = 0.0;
         for (long long c = lane; c < n; c += 32) acc += part[cbase[i] + c];
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
@@ -119,6 +148,7 @@ extern "C" __global__ void gj_refine_scatter(const int* need, const int* nneed, 
 """
 NEED_SOURCE = "".join((
     f"#define BIG_LIST {BIG_LIST}\n#define BIG_CHUNK {BIG_CHUNK}\n#define BIG_SHIFT {BIG_SHIFT}\n",
+    f"#define SAMPLE_FROM {SAMPLE_FROM}\n#define SAMPLE_STRIDE {SAMPLE_STRIDE}\n#define RP_S {RP_S}\n",
     VERTEX_CUDA, NEED_KERNELS,
 ))  # fmt: skip
 
@@ -142,11 +172,11 @@ class NeedBuffers:
         self.part = cp.empty(max(int(((long_lists + BIG_CHUNK - 1) // BIG_CHUNK).sum()), 1), dtype=cp.float64)
 
 
-def estimate_need(q, nb: NeedBuffers) -> None:
+def estimate_need(q, nb: NeedBuffers, rp) -> None:
     """Queue the estimates of the ``nb.nneed`` vertices listed in ``q.ids`` past H into ``q.bigval`` (the
     dense estimates) on the current stream, their walk parts through ``q.est`` past H; marks and weights
     are cleared (the arguments made once per workspace)."""
-    weights, walk_sums, big, big_sum, scatter = q.launch_args(("refine-need",), lambda: _args(q, nb))
+    weights, walk_sums, big, big_sum, scatter = q.launch_args(("refine-need",), lambda: _args(q, nb, rp))
     grid = (q.sm_blocks * 4,)
     get_kernel(NEED_SOURCE, "gj_refine_weights")(grid, (256,), (*weights, np.int32(1), nb.w))
     get_kernel(NEED_SOURCE, "gj_refine_walk_sums")(grid, (256,), walk_sums)
@@ -156,7 +186,7 @@ def estimate_need(q, nb: NeedBuffers) -> None:
     get_kernel(NEED_SOURCE, "gj_refine_scatter")(grid, (256,), scatter)
 
 
-def _args(q, nb: NeedBuffers):
+def _args(q, nb: NeedBuffers, rp):
     a = q.index.arrays
     need, got = q.ids[q.nh :], q.est[q.nh :]
     lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], nb.w)
@@ -164,8 +194,8 @@ def _args(q, nb: NeedBuffers):
     own = np.float64(q.index.params.own_share)
     return (
         (q.touched, q.counts[3:], q.state, q.inv_omega, nb.nneed),
-        (need, nb.nneed, np.int32(TSIZE), nb.bc, q.big, nb.cbase, *lists, got),
-        (*spread, *lists, nb.part),
-        (*spread, a["ip1"], nb.part, got),
+        (need, nb.nneed, np.int32(TSIZE), nb.bc, q.big, nb.cbase, *lists, rp, got),
+        (*spread, *lists, rp, nb.part),
+        (*spread, a["ip1"], rp, nb.part, got),
         (need, nb.nneed, got, q.state, q.pi0, a["h_index"], q.est_h, own, q.bigval, nb.mark),
     )

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import graphs
 from graphs._device import to_host
 from operators import build_ppr_index, ppr, topk_ppr
-from operators._topk_refine import REFINE_Z, band_cap, in_edges
+from operators._topk_refine import REFINE_Z, SAMPLE_FROM, SAMPLE_STRIDE, band_cap, in_edges
 from operators.ppr_metrics import precision_at_k
 from tests.conftest import DEVICES
 
@@ -24,9 +24,20 @@ def _sources(g, count, seed=1):
     return rng.choice(ok, size=count, replace=False)
 
 
-def _reference(idx, r, pi0, est_h, returned=0.0):
+def _offsets(u, s):
+    """``_topk_refine.sample_offset`` of each of the vertices ``u`` for source s (in NumPy)."""
+    low = np.uint64(0xFFFFFFFF)
+    h = (u.astype(np.uint64) * np.uint64(0x9E3779B1) + np.uint64(s) * np.uint64(0x85EBCA77)) & low
+    h ^= h >> np.uint64(15)
+    h = (h * np.uint64(0x2C1B3C6D)) & low
+    h ^= h >> np.uint64(12)
+    return (h & np.uint64(SAMPLE_STRIDE - 1)).astype(np.int64)
+
+
+def _reference(idx, r, pi0, est_h, s, listed):
     """Every vertex's estimate (pi0 + the residue's own share + its start list's walks + H's part) and
-    alpha sum_{u -> t} est(u) / d_out(u), in NumPy and SciPy, normalised by 1 - returned."""
+    alpha sum_{u -> t} est(u) / d_out(u), in NumPy and SciPy, where est(u) of an in-neighbour not
+    ``listed`` reads a start list of more than SAMPLE_FROM entries at SAMPLE_STRIDE from its offset."""
     a, P, g = idx.arrays, idx.params, idx.graph
     n = g.n
     ip1, starts, ip2, freqs = (to_host(a[key]) for key in ("ip1", "starts", "ip2", "freqs"))
@@ -36,14 +47,21 @@ def _reference(idx, r, pi0, est_h, returned=0.0):
     f = np.ones(starts.size)
     f[rank < nf] = freqs[ip2[owner[rank < nf]] + rank[rank < nf]]
     omega = to_host(a["omega"]).astype(np.float64) / P.walk_share
-    walk = np.bincount(owner, weights=r[starts] * f / omega[starts], minlength=n)
+    parts = r[starts] * f / omega[starts]
+    walk = np.bincount(owner, weights=parts, minlength=n)
+    long_list = np.diff(ip1)[owner] > SAMPLE_FROM
+    step = np.where(long_list, SAMPLE_STRIDE, 1)
+    read = (rank >= _offsets(owner, s) * long_list) & ((rank - _offsets(owner, s)) % step == 0)
+    sampled = np.bincount(owner, weights=np.where(read, parts * step, 0.0), minlength=n)
     h = to_host(a["h_index"])
-    est = pi0 + P.own_share * r + walk + np.where(h >= 0, est_h[np.maximum(h, 0)], 0.0)
+    rest = pi0 + P.own_share * r + np.where(h >= 0, est_h[np.maximum(h, 0)], 0.0)
+    est = rest + walk
     indptr, indices = to_host(g.indptr), to_host(g.indices)
     deg = np.diff(indptr)
     A = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))
-    smooth = P.alpha * (A.T @ np.where(deg > 0, est / np.maximum(deg, 1), 0.0))
-    return est / (1 - returned), smooth / (1 - returned)
+    near = np.where(listed, est, rest + sampled)
+    smooth = P.alpha * (A.T @ np.where(deg > 0, near / np.maximum(deg, 1), 0.0))
+    return est, smooth
 
 
 def _one_round(q, idx, s, k):
@@ -62,22 +80,27 @@ def test_band_and_its_estimates_match_a_numpy_evaluation(device):
     """The band is every listed vertex within REFINE_Z bounded standard deviations of the k-th estimate,
     and each band vertex's new estimate is alpha sum over its in-edges of est(u) / d_out(u), with est(u)
     as Alg. 6 computes it for every vertex (listed in the round or not); the answer keeps the top k's
-    vertices above the band and takes the band's best by the new estimates."""
+    vertices above the band and takes the band's best by the new estimates. At k = 50 some in-neighbours
+    that the round did not list have start lists of more than SAMPLE_FROM entries (read in part); at
+    k = 200 none do."""
     from operators._topk_batch import workspace
 
     g = graphs.rmat(14, seed=5, device=device)
     idx = build_ppr_index(g, seed=2)
-    edges, k = in_edges(idx), 200
+    edges = in_edges(idx)
+    in_ptr, in_idx = (to_host(x) for x in edges)
+    lengths = np.diff(to_host(idx.arrays["ip1"]))
     q = workspace(idx)
-    checked = 0
-    for s in _sources(g, 4):
+    checked = sampled = 0
+    for k, s in [(k, s) for k in (50, 200) for s in _sources(g, 3)]:
         verts, raw, tau, rho = _one_round(q, idx, s, k)
         r, pi0, est_h = (to_host(x).astype(np.float64) for x in (q.r, q.pi0, q.est_h))
-        est, smooth = _reference(idx, r, pi0, est_h)
+        # the listed vertices: H and the candidates
+        listed = np.union1d(to_host(idx.arrays["high"]), np.flatnonzero(pi0 >= tau))
+        est, smooth = _reference(idx, r, pi0, est_h, int(s), np.isin(np.arange(g.n), listed))
         q.refine_launch(verts, raw, k, tau=tau, rho=rho, high_irw=True, edges=edges)
         got_v, got_e, nb = q.refine_finish()
-        # the band by its definition, over the listed vertices (H and the candidates)
-        listed = np.union1d(to_host(idx.arrays["high"]), np.flatnonzero(pi0 >= tau))
+        # the band by its definition, over the listed vertices
         w = np.maximum(est - pi0 - idx.params.own_share * r, 0.0)
         vk = verts[k - 1]
         near = np.abs(est - raw[k - 1]) <= REFINE_Z * (np.sqrt(rho * w) + np.sqrt(rho * w[vk]))
@@ -94,7 +117,9 @@ def test_band_and_its_estimates_match_a_numpy_evaluation(device):
         np.testing.assert_allclose(got_e, np.sort(e_all)[::-1][:k], rtol=1e-9)
         assert (np.diff(got_e) <= 0).all()
         checked += np.isin(got_v, band).sum()
-    assert checked > 0
+        ins = np.concatenate([in_idx[in_ptr[t] : in_ptr[t + 1]] for t in band])
+        sampled += (lengths[np.setdiff1d(ins, listed)] > SAMPLE_FROM).sum()
+    assert checked > 0 and sampled > 0
 
 
 @pytest.mark.parametrize("device", DEVICES)
