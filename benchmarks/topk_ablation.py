@@ -1,6 +1,6 @@
 """Top-k PPR (kPAR) ablation: latency and precision@k as the paper's switches are turned on one by one
-(kPAR_I, kPAR_IP1, kPAR_IP, kPAR; then graphjobs' persistent push and delta jumps), on one index and one
-set of sources per graph; the baseline is the first setting (IRW only) in the same run.
+(kPAR_I, kPAR_IP1, kPAR_IP, kPAR; then graphjobs' persistent push, delta jumps and refinement), on one
+index and one set of sources per graph; the baseline is the first setting (IRW only) in the same run.
 """
 
 from __future__ import annotations
@@ -16,16 +16,20 @@ from .common import Reporter
 from .topk_ppr import _sources
 
 # The query's switches, from the simplest to full kPAR (the paper's schedule: a launch per frontier,
-# delta halved once per round), then graphjobs' two additions; tiling and the persistent push only
-# change the GPU kernels
-PAPER = dict(persistent=False, jump=False)
+# delta halved once per round, no refinement), then graphjobs' three additions; tiling and the persistent
+# push only change the GPU kernels
+PAPER = dict(persistent=False, jump=False, refine=False)
 ABLATION = (
     ("IRW only", dict(adaptive=False, high_irw=False, tiling=False, **PAPER)),
     ("+ adaptive push", dict(adaptive=True, high_irw=False, tiling=False, **PAPER)),
     ("+ high-IRW set", dict(adaptive=True, high_irw=True, tiling=False, **PAPER)),
     ("+ tiling (full kPAR)", dict(adaptive=True, high_irw=True, tiling=True, **PAPER)),
-    ("+ persistent push", dict(adaptive=True, high_irw=True, tiling=True, persistent=True, jump=False)),
-    ("+ delta jumps (graphjobs)", dict(adaptive=True, high_irw=True, tiling=True)),
+    (
+        "+ persistent push",
+        dict(adaptive=True, high_irw=True, tiling=True, persistent=True, jump=False, refine=False),
+    ),
+    ("+ delta jumps", dict(adaptive=True, high_irw=True, tiling=True, refine=False)),
+    ("+ refinement (graphjobs' default)", dict(adaptive=True, high_irw=True, tiling=True)),
 )
 GPU_ONLY = ("+ tiling (full kPAR)", "+ persistent push")
 

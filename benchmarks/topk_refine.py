@@ -1,5 +1,5 @@
-"""Top-k PPR: the answer refined at the k-th value (``topk_ppr(refine=True)``) against Algorithm 3's
-own (``refine=False``, the default and the baseline), on the same index and sources in the same run:
+"""Top-k PPR: the answer refined at the k-th value (``topk_ppr(refine=True)``, the default) against
+Algorithm 3's own (``refine=False``, the baseline), on the same index and sources in the same run:
 precision@k over many sources (mean and two standard errors; exact PPR by batched power iteration),
 latency one query at a time, batch queries/s over sources with out-edges and uniformly random ones."""
 

@@ -14,8 +14,13 @@ less pi0 and the residue's own share) is at most rho W(t); t is re-estimated whe
 within ``REFINE_Z`` such standard deviations (of t's and of the k-th's) of the k-th estimate. The answer is
 then the vertices above the band with their estimates, and the best of the band by the new estimates.
 An in-neighbour listed in the round (a candidate, or in H) has its estimate already; the others are
-estimated here from their start lists as Alg. 6 does. A band of more than ``band_cap(k)`` vertices (a
-graph of many equal estimates) is left as it is. The source keeps its own estimate.
+estimated here from their start lists as Alg. 6 does, except that a list of more than SAMPLE_FROM
+entries is read in part: every SAMPLE_STRIDE-th entry from an offset hashed from (u, s), each weighted
+SAMPLE_STRIDE, which keeps the estimate unbiased and the answer reproducible. Those lists held most of
+the entries read (at R-MAT 24, k = 100, the refinement's GPU time went from 0.83 to 0.38 ms a query);
+precision@k fell by at most 0.002, within two standard errors (CPU at R-MAT 20, one H100 at R-MAT 22
+and 24, k = 10 to 1000), and a stride of 16 or 32 saved little more time. A band of more than ``band_cap(k)`` vertices (a graph of
+many equal estimates) is left as it is. The source keeps its own estimate.
 """
 
 from __future__ import annotations

@@ -172,30 +172,32 @@ def test_delta_min_per_vertex_count(tmp_path, sync, capsys):
 
 
 def test_refine_reaches_the_operator_and_is_part_of_the_job(tmp_path, sync, capsys):
-    """refine=True: the rows are ``topk_ppr(refine=True)``'s on the job's index, the summary counts the
-    refined sources, the CLI's --refine gives the same rows, and the job without it is another job."""
+    """refine (the default): the rows are ``topk_ppr(refine=True)``'s on the job's index, the summary counts
+    the refined sources, the CLI gives the same rows; refine=False (--no-refine) gives Algorithm 3's rows,
+    as another job."""
     idx = tmp_path / "idx"
     assert main(["index", "rmat:scale=11,seed=4", "--out", str(idx), "--quiet", "--device", "cpu"]) == 0
     sources, k = [1, 5, 9, 40, 77, 130], 40
-    job = pipelines.topk_ppr_job(sources=sources, index=idx, k=k, out=tmp_path / "r", refine=True, chunk=4)
+    job = pipelines.topk_ppr_job(sources=sources, index=idx, k=k, out=tmp_path / "r", chunk=4)
     summary = pipelines.run(job, progress=False)
     assert summary["refine"] and 0 < summary["refined"] <= len(sources)
     built = operators.load_ppr_index(str(next(idx.glob("ppr-index-*"))))
     want = operators.topk_ppr(built, sources, k=k, refine=True)
-    plain = operators.topk_ppr(built, sources, k=k)
-    assert (want.refined > 0).sum() == summary["refined"]
+    plain = operators.topk_ppr(built, sources, k=k, refine=False)
+    assert (want.refined > 0).sum() == summary["refined"] and (plain.refined == 0).all()
     got = pd.read_parquet(tmp_path / "r").sort_values(["source", "rank"])
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want.to_frame(), check_dtype=False)
     assert not np.array_equal(want.ppr, plain.ppr)  # the refinement changed some estimates
-    out = tmp_path / "cli"
     args = ["topk-ppr", "--index", str(idx), "--sources", str(tmp_path / "s.txt"), "-k", str(k)]
     (tmp_path / "s.txt").write_text("\n".join(map(str, sources)))
-    assert main([*args, "--out", str(out), "--refine", "--quiet", "--device", "cpu"]) == 0
-    assert "refined at the k-th value" in capsys.readouterr().out
-    cli = pd.read_parquet(out).sort_values(["source", "rank"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(cli, want.to_frame(), check_dtype=False)
+    for flag, rows in (("--refine", want), ("--no-refine", plain)):
+        out = tmp_path / flag
+        assert main([*args, "--out", str(out), flag, "--quiet", "--device", "cpu"]) == 0
+        assert ("refined at the k-th value" in capsys.readouterr().out) == (flag == "--refine")
+        cli = pd.read_parquet(out).sort_values(["source", "rank"]).reset_index(drop=True)
+        pd.testing.assert_frame_equal(cli, rows.to_frame(), check_dtype=False)
     with pytest.raises(FileExistsError, match="another topk-ppr job"):  # the same folder, without refine
-        pipelines.run(pipelines.topk_ppr_job(sources=sources, index=idx, k=k, out=out), progress=False)
+        pipelines.topk_ppr_job(sources=sources, index=idx, k=k, out=tmp_path / "r", refine=False)
     with pytest.raises(TypeError, match="refine must be True or False"):
         pipelines.topk_ppr_job(sources=sources, index=idx, out=tmp_path / "x", refine="yes")
 
