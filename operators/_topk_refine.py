@@ -19,8 +19,9 @@ entries is read in part: every SAMPLE_STRIDE-th entry from an offset hashed from
 SAMPLE_STRIDE, which keeps the estimate unbiased and the answer reproducible. Those lists held most of
 the entries read (at R-MAT 24, k = 100, the refinement's GPU time went from 0.83 to 0.38 ms a query);
 precision@k fell by at most 0.002, within two standard errors (CPU at R-MAT 20, one H100 at R-MAT 22
-and 24, k = 10 to 1000), and a stride of 16 or 32 saved little more time. A band of more than ``band_cap(k)`` vertices (a graph of
-many equal estimates) is left as it is. The source keeps its own estimate.
+and 24, k = 10 to 1000), and a stride of 16 or 32 saved little more time. A band of more than
+``band_cap(k)`` vertices (a graph of many equal estimates) is left as it is. The source keeps its own
+estimate.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class PPRIndex:
 
     def forget_workspaces(self) -> None:
         """Drop what queries keep with the index for the next call, so that its memory can be freed:
-        their workspaces (about 81 bytes per vertex for each GPU stream, 93 with refine, 37 for each CPU
+        their workspaces (about 93 bytes per vertex for each GPU stream, 81 with refine=False, 37 for each CPU
         thread) and round constants."""
         if self.graph.device == "gpu":  # no kernel may still use them when their memory is reused
             import_cupy().cuda.Device().synchronize()

@@ -150,12 +150,12 @@ def topk_ppr(
         the k-th estimate from their in-neighbours': pi(s, t) = alpha sum_{u -> t} pi(s, u) / d_out(u) has a
         fraction of the variance (``_topk_refine``, our addition; it needs the graph's in-edge lists, built
         at the first call and kept with the graph). On one H100 it raised precision@1000 from 0.989-0.999
-        to 0.998-0.9998 and took 8-45% more time a query. False answers as Algorithm 3 does.
+        to 0.998-0.9998 and took 7-45% more time a query. False answers as Algorithm 3 does.
     streams : int, optional
         GPU only: sources answered at once, each on its own CUDA stream and workspace, driven in turn
         from the calling thread, so that one query's kernels run while the host reads another's
-        round. Default: up to 8 from 2**23 vertices for k below 100, else up to 4;
-        fewer when the free device memory holds fewer workspaces (81 bytes per vertex each, 93 with refine;
+        round. Default: up to 8 from 2**23 vertices for k below 100, else up to 4; fewer when the
+        free device memory holds fewer workspaces (93 bytes per vertex each, 81 with refine=False;
         they are kept with the index for the next call: ``index.forget_workspaces()`` frees them).
         1 answers the sources one after another. On the CPU the batch answers
         ``numba.get_num_threads()`` sources at once instead, on threads with a workspace each (37

@@ -171,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     tk.add_argument("--refine", action=argparse.BooleanOptionalAction, default=True,
                     help="re-estimate the vertices near the k-th estimate from their in-neighbours' "
-                         "(default; higher precision for 8-45%% more time a query)")  # fmt: skip
+                         "(default; higher precision for 7-45%% more time a query)")  # fmt: skip
     pp = command("ppr", "personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet")
     pp.add_argument("input", help="edge-list file or a spec like rmat:16")
     _sources_options(pp)

@@ -81,7 +81,7 @@ def topk_ppr_job(
         threads. The rows do not depend on it, and a re-run with another value resumes the same job.
     refine : bool
         Re-estimate the vertices near each source's k-th estimate from their in-neighbours'
-        (``operators.topk_ppr``'s ``refine``, on by default): higher precision for 8-45% more time a query.
+        (``operators.topk_ppr``'s ``refine``, on by default): higher precision for 7-45% more time a query.
         It changes the rows, so it is part of the job (a re-run with the other value is another job).
 
     Returns
