@@ -14,6 +14,7 @@ import graphs
 from graphs._device import to_host
 from operators import build_ppr_index, ppr, topk_ppr
 from operators._topk_refine import REFINE_Z, SAMPLE_FROM, SAMPLE_STRIDE, band_cap, in_edges
+from operators._topk_refine_need import BIG_SHIFT
 from operators.ppr_metrics import precision_at_k
 from tests.conftest import DEVICES
 
@@ -83,6 +84,23 @@ def test_band_and_its_estimates_match_a_numpy_evaluation(device):
     vertices above the band and takes the band's best by the new estimates. At k = 50 some in-neighbours
     that the round did not list have start lists of more than SAMPLE_FROM entries (read in part); at
     k = 200 none do."""
+    _check_band(device)
+
+
+@pytest.mark.gpu
+def test_gpu_long_lists_in_chunks_match_the_numpy_evaluation(monkeypatch):
+    """The same with lists of more than 16 entries read summed in chunks of 32 by a warp each
+    (``gj_refine_big``, which the defaults keep for lists of which more than 256 entries are read)."""
+    import operators._topk_refine_need as need
+
+    monkeypatch.setattr(need, "BIG_LIST", 16)
+    monkeypatch.setattr(need, "BIG_CHUNK", 32)
+    monkeypatch.setattr(need, "NEED_SOURCE", need.need_source(16, 32))
+    assert _check_band("gpu") > 0
+
+
+def _check_band(device):
+    """The body of the two tests above; on the GPU, the long lists met (``gj_refine_big``'s), else 0."""
     from operators._topk_batch import workspace
 
     g = graphs.rmat(14, seed=5, device=device)
@@ -91,7 +109,7 @@ def test_band_and_its_estimates_match_a_numpy_evaluation(device):
     in_ptr, in_idx = (to_host(x) for x in edges)
     lengths = np.diff(to_host(idx.arrays["ip1"]))
     q = workspace(idx)
-    checked = sampled = 0
+    checked = sampled = long_lists = 0
     for k, s in [(k, s) for k in (50, 200) for s in _sources(g, 3)]:
         verts, raw, tau, rho = _one_round(q, idx, s, k)
         r, pi0, est_h = (to_host(x).astype(np.float64) for x in (q.r, q.pi0, q.est_h))
@@ -100,6 +118,8 @@ def test_band_and_its_estimates_match_a_numpy_evaluation(device):
         est, smooth = _reference(idx, r, pi0, est_h, int(s), np.isin(np.arange(g.n), listed))
         q.refine_launch(verts, raw, k, tau=tau, rho=rho, high_irw=True, edges=edges)
         got_v, got_e, nb = q.refine_finish()
+        if device == "gpu":
+            long_lists += int(q.refine_shared.need.bc[0]) >> BIG_SHIFT
         # the band by its definition, over the listed vertices
         w = np.maximum(est - pi0 - idx.params.own_share * r, 0.0)
         vk = verts[k - 1]
@@ -120,6 +140,7 @@ def test_band_and_its_estimates_match_a_numpy_evaluation(device):
         ins = np.concatenate([in_idx[in_ptr[t] : in_ptr[t + 1]] for t in band])
         sampled += (lengths[np.setdiff1d(ins, listed)] > SAMPLE_FROM).sum()
     assert checked > 0 and sampled > 0
+    return long_lists
 
 
 @pytest.mark.parametrize("device", DEVICES)
