@@ -151,7 +151,7 @@ extern "C" __global__ void gj_refine_reduce(const int* band, const int* nband, i
 }
 """
 REFINE_PARTS = 1 << 18  # partial sums of a band's chunks (the chunks grow to fit)
-# the refinement's per-query values in its parameter block (``_Params``)
+# the refinement's per-query values in its parameter block (``_Shared.rp``)
 RP = dict(RP_COUNT=0, RP_RHO=1, RP_KTH=2, RP_VK=3, RP_TAU=4, RP_S=RP_S)
 REFINE_SOURCE = "".join((
     f"#define REFINE_PARTS {REFINE_PARTS}\n", *(f"#define {name} {i}\n" for name, i in RP.items()),
