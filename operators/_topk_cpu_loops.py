@@ -71,37 +71,32 @@ def _afp_cpu(indptr, indices, deg1, beta, rmax, s, alpha, r, pi0, mark, touched,
 
 
 @nb.njit(cache=True, nogil=True)
-def _walk_sum(t, first, step, ip1, starts, ip2, freqs, r, omega):
-    """The walks of t's start list, entries first, first + step, ... (``first`` an index into ``starts``)."""
+def _estimate_one(t, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, skip, step):
+    """Alg. 6 for candidate t: its reserve and own share, its start list's walks, and H's estimate. The
+    walks of entries skip, skip + step, ... of the list, each weighted step (Alg. 6: 0 and 1; the
+    refinement reads long lists in part, ``_topk_refine``)."""
     acc = 0.0
     nf = ip2[t + 1] - ip2[t]
-    for j in range(first, ip1[t + 1], step):
+    for j in range(ip1[t] + skip, ip1[t + 1], step):
         v = starts[j]
         if r[v] > 0.0:
             k = j - ip1[t]
             f = freqs[ip2[t] + k] if k < nf else 1
             acc += r[v] * f / omega[v]
-    return acc
-
-
-@nb.njit(cache=True, nogil=True)
-def _estimate_one(t, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own):
-    """Alg. 6 for candidate t: its reserve and own share, its start list's walks, and H's estimate."""
-    acc = _walk_sum(t, ip1[t], 1, ip1, starts, ip2, freqs, r, omega)
     h = h_index[t]
-    return pi0[t] + own * r[t] + acc + (est_h[h] if h >= 0 else 0.0)
+    return pi0[t] + own * r[t] + step * acc + (est_h[h] if h >= 0 else 0.0)
 
 
 @nb.njit(parallel=True, cache=True)
 def _compute_ppr_cpu(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, out):
     for i in nb.prange(cand.size):
-        out[i] = _estimate_one(cand[i], ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own)
+        out[i] = _estimate_one(cand[i], ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, 0, 1)
 
 
 @nb.njit(cache=True, nogil=True)
 def _compute_ppr_serial(cand, ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, out):
     for i in range(cand.size):  # a query of a threaded batch: Numba's pool is not shared between threads
-        out[i] = _estimate_one(cand[i], ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own)
+        out[i] = _estimate_one(cand[i], ip1, starts, ip2, freqs, r, omega, pi0, h_index, est_h, own, 0, 1)
 
 
 @nb.njit(cache=True, nogil=True)

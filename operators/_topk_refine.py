@@ -34,7 +34,7 @@ import numpy as np
 from graphs._device import import_cupy
 
 from ._topk_cpu import select_top, tie_order
-from ._topk_cpu_loops import _walk_sum
+from ._topk_cpu_loops import _estimate_one
 
 REFINE_Z = 1.0
 SAMPLE_FROM = 32  # the unlisted in-neighbours' start lists longer than this are read in part:
@@ -127,12 +127,12 @@ def _smooth_cpu(
             elif stamps[u] == stamp:
                 val = cache[u]
             else:
-                first, step = g.ip1[u], 1
-                if g.ip1[u + 1] - first > SAMPLE_FROM:
-                    first, step = first + sample_offset(u, s), SAMPLE_STRIDE
-                walks = step * _walk_sum(u, first, step, g.ip1, g.starts, g.ip2, g.freqs, r, g.omega)
-                h = g.h_index[u]
-                val = pi0[u] + g.own * r[u] + walks + (est_h[h] if h >= 0 else 0.0)
+                skip, step = 0, 1
+                if g.ip1[u + 1] - g.ip1[u] > SAMPLE_FROM:
+                    skip, step = sample_offset(u, s), SAMPLE_STRIDE
+                val = _estimate_one(
+                    u, g.ip1, g.starts, g.ip2, g.freqs, r, g.omega, pi0, g.h_index, est_h, g.own, skip, step
+                )
                 cache[u] = val
                 stamps[u] = stamp
             acc += val / (indptr[u + 1] - indptr[u])
