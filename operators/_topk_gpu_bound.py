@@ -28,17 +28,18 @@ import numpy as np
 from graphs._device import get_kernel
 
 from ._cuda_blocks import SCAN_CUDA
-from ._topk_gpu_entries import WIDE_ENTRIES, bound_entries
+from ._topk_gpu_entries import WIDE_ENTRIES, bound_entries, hword_typedef
 from ._topk_gpu_push import PUSH_DEVICE, QP_TAU
 
 BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its lane or warp
 
 BOUND_CUDA = r"""
 // a lane adds its vertex's list, or the whole warp one of more than 32 entries (warp-uniform call)
-// an H entry is one word: the H vertex in the low `hbits` bits, the walks' count above (pack_entries)
+// an H entry is one word (gj_hword: 16 or 32 bits): the H vertex in the low `hbits` bits, the walks'
+// count less one above (pack_entries)
 #define GJ_H(x) ((x) & ((1u << hbits) - 1u))
-#define GJ_FREQ(x) ((double)((x) >> hbits))
-__device__ __forceinline__ void gj_add_lists(double w, long long f, long long len, const unsigned* h_pack,
+#define GJ_FREQ(x) ((double)(((x) >> hbits) + 1u))
+__device__ __forceinline__ void gj_add_lists(double w, long long f, long long len, const gj_hword* h_pack,
         int hbits, double* est_h) {
     const unsigned full = 0xffffffffu;
     const bool shared = len > 32;
@@ -62,7 +63,7 @@ struct __align__(32) gj_hlist { long long first; double inv_omega; long long len
 // by_vertex: est_h was zeroed before the launch; otherwise this zeroes it for gj_bound_entries
 extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouched, const double* pi0,
         const double* qp, const int* h_index, int exclude_h, int* cand, int* ncand, const gj_vertex* vs,
-        const gj_hlist* lists, const unsigned* h_pack, int hbits, int nh, int by_vertex, double* est_h,
+        const gj_hlist* lists, const gj_hword* h_pack, int hbits, int nh, int by_vertex, double* est_h,
         float* wv, gj_eoff* gap, gj_eoff* off, long long* seg_entries, int* seg_owners, double* seg_back) {
     const double tau = qp[GJ_QP_TAU];
     const long long nt = *ntouched, per = (nt + gridDim.x - 1) / gridDim.x;
@@ -115,9 +116,10 @@ extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouche
 
 
 @functools.cache  # one string per variant: get_kernel's cache then hashes it once, not every round
-def bound_source(wide: bool) -> str:
-    """``gj_round_lists``, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``."""
-    head = f"typedef {'long long' if wide else 'int'} gj_eoff;\n"
+def bound_source(wide: bool, narrow: bool = True) -> str:
+    """``gj_round_lists``, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``,
+    and 16-bit H entries when ``narrow`` (``_topk_gpu_lists.pack_entries``)."""
+    head = f"typedef {'long long' if wide else 'int'} gj_eoff;\n" + hword_typedef(narrow)
     return head + PUSH_DEVICE + SCAN_CUDA + BOUND_CUDA
 
 
@@ -146,7 +148,7 @@ def _round_args(q, exclude_h: bool):
     a, nh, nt = q.index.arrays, q.nh, q.counts[3:]
     segments, by_vertex = q.seg_entries.size, q.bound_by_vertex
     c = q.constants
-    wide = c.h_pack.size >= WIDE_ENTRIES
+    wide, narrow = c.h_pack.size >= WIDE_ENTRIES, c.h_pack.dtype == np.uint16
     eoff = np.int64 if wide else np.int32
     # scratch: each list's weight (float), gap (its first entry minus its place) and place in its segment
     wv, gap, off = q.bigval.view(np.float32), q.shift.view(eoff), q.off.view(eoff)
@@ -157,5 +159,5 @@ def _round_args(q, exclude_h: bool):
     if not by_vertex:
         args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
                 np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
-        entries = (args, wide)
-    return get_kernel(bound_source(wide), "gj_round_lists"), lists, entries
+        entries = (args, wide, narrow)
+    return get_kernel(bound_source(wide, narrow), "gj_round_lists"), lists, entries

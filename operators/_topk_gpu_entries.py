@@ -46,8 +46,10 @@ WIDE_ENTRIES = 2**30  # from this many H entries on, their places are 64-bit (32
 MIN_CACHE = 4096  # fewest H vertices worth a shared copy of their part of est_h (else all go to est_h)
 
 ENTRIES_CUDA = r"""
-// an H entry is one word: the H vertex in the low `hbits` bits, the walks' count above (pack_entries)
+// an H entry is one word (gj_hword: 16 or 32 bits): the H vertex in the low `hbits` bits, the walks'
+// count less one above (pack_entries)
 #define GJ_H(x) ((x) & ((1u << hbits) - 1u))
+#define GJ_COUNT(x) ((float)(((x) >> hbits) + 1u))
 // s_base[b]: the first entry of segment b in the whole sequence; s_base[segments]: all entries
 __device__ __forceinline__ void gj_segment_bases(const long long* seg_entries, int segments,
         long long* s_base) {
@@ -85,7 +87,7 @@ __device__ __forceinline__ unsigned gj_warp_or(unsigned bits) {
 // the entry pass's parameters, the same for its three kernels (with ncache: see gj_h_add)
 #define GJ_ENTRY_PARAMS const int* ntouched, int segments, const long long* seg_entries, \
         const int* seg_owners, const double* seg_back, const gj_eoff* off, const float* wv, \
-        const gj_eoff* gap, const unsigned* h_pack, int hbits, int nh, double* est_h
+        const gj_eoff* gap, const gj_hword* h_pack, int hbits, int nh, double* est_h
 #define GJ_ENTRY_ARGS \
     ntouched, segments, seg_entries, seg_owners, seg_back, off, wv, gap, h_pack, hbits, nh, est_h
 // A warp adds entries [base, stop) of the sequence, 32 to 32 GJ_WAYS a step. Segment b's lists sit at
@@ -136,7 +138,7 @@ __device__ __forceinline__ void gj_bound_add(GJ_ENTRY_PARAMS, T* acc, int ncache
                     for (int q = 0; q < GJ_FAST; ++q) y[q] = h_pack[G0 + sb + 32 * q + lane];
 #pragma unroll
                     for (int q = 0; q < GJ_FAST; ++q)
-                        gj_h_add<SPLIT>(acc, est_h, ncache, GJ_H(y[q]), W0 * (float)(y[q] >> hbits));
+                        gj_h_add<SPLIT>(acc, est_h, ncache, GJ_H(y[q]), W0 * GJ_COUNT(y[q]));
                 }
                 if (sb >= lend) break;
                 // up to GJ_WAYS x 32 entries a step, GJ_WAYS per lane, while the lists starting in them fit
@@ -180,7 +182,7 @@ __device__ __forceinline__ void gj_bound_add(GJ_ENTRY_PARAMS, T* acc, int ncache
 #pragma unroll
                 for (int q = 0; q < GJ_WAYS; ++q)
                     if (w[q] != 0.0f)
-                        gj_h_add<SPLIT>(acc, est_h, ncache, GJ_H(x[q]), w[q] * (float)(x[q] >> hbits));
+                        gj_h_add<SPLIT>(acc, est_h, ncache, GJ_H(x[q]), w[q] * GJ_COUNT(x[q]));
             }
             pos = sb0 + lend;
         }
@@ -209,21 +211,27 @@ extern "C" __global__ void gj_bound_entries(GJ_ENTRY_PARAMS, int) {
 """
 
 
+def hword_typedef(narrow: bool) -> str:
+    """gj_hword, an H entry: 16 bits when ``narrow``, else 32 (``_topk_gpu_lists.pack_entries``)."""
+    return f"typedef {'unsigned short' if narrow else 'unsigned'} gj_hword;\n"
+
+
 @functools.cache  # one string per variant: get_kernel's cache then hashes it once, not every round
-def entries_source(wide: bool) -> str:
-    """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``."""
+def entries_source(wide: bool, narrow: bool = True) -> str:
+    """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``, and 16-bit
+    H entries when ``narrow``."""
     head = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
     head += (
         f"#define GJ_WAYS {BOUND_WAYS}\n#define GJ_FAST {BOUND_FAST}\n#define BOUND_SPREAD {BOUND_SPREAD}\n"
     )
-    head += f"typedef {'long long' if wide else 'int'} gj_eoff;\n"
+    head += f"typedef {'long long' if wide else 'int'} gj_eoff;\n" + hword_typedef(narrow)
     return head + SCAN_CUDA + ENTRIES_CUDA
 
 
 ENTRIES_SOURCE = entries_source(False)
 
 
-def bound_entries(q, args, wide: bool) -> None:
+def bound_entries(q, args, wide: bool, narrow: bool) -> None:
     """Launch the entry pass on ``args`` (``_topk_gpu_bound.select_and_bound_gpu``): into a shared copy
     of est_h, or of its first part when ``q.bound_smem`` says that all of it does not fit, else into est_h
     itself. With several queries in flight it takes one block an SM, leaving the rest to their other
@@ -233,18 +241,19 @@ def bound_entries(q, args, wide: bool) -> None:
     def make():
         smem, per_sm, ncache = q.bound_smem
         if per_sm:
-            kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh)
+            kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh, narrow)
             per = min(per_sm, fit) if q.in_flight == 1 else 1
             return kernel, (q.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), smem
         return (
-            get_kernel(entries_source(wide), "gj_bound_entries"),
+            get_kernel(entries_source(wide, narrow), "gj_bound_entries"),
             (q.sm_blocks * 8,),
             (256,),
             (*args, np.int32(0)),
             0,
         )
 
-    kernel, grid, block, full, smem = q.launch_args(("entries", q.bound_smem, q.in_flight == 1, wide), make)
+    key = ("entries", q.bound_smem, q.in_flight == 1, wide, narrow)
+    kernel, grid, block, full, smem = q.launch_args(key, make)
     kernel(grid, block, full, shared_mem=smem)
 
 
@@ -263,11 +272,12 @@ def bound_smem_plan(nh: int) -> tuple[int, int, int]:
 
 
 @functools.cache
-def _smem_kernel(device: int, wide: bool, split: bool = False):
+def _smem_kernel(device: int, wide: bool, split: bool = False, narrow: bool = True):
     """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (set per round
     before, a query over a smaller H could lower it under a concurrent larger one), and how many of its
     blocks of 1,024 threads the registers let run on an SM at once."""
-    kernel = get_kernel(entries_source(wide), "gj_bound_entries_split" if split else "gj_bound_entries_smem")
+    name = "gj_bound_entries_split" if split else "gj_bound_entries_smem"
+    kernel = get_kernel(entries_source(wide, narrow), name)
     optin = import_cupy().cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
     kernel.max_dynamic_shared_size_bytes = optin - kernel.attributes["shared_size_bytes"]
     return kernel, max(1, 65536 // (1024 * kernel.attributes["num_regs"]))

@@ -1,10 +1,11 @@
 """What every GPU top-k query of one index reads of it and none writes, built once per index.
 
 Alg. 4's passes (``_topk_gpu_bound``, ``_topk_gpu_entries``) read these, shared by every stream's workspace
-(``round_constants``): each H entry is one 32-bit word, the H vertex in the low bits and the walks'
-count above (``pack_entries``; 8 bytes in two arrays before), and each start vertex's list start,
-length, 1 / omega(v) and returned walks sit in one 32-byte record (four arrays before). With both,
-candidates and Alg. 4 at R-MAT 24 top-100 took 0.42 ms instead of 0.49 (one H100).
+(``round_constants``): each H entry is one word, the H vertex in the low bits and the walks' count less
+one above (``pack_entries``; 16 bits where |H| <= NARROW_H, else 32; 8 bytes in two arrays before), and
+each start vertex's list start, length, 1 / omega(v) and returned walks sit in one 32-byte record (four
+arrays before). With both, candidates and Alg. 4 at R-MAT 24 top-100 took 0.42 ms instead of 0.49 (one
+H100), with 32-bit words.
 """
 
 from __future__ import annotations
@@ -14,17 +15,25 @@ from dataclasses import dataclass
 
 from graphs._device import array_module, import_cupy
 
+# H sets of up to this many vertices get 16-bit H entries. At R-MAT 22 (|H| = 4,179, 3 bits left for
+# the count) they are 1.002 words an entry, at R-MAT 20 (1,046) 1.000; 98% of the counts are 1 or 2.
+# Half the memory of 32-bit words (R-MAT 24: 187 MB against 366), the same answers, and no change in
+# speed: Alg. 4's pass is not bound by the entries it reads (results/topk-hwords-ab-h100.txt)
+NARROW_H = 1 << 16
+
 
 def pack_entries(hptr, h_end, h_freq, nh: int):
-    """The H entries in one 32-bit word each, half the bytes that Alg. 4 reads (NumPy or CuPy arrays).
+    """The H entries in one word each (NumPy or CuPy arrays): 16 bits for at most NARROW_H H vertices,
+    else 32, against 8 bytes in the index's two arrays.
 
-    A word holds the H vertex in its low ``hbits`` bits and the walks' count above them. A count too
-    large for the rest is split over several entries of the same H vertex (their terms add up to the
-    same sum), so a start list may grow; returns (its row pointer, the words, ``hbits``).
+    A word holds the H vertex in its low ``hbits`` bits and the walks' count less one above them. A
+    count too large for the rest is split over several entries of the same H vertex (their terms add up
+    to the same sum), so a start list may grow; returns (its row pointer, the words, ``hbits``).
     """
     xp = array_module(h_end)
     hbits = max(1, int(nh - 1).bit_length())
-    fmax = (1 << (32 - hbits)) - 1
+    bits, word = (16, xp.uint16) if nh <= NARROW_H else (32, xp.uint32)
+    fmax = 1 << (bits - hbits)
     freq = h_freq
     if h_freq.size and int(h_freq.max()) > fmax:
         pieces = (h_freq.astype(xp.int64) + fmax - 1) // fmax
@@ -34,8 +43,8 @@ def pack_entries(hptr, h_end, h_freq, nh: int):
         last = xp.arange(entry.size, dtype=xp.int64) - first[entry] == pieces[entry] - 1
         freq = xp.where(last, h_freq[entry] - (pieces[entry] - 1) * fmax, fmax)
         h_end = h_end[entry]
-    words = h_end.astype(xp.uint32) | (freq.astype(xp.uint32) << xp.uint32(hbits))
-    return hptr, words, hbits
+    words = h_end.astype(xp.uint32) | ((freq.astype(xp.uint32) - xp.uint32(1)) << xp.uint32(hbits))
+    return hptr, words.astype(word), hbits
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,15 @@ SOURCES = [
     ("topk-round-top", _topk_gpu_select.ROUND_TOP_KERNEL, ("gj_round_top",)),
     ("topk-estimate", _topk_gpu_estimate.ESTIMATE_SOURCE, ("gj_compute_ppr", "gj_compute_big")),
     ("topk-bound", _topk_gpu_bound.BOUND_SOURCE, ("gj_round_lists",)),
+    ("topk-bound-32", _topk_gpu_bound.bound_source(False, False), ("gj_round_lists",)),
     (
         "topk-entries",
         _topk_gpu_entries.ENTRIES_SOURCE,
+        ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
+    ),
+    (
+        "topk-entries-32",
+        _topk_gpu_entries.entries_source(False, False),
         ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
     ),
     ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),

@@ -144,19 +144,26 @@ def _walks_by_pair(hptr, h, freq, nh):
     return sums
 
 
-@pytest.mark.parametrize("scale", [1, 1 << 24, 1 << 28])
-def test_packed_h_entries_keep_every_walk(rmat13, scale):
-    # the GPU's one-word H entries keep each start list's walks per H vertex; counts too large for the
-    # word (scaled up here) are split over several entries of the same H vertex
-    from operators._topk_gpu_lists import pack_entries
+@pytest.mark.parametrize(
+    ("narrow", "scale"), [(True, 1), (True, 1 << 10), (False, 1), (False, 1 << 24), (False, 1 << 28)]
+)
+def test_packed_h_entries_keep_every_walk(rmat13, monkeypatch, narrow, scale):
+    # the GPU's one-word H entries (16 bits up to NARROW_H H vertices, else 32) keep each start list's
+    # walks per H vertex; counts too large for the word (scaled up here) are split over several entries
+    # of the same H vertex
+    import operators._topk_gpu_lists as lists
 
     a = _host(build_ppr_index(rmat13, seed=3))
     nh, freq = a["high"].size, a["h_freq"].astype(np.int64) * scale
-    hptr, words, hbits = pack_entries(a["hptr"], a["h_end"], freq, nh)
-    assert hbits == (nh - 1).bit_length() and words.dtype == np.uint32
-    got = _walks_by_pair(hptr, words & ((1 << hbits) - 1), (words >> hbits).astype(np.int64), nh)
+    if not narrow:
+        monkeypatch.setattr(lists, "NARROW_H", nh - 1)
+    hptr, words, hbits = lists.pack_entries(a["hptr"], a["h_end"], freq, nh)
+    bits = 16 if narrow else 32
+    assert hbits == (nh - 1).bit_length() and words.dtype == (np.uint16 if narrow else np.uint32)
+    words = words.astype(np.int64)
+    got = _walks_by_pair(hptr, words & ((1 << hbits) - 1), (words >> hbits) + 1, nh)
     assert (got == _walks_by_pair(a["hptr"], a["h_end"], freq, nh)).all()
-    split = freq.max() > (1 << (32 - hbits)) - 1
+    split = freq.max() > 1 << (bits - hbits)
     assert split == (scale > 1) and (words.size > freq.size) == split
     if not split:  # the row pointer is the index's own
         assert hptr is a["hptr"]

@@ -183,24 +183,33 @@ def test_bound_smem_plan_copies_all_of_h_or_its_first_part():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("wide", "fast", "narrow"),
-    [(False, None, False), (True, None, False), (False, 1, False), (False, None, True)],
-    ids=["32-bit-places", "64-bit-places", "runs-of-32", "chunks-of-a-narrow-grid"],
-)
-def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast, narrow):
+    ("wide", "fast", "narrow", "words"),
+    [(False, None, False, 16), (True, None, False, 16), (False, 1, False, 16), (False, None, True, 16),
+     (False, None, False, 32), (True, 1, False, 32)],
+    ids=["32-bit-places", "64-bit-places", "runs-of-32", "chunks-of-a-narrow-grid", "32-bit-entries",
+         "64-bit-places-32-bit-entries-runs-of-32"],
+)  # fmt: skip
+def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast, narrow, words):
     """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
     NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
     entries in shared memory or in global memory (when |H| would not fit), from any est_h; with the
-    entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on), or with a shared copy of
-    H's first half, the rest added to est_h itself. |H| = 65 here, so the
+    entries' places in 32 or 64 bits (the latter from WIDE_ENTRIES entries on), H entries of 16 or 32
+    bits (``_topk_gpu_lists.NARROW_H``), or with a shared copy of H's first half, the rest added to
+    est_h itself. |H| = 65 here, so the
     steps inside one list (BOUND_FAST x 32 entries) are taken only with BOUND_FAST = 1. A grid of one
     SM's blocks (``narrow``) gives each warp many chunks of the entries, strided over them."""
     import functools
 
     import operators._topk_gpu_bound as bound
     import operators._topk_gpu_entries as entries
+    import operators._topk_gpu_lists as lists
     from operators._topk_gpu_bound import select_and_bound_gpu
 
+    # the index's round constants are built again here, and the index's own put back after the test
+    lists.round_constants(rmat16_gpu)
+    monkeypatch.delitem(rmat16_gpu.__dict__, "_round_constants")
+    if words == 32:
+        monkeypatch.setattr(lists, "NARROW_H", 0)
     if wide:
         monkeypatch.setattr(bound, "WIDE_ENTRIES", 0)
     if fast:  # fresh caches of the kernel source, restored with the module's after the test
@@ -209,6 +218,7 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
         monkeypatch.setattr(entries, "_smem_kernel", functools.cache(entries._smem_kernel.__wrapped__))
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
+    assert q.constants.h_pack.dtype == (np.uint16 if words == 16 else np.uint32)
     if narrow:
         q.sm_blocks = 1
     v = np.flatnonzero(r > 0)
