@@ -18,7 +18,10 @@ from graphs._device import array_module, import_cupy
 # H sets of up to this many vertices get 16-bit H entries. At R-MAT 22 (|H| = 4,179, 3 bits left for
 # the count) they are 1.002 words an entry, at R-MAT 20 (1,046) 1.000; 98% of the counts are 1 or 2.
 # Half the memory of 32-bit words (R-MAT 24: 187 MB against 366), the same answers, and no change in
-# speed: Alg. 4's pass is not bound by the entries it reads (results/topk-hwords-ab-h100.txt)
+# speed: Alg. 4's pass is not bound by the entries it reads (results/topk-hwords-ab-h100.txt). The word
+# holds the count less one: holding the count, R-MAT 24's one bit split every count above 1 into
+# entries of one side by side, and their shared-memory adds retried on one address (a pass 13x as long,
+# results/topk-entries-word16-trial-h100.txt)
 NARROW_H = 1 << 16
 
 
