@@ -21,8 +21,8 @@ from graphs._device import array_module, import_cupy
 # speed: Alg. 4's pass is not bound by the entries it reads (results/topk-hwords-ab-h100.txt). The word
 # holds the count less one: holding the count, R-MAT 24's one bit split every count above 1 into
 # entries of one side by side, and their shared-memory adds retried on one address (a pass 13x as long,
-# results/topk-entries-word16-trial-h100.txt)
-NARROW_H = 1 << 16
+# results/topk-entries-word16-trial-h100.txt). So at least one bit is left for it: |H| <= 2^15
+NARROW_H = 1 << 15
 
 
 def pack_entries(hptr, h_end, h_freq, nh: int):

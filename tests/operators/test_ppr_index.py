@@ -169,6 +169,24 @@ def test_packed_h_entries_keep_every_walk(rmat13, monkeypatch, narrow, scale):
         assert hptr is a["hptr"]
 
 
+@pytest.mark.parametrize(
+    ("nh", "word", "hbits"), [(2, np.uint16, 1), (1 << 15, np.uint16, 15), ((1 << 15) + 1, np.uint32, 16)]
+)
+def test_h_entries_keep_a_bit_for_the_count(nh, word, hbits):
+    # 16-bit words only while a bit is left for the count less one: with none, every count above 1
+    # became entries of one side by side (results/topk-entries-word16-trial-h100.txt)
+    from operators._topk_gpu_lists import pack_entries
+
+    hptr, h_end, freq = np.array([0, 3]), np.array([0, nh - 1, 1]), np.array([1, 2, 3])
+    ptr, words, bits = pack_entries(hptr, h_end, freq, nh)
+    assert words.dtype == word and bits == hbits
+    w = words.astype(np.int64)
+    split = word == np.uint16 and hbits == 15  # one bit: counts 1 and 2 fit, 3 is split into 2 + 1
+    assert list(w & ((1 << bits) - 1)) == ([0, nh - 1, 1, 1] if split else [0, nh - 1, 1])
+    assert list((w >> bits) + 1) == ([1, 2, 2, 1] if split else [1, 2, 3])
+    assert list(ptr) == ([0, 4] if split else [0, 3])
+
+
 @pytest.mark.parametrize("first_step", [True, False])
 def test_walks_follow_the_ppr_distribution(first_step):
     # the index's walks from v end at t with frequency ~ pi_v(t) without the return-to-source part;
