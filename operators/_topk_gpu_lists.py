@@ -34,6 +34,8 @@ def pack_entries(hptr, h_end, h_freq, nh: int):
     to the same sum), so a start list may grow; returns (its row pointer, the words, ``hbits``).
     """
     xp = array_module(h_end)
+    if h_freq.size and int(h_freq.min()) < 1:  # a word holds the count less one: 0 would wrap around
+        raise ValueError(f"h_freq: expected walk counts of at least 1, got {int(h_freq.min())}")
     hbits = max(1, int(nh - 1).bit_length())
     bits, word = (16, xp.uint16) if nh <= NARROW_H else (32, xp.uint32)
     fmax = 1 << (bits - hbits)

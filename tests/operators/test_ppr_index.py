@@ -187,6 +187,14 @@ def test_h_entries_keep_a_bit_for_the_count(nh, word, hbits):
     assert list(ptr) == ([0, 4] if split else [0, 3])
 
 
+def test_h_entries_refuse_a_count_of_zero():
+    # a corrupt index's count of 0 would wrap around in a word that holds the count less one
+    from operators._topk_gpu_lists import pack_entries
+
+    with pytest.raises(ValueError, match="h_freq: expected walk counts of at least 1, got 0"):
+        pack_entries(np.array([0, 2]), np.array([0, 1]), np.array([1, 0]), 2)
+
+
 @pytest.mark.parametrize("first_step", [True, False])
 def test_walks_follow_the_ppr_distribution(first_step):
     # the index's walks from v end at t with frequency ~ pi_v(t) without the return-to-source part;
