@@ -9,11 +9,11 @@ import graphs
 from benchmarks import cugraph_peer
 from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
 from operators import pagerank
-from operators._degree_order import KEY as ORDER_KEY
-from operators._degree_order import degree_ordered
-from operators._pagerank_binned import TUNING as BINNED
-from operators._pagerank_binned import binned_layout_of, binned_order
 from operators.pagerank import auto_method, inverse_out_weight
+from operators.pagerank.binned import TUNING as BINNED
+from operators.pagerank.binned import binned_layout_of, binned_order
+from operators.pagerank.order import KEY as ORDER_KEY
+from operators.pagerank.order import degree_ordered
 
 SNAP_GRAPHS = ["wiki-Vote", "email-Enron", "soc-Epinions1", "soc-Slashdot0902", "ca-CondMat"]
 
@@ -28,7 +28,7 @@ def _iteration_seconds(run_k):
 
 def gpu_iteration_seconds(g, *, method, weighted, iterations=40, repeats=5):
     """Median per-iteration and set-up seconds of the GPU power iteration, from its CUDA events."""
-    from operators._pagerank_gpu import pagerank_gpu
+    from operators.pagerank.gpu import pagerank_gpu
 
     inv = inverse_out_weight(g, weighted)
     runs = []
@@ -189,7 +189,7 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
 
 
 def _iterations_to_converge(g, tol, weighted):
-    from operators._pagerank_gpu import pagerank_gpu
+    from operators.pagerank.gpu import pagerank_gpu
 
     _, iters, _, _ = pagerank_gpu(
         g,
@@ -210,7 +210,7 @@ def _iterations_to_converge(g, tol, weighted):
 def cpu(rep: Reporter, dataset_dir, scales) -> None:
     import networkx as nx
 
-    from operators._pagerank_cpu import _pull_cpu
+    from operators.pagerank.cpu import _pull_cpu
 
     cases = []
     for name in SNAP_GRAPHS:

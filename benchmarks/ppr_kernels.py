@@ -19,8 +19,8 @@ import numpy as np
 
 from benchmarks.profile_ppr import gpu_graph
 from graphs._device import to_host
-from operators._ppr_cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid
-from operators._ppr_push_gpu import solver
+from operators.ppr.cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid
+from operators.ppr.push_gpu import solver
 
 
 def main(argv=None) -> None:

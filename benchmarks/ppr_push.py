@@ -28,7 +28,7 @@ import numpy as np
 import graphs
 from graphs._device import to_host
 from operators import ppr
-from operators._ppr_cost import cost_model
+from operators.ppr.cost import cost_model
 
 from . import cugraph_peer
 from .common import Reporter, fresh, wall
@@ -133,7 +133,7 @@ def run_batches(rep: Reporter, name: str, g, *, sources: int, tol: float = 1e-6,
     """Throughput of batches of sources against one at a time, per method and block size."""
     import cupy as cp
 
-    from operators._ppr_push_plan import ITEM_BYTES, batch_size, row_stride
+    from operators.ppr.push_plan import ITEM_BYTES, batch_size, row_stride
 
     cp.get_default_memory_pool().free_all_blocks()
     srcs = _sources(g, sources, seed=2)

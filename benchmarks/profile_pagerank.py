@@ -21,7 +21,7 @@ def main() -> None:
     args = ap.parse_args()
     import cupy as cp
 
-    from operators._pagerank_gpu import pagerank_gpu
+    from operators.pagerank.gpu import pagerank_gpu
 
     g = graphs.rmat(args.scale, device="gpu")
     if args.layout == "degree":

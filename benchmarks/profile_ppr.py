@@ -17,9 +17,9 @@ import graphs
 from benchmarks.run import dataset_dir
 from benchmarks.topk_ppr import _sources
 from operators import ppr
-from operators._ppr_cost import cost_model
-from operators._ppr_push_gpu import solver
 from operators.ppr import MODES
+from operators.ppr.cost import cost_model
+from operators.ppr.push_gpu import solver
 
 
 def gpu_graph(name: str):

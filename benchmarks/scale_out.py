@@ -24,7 +24,7 @@ METHODS = ("pull", "binned")
 
 def _partitioned_seconds(client, pg, repeats=3, exchange="broadcast", method="pull"):
     """Median (per-iteration, communication per iteration) seconds over ranks' CUDA events."""
-    from operators.pagerank_mg import pagerank_partitioned
+    from pipelines.distributed.pagerank import pagerank_partitioned
 
     runs = []
     for _ in range(repeats + 1):  # the first run places the parts, compiles and builds the plans

@@ -9,8 +9,9 @@ import numpy as np
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr, topk_ppr
-from operators.ppr_metrics import precision_at_k
+from operators import build_ppr_index, ppr
+from operators import topk as topk_ppr
+from operators.ppr.metrics import precision_at_k
 
 from .common import Reporter
 from .topk_ppr import _sources

@@ -19,10 +19,11 @@ import cupy as cp
 import numpy as np
 
 import graphs
-import operators.ppr_index as ppr_index
 from benchmarks.topk_ppr import _sources
-from operators import build_ppr_index, ppr, topk_ppr
-from operators.ppr_metrics import precision_at_k
+from operators import build_ppr_index, ppr
+from operators import topk as topk_ppr
+from operators.ppr.metrics import precision_at_k
+from operators.topk import index as ppr_index
 
 
 def _graph(name: str):

@@ -20,7 +20,7 @@ import numpy as np
 import graphs
 from benchmarks.topk_ppr import _sources
 from operators import build_ppr_index
-from operators._topk_cpu import CPUQuery
+from operators.topk.cpu import CPUQuery
 
 
 def main() -> None:

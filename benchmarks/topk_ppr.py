@@ -16,12 +16,13 @@ import numpy as np
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr, topk_ppr
+from operators import build_ppr_index, ppr
+from operators import topk as topk_ppr
 from operators._cpu_threads import cpu_threads
-from operators._streams import WIDE_FROM, stream_count, workspaces_that_fit
-from operators._topk_batch import CPU_WORKSPACE_BYTES
-from operators.ppr_metrics import ndcg_at_k, precision_at_k
-from operators.topk_ppr import WORKSPACE_BYTES
+from operators._gpu.streams import WIDE_FROM, stream_count, workspaces_that_fit
+from operators.ppr.metrics import ndcg_at_k, precision_at_k
+from operators.topk import WORKSPACE_BYTES
+from operators.topk.batch import CPU_WORKSPACE_BYTES
 
 from . import cugraph_peer
 from .common import Reporter
@@ -44,7 +45,7 @@ def _sources(g, count, seed):
 
 
 def _kept(idx) -> int:
-    """Query workspaces kept by the index from earlier batches (``operators._streams.StreamPool``)."""
+    """Query workspaces kept by the index from earlier batches (``operators._gpu.streams.StreamPool``)."""
     pool = idx.__dict__.get("_stream_pool")
     return 0 if pool is None else pool.size
 

@@ -30,8 +30,9 @@ def main() -> None:
     import cupy as cp
     import cupyx.scipy.sparse as cps
 
-    from operators import _pagerank_cuda, _pagerank_pull
-    from operators import _pagerank_gpu as pg
+    from operators.pagerank import gpu as pg
+    from operators.pagerank import kernels as _pagerank_cuda
+    from operators.pagerank import pull as _pagerank_pull
 
     if args.diag == "nogather":  # keeps the index loads, drops the gathered value
         _pagerank_cuda.COMMON_CUDA = _pagerank_cuda.COMMON_CUDA.replace(

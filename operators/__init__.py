@@ -1,14 +1,14 @@
 """Operators: pure functions over graphs and flat arrays, dispatched to the GPU (CuPy) or CPU (Numba)."""
 
-from ._ppr_index_io import load_ppr_index
-from .errors import ConvergenceError, InsufficientMemoryError
-from .influence import InfluenceResult, influence_maximization
-from .pagerank import pagerank
-from .ppr import ppr
-from .ppr_index import PPRIndex, build_ppr_index
-from .simrank import SimRankTopk, simrank, simrank_topk
-from .spread import influence_spread
-from .topk_ppr import TopkPPR, topk_ppr
+from operators.errors import ConvergenceError, InsufficientMemoryError
+from operators.influence import InfluenceResult, influence_maximization
+from operators.influence.spread import influence_spread
+from operators.pagerank import pagerank
+from operators.ppr import ppr
+from operators.simrank import SimRankTopk, simrank, simrank_topk
+from operators.topk import TopkPPR, topk_ppr
+from operators.topk.index import PPRIndex, build_ppr_index
+from operators.topk.index_io import load_ppr_index
 
 __all__ = [
     "ConvergenceError",

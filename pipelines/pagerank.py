@@ -13,9 +13,9 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 from graphs._device import free_memory, to_host
-from operators._pagerank_part import pagerank_bytes
 from operators.errors import InsufficientMemoryError
 from operators.pagerank import pagerank_options
+from operators.pagerank.parts import pagerank_bytes
 
 from ._output import check_result_file, save_npy
 from .ingest import dataset_files

@@ -20,7 +20,7 @@ from dask.base import tokenize
 
 import operators
 from graphs._device import to_device
-from operators.ppr_index import index_options
+from operators.topk.index import index_options
 
 from .job import Job
 from .pagerank import _pagerank

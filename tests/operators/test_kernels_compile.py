@@ -25,29 +25,27 @@ import pytest
 
 from graphs import _mix, generators
 from graphs._device import get_kernel
-from operators import (
-    _im_gpu,
-    _im_greedy_gpu,
-    _irw,
-    _irw_invert,
-    _pagerank_gpu,
-    _ppr_calibrate,
-    _ppr_power,
-    _ppr_push_gpu,
-    _simrank_gpu,
-    _top_rows,
-    _topk_exact,
-    _topk_gpu,
-    _topk_gpu_bound,
-    _topk_gpu_entries,
-    _topk_gpu_estimate,
-    _topk_gpu_frontier,
-    _topk_gpu_push,
-    _topk_gpu_seen,
-    _topk_gpu_select,
-    _topk_refine_gpu,
-    _topk_refine_need,
-)
+from operators.influence import gpu as _im_gpu
+from operators.influence import greedy as _im_greedy_gpu
+from operators.pagerank import gpu as _pagerank_gpu
+from operators.ppr import calibrate as _ppr_calibrate
+from operators.ppr import power as _ppr_power
+from operators.ppr import push_gpu as _ppr_push_gpu
+from operators.ppr import top_rows as _top_rows
+from operators.simrank import gpu as _simrank_gpu
+from operators.topk import exact as _topk_exact
+from operators.topk import gpu as _topk_gpu
+from operators.topk import irw as _irw_invert
+from operators.topk import walks as _irw
+from operators.topk.gpu import bound as _topk_gpu_bound
+from operators.topk.gpu import entries as _topk_gpu_entries
+from operators.topk.gpu import estimate as _topk_gpu_estimate
+from operators.topk.gpu import frontier as _topk_gpu_frontier
+from operators.topk.gpu import push as _topk_gpu_push
+from operators.topk.gpu import refine as _topk_refine_gpu
+from operators.topk.gpu import refine_need as _topk_refine_need
+from operators.topk.gpu import seen as _topk_gpu_seen
+from operators.topk.gpu import select as _topk_gpu_select
 
 NVCC = shutil.which("nvcc")
 # gj_ppr_next (mangled): called by one block once per iteration, off the hot loops, and not inlined

@@ -114,7 +114,7 @@ def test_demo_runs_every_job_on_a_local_cluster(tmp_path, capsys, monkeypatch):
         assert (df.groupby("source")[value].diff().dropna() <= 0).all() and df[value].between(0, 1).all()
         rows[name] = df
     # both jobs' rows against power-iteration PPR on 50 sources: the true top 10, values close
-    from operators.ppr_metrics import precision_at_k
+    from operators.ppr.metrics import precision_at_k
 
     for name in ("topk-ppr", "ppr"):
         src = np.sort(rows[name].source.unique())[:50]

@@ -11,7 +11,7 @@ import operators
 import pipelines
 from graphs._device import to_host
 from operators import ppr
-from operators.ppr_metrics import precision_at_k
+from operators.ppr.metrics import precision_at_k
 from pipelines import _state
 from pipelines.cli import main
 
@@ -182,8 +182,8 @@ def test_refine_reaches_the_operator_and_is_part_of_the_job(tmp_path, sync, caps
     summary = pipelines.run(job, progress=False)
     assert summary["refine"] and 0 < summary["refined"] <= len(sources)
     built = operators.load_ppr_index(str(next(idx.glob("ppr-index-*"))))
-    want = operators.topk_ppr(built, sources, k=k, refine=True)
-    plain = operators.topk_ppr(built, sources, k=k, refine=False)
+    want = operators.topk(built, sources, k=k, refine=True)
+    plain = operators.topk(built, sources, k=k, refine=False)
     assert (want.refined > 0).sum() == summary["refined"] and (plain.refined == 0).all()
     got = pd.read_parquet(tmp_path / "r").sort_values(["source", "rank"])
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want.to_frame(), check_dtype=False)

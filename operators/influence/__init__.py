@@ -1,0 +1,259 @@
+"""Influence maximization by IMM over reverse-reachable samples (gIM on the GPU), and Monte Carlo spread.
+
+IMM (Tang, Shi, Xiao, SIGMOD 2015) in natural logs, with ``log C(n, k)`` from lgamma:
+ell' = ell (1 + log 2 / log n), eps' = sqrt(2) eps,
+lambda' = (2 + 2 eps'/3) (log C(n,k) + ell' log n + log log2 n) n / eps'^2; for i = 1 .. log2(n) - 1,
+x = n / 2^i, grow the samples to lambda'/x, select S_i, and stop with LB = n F(S_i) / (1 + eps') once
+n F(S_i) >= (1 + eps') x (LB = 1 if never). alpha = sqrt(ell' log n + log 2),
+beta = sqrt(rho (log C(n,k) + ell' log n + log 2)), lambda* = 2 n (rho alpha + beta)^2 / eps^2 and
+theta = lambda* / LB, where rho = 1 - 1/e is the greedy's ratio. The final selection uses theta *fresh*
+samples (Chen 2018's correction); ``reuse_rr_sets=True`` tops up the estimation samples as IMM did.
+
+Multi-round IM (CR-NAIMM, Sun et al. KDD 2018): a sample is ``rounds`` RR sets of one root, drawn in
+independent worlds; the greedy picks (vertex, round) pairs, k per round, to cover samples. The pairs
+form a partition matroid, on which the greedy guarantees rho = 1/2, and there are C(n,k)^rounds seed
+choices, so log C(n,k) becomes rounds * log C(n,k) and rho becomes 1/2 in the bounds above.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from graphs import CSRGraph
+from graphs._device import array_module, free_memory, to_host
+from graphs._mix import stream_key
+from operators._checks import check_count, check_graph, check_positive
+from operators.errors import InsufficientMemoryError
+from operators.influence import cpu as _im_cpu
+from operators.influence.model import check_model, diffusion_model, weights_spec
+
+# random streams of one seed: estimation samples, their roots, final samples, their roots
+_ESTIMATE, _ESTIMATE_ROOTS, _FINAL, _FINAL_ROOTS = range(4)  # stream 4: operators.influence.spread
+
+
+@dataclass(frozen=True)
+class InfluenceResult:
+    """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock)."""
+
+    seeds: np.ndarray
+    seed_rounds: np.ndarray
+    gains: np.ndarray
+    spread: float
+    theta: int
+    lower_bound: float
+    rr_sets: int
+    rr_size: int
+    seconds: dict = field(default_factory=dict)
+    model: str = "IC"
+    epsilon: float = 0.1
+    rounds: int = 1
+    theta_capped: bool = False
+    device: str = "cpu"
+    workers: int = 1
+
+
+def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: float = 1.0, model: str = "IC",
+                           weights="wc", rounds: int = 1, seed: int = 0, max_rr_sets: int | None = None,
+                           reuse_rr_sets: bool = False, client=None) -> InfluenceResult:  # fmt: skip
+    """Pick ``k`` seed vertices (per round) that maximize the expected spread, by IMM.
+
+    Parameters
+    ----------
+    G : CSRGraph
+        On the CPU or the GPU; sampling and selection run where the graph is.
+    k : int
+        Seeds to pick (in each round).
+    epsilon, ell : float
+        With probability at least ``1 - n**-ell`` the seeds' spread is at least
+        ``(rho - epsilon)`` times the best possible (rho = 1 - 1/e, or 1/2 with ``rounds > 1``).
+    model : {'IC', 'LT'}
+        Independent cascade or linear threshold.
+    weights : {'wc', 'trivalency', 'graph'} or float
+        Edge probabilities: ``'wc'`` 1/in_degree(v) for edge (u, v); ``'trivalency'`` one of 0.1,
+        0.01, 0.001 per edge, drawn from ``seed``; ``'graph'`` the graph's own weights; a float, the
+        same probability everywhere. For LT every vertex's in-weights must sum to at most 1.
+    rounds : int
+        Multi-round IM (CR-NAIMM): ``k`` seeds in each of ``rounds`` independent diffusions,
+        maximizing the expected number of vertices activated in at least one.
+    seed : int
+        All randomness (RR samples, trivalency weights) comes from this seed; CPU and GPU draw the
+        same samples and pick the same seeds.
+    max_rr_sets : int, optional
+        Cap on the RR samples; when theta exceeds it, ``theta_capped`` is set and the guarantee is
+        void.
+    reuse_rr_sets : bool
+        Reuse the estimation phase's samples in the final selection (the original IMM).
+    client : distributed.Client, optional
+        Spread the samples over the cluster's workers (each gets a copy of the graph, on its own
+        device); every greedy step sums the workers' coverage counts. Same seeds as on one device.
+
+    Returns
+    -------
+    InfluenceResult
+        ``seeds`` (labels, in selection order), ``seed_rounds``, ``gains`` (each seed's marginal
+        spread estimate), ``spread`` (n times the covered fraction of the final samples: their
+        sum), ``theta``, ``lower_bound``, ``rr_sets`` and ``rr_size`` (the final samples' count and
+        total size) and ``seconds`` per phase.
+    """
+    G = check_graph(G)
+    o = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
+                          max_rr_sets=max_rr_sets)  # fmt: skip
+    k, eps, ell, rounds, max_rr_sets = min(o["k"], G.n), o["epsilon"], o["ell"], o["rounds"], o["max_rr_sets"]
+    kind = o["model"]
+    t_start = time.perf_counter()
+    n = G.n
+    if client is None:
+        dm = diffusion_model(G, kind, weights, seed)
+        make = lambda key, root: _Pool(dm, rounds, key, root)  # noqa: E731
+        workers, device = 1, G.device
+    else:
+        from pipelines.distributed.influence import ShardedPool, shards
+
+        actors, devices, addresses = shards(client, G, kind, weights, seed, rounds)
+        workers, device = len(actors), "gpu" if set(devices) == {"gpu"} else "cpu"
+        # GPU shards: each greedy runs on the workers, its counts summed by NCCL (communicators kept)
+        clique = (client, addresses, f"imm-{actors[0].key}") if device == "gpu" else None
+        make = lambda key, root: ShardedPool(actors, n, rounds, key, root, clique)  # noqa: E731
+    t_setup = time.perf_counter()  # with a client: the graph shipped to the workers, their shards made
+    b = imm_bounds(n, k, eps, ell, rounds)
+    cap = max_rr_sets or np.iinfo(np.int64).max
+    pool = make(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
+    lower, capped = 1.0, False
+    for i in range(1, max(2, math.ceil(math.log2(n)))):
+        x = n / 2**i
+        want = math.ceil(b["lambda_prime"] / x)
+        capped |= want > cap
+        pool.grow(min(want, cap))
+        _, gains = pool.select(k)
+        covered = n * gains.sum() / pool.count
+        if covered >= (1 + b["eps_prime"]) * x:
+            lower = covered / (1 + b["eps_prime"])
+            break
+    t_estimate = time.perf_counter()
+    theta = math.ceil(b["lambda_star"] / lower)
+    capped |= theta > cap
+    final_count = min(theta, cap)
+    if not reuse_rr_sets:
+        mean = pool.expected
+        pool = make(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
+        pool.expected = mean
+        if client is None:
+            _check_memory(G, final_count, mean, rounds)
+    pool.grow(final_count)
+    t_sample = time.perf_counter()
+    picks, gains = pool.select(k)
+    t_end = time.perf_counter()
+    if client is not None and clique is not None:
+        from cluster.comms import close_clique
+
+        close_clique(client, clique[2])
+    labels = to_host(G.ids)[picks % n] if G.ids is not None else picks % n
+    return InfluenceResult(
+        seeds=labels,
+        seed_rounds=(picks // n).astype(np.int64),
+        gains=n * gains / pool.count,
+        spread=float(n * gains.sum() / pool.count),
+        theta=int(theta),
+        lower_bound=float(lower),
+        rr_sets=int(pool.count),
+        rr_size=int(pool.size),
+        seconds={
+            "setup": t_setup - t_start,
+            "estimation": t_estimate - t_setup,
+            "sampling": t_sample - t_estimate,
+            "selection": t_end - t_sample,
+            "total": t_end - t_start,
+        },
+        model=kind,
+        epsilon=eps,
+        rounds=rounds,
+        theta_capped=bool(capped),
+        device=device,
+        workers=workers,
+    )
+
+
+def influence_options(
+    *, k, epsilon=0.1, ell=1.0, model="IC", weights="wc", rounds=1, max_rr_sets=None
+) -> dict:
+    """``influence_maximization``'s scalar options checked (jobs call it before any work)."""
+    weights_spec(weights)
+    return dict(
+        k=check_count("k", k),
+        epsilon=check_positive("epsilon", epsilon),
+        ell=check_positive("ell", ell),
+        model=check_model(model),
+        rounds=check_count("rounds", rounds),
+        max_rr_sets=None if max_rr_sets is None else check_count("max_rr_sets", max_rr_sets),
+    )
+
+
+def imm_bounds(n: int, k: int, eps: float, ell: float, rounds: int = 1) -> dict:
+    """IMM's constants for n vertices and k seeds per round (see the module docstring)."""
+    log_n = math.log(max(n, 2))
+    ell = ell * (1 + math.log(2) / log_n)
+    eps_p = math.sqrt(2) * eps
+    log_c = rounds * (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1))
+    rho = 1 - 1 / math.e if rounds == 1 else 0.5
+    log_log = math.log(max(math.log2(max(n, 2)), 1.0))
+    lam_p = (2 + 2 * eps_p / 3) * (log_c + ell * log_n + log_log) * n / eps_p**2
+    a = math.sqrt(ell * log_n + math.log(2))
+    b = math.sqrt(rho * (log_c + ell * log_n + math.log(2)))
+    lam_s = 2 * n * (rho * a + b) ** 2 / eps**2
+    return dict(ell=ell, eps_prime=eps_p, log_cnk=log_c, rho=rho, lambda_prime=lam_p, lambda_star=lam_s)
+
+
+class _Pool:
+    """RR samples j = 0 .. count-1 of one random stream, on the model's device."""
+
+    def __init__(self, dm, rounds: int, key: int, root_key: int):
+        self.dm, self.rounds, self.key, self.root_key = dm, rounds, key, root_key
+        self.gpu = array_module(dm.rev.indptr) is not np
+        self.parts: list = []
+        self.offsets: list = []
+        self.count = self.size = 0
+        self.expected = None  # mean sample size, once known (sizes the sampler's buffers)
+
+    def grow(self, total: int) -> None:
+        if total <= self.count:
+            return
+        backend = _gpu_backend() if self.gpu else _im_cpu
+        lt = self.dm.kind == "LT"
+        members, offsets = backend.sample(self.dm.rev, lt, self.key, self.root_key, self.rounds, self.count,
+                                          total - self.count, self.expected)  # fmt: skip
+        self.parts.append(members)
+        self.offsets.append(offsets[1:] + self.size)
+        self.count, self.size = total, self.size + int(offsets[-1])
+        self.expected = self.size / self.count
+
+    def select(self, k: int):
+        xp = array_module(self.parts[0])
+        if len(self.parts) > 1:
+            self.parts = [xp.concatenate(self.parts)]
+            self.offsets = [xp.concatenate(self.offsets)]
+        offsets = xp.concatenate([xp.zeros(1, dtype=np.int64), self.offsets[0]])
+        backend = _gpu_backend() if self.gpu else _im_cpu
+        picks, gains = backend.greedy(self.parts[0], offsets, self.dm.n, k, self.rounds)
+        return to_host(picks), to_host(gains)
+
+
+def _gpu_backend():
+    from operators.influence import gpu as _im_gpu
+
+    return _im_gpu
+
+
+def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> None:
+    item = 4 if rounds * G.n < 2**31 else 8
+    needed = int(count * (mean * item * (3.0 if G.device == "gpu" else 1.5) + 16))
+    free = free_memory(G.device)
+    if needed > 0.9 * free:
+        raise InsufficientMemoryError(
+            f"the final {count:,} RR samples (about {mean:.1f} elements each)", needed, free,
+            "raise epsilon, set max_rr_sets (voids the guarantee), or sample on several workers "
+            "with pipelines.influence_job",
+        )  # fmt: skip

@@ -1,0 +1,193 @@
+"""CUDA kernels of influence maximization (gIM): one warp per RR sample or cascade (the greedy is in
+``_im_greedy_gpu``).
+
+The same live-edge worlds as ``_im_cpu`` (keyed by sample, round and edge or vertex), so the GPU
+produces the very sets the CPU does. A persistent grid of warps takes samples from an atomic
+counter; each warp runs a warp-cooperative BFS (up to 32 queued vertices at a time, their edges
+spread over the lanes by a prefix scan), marks visited vertices in its own bitmap, queues them in its
+own scratch area, then reserves room in one shared pool with a single atomicAdd and copies the
+sample there. A sample too large for the scratch area, or for the pool, is marked and done again in a
+second pass with room to spare; the samples are finally gathered in sample order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs._device import get_kernel, import_cupy
+from operators.influence.greedy import cover, cover_index, greedy  # noqa: F401  (the backend interface of _im_cpu)
+from operators.influence.kernels import IM_DEVICE
+
+_SCRATCH = 1 << 13  # first-pass queue capacity per warp (elements)
+_BUDGET = 4 << 30  # bytes of bitmaps and queues for all warps together
+
+
+def _free_bytes() -> int:
+    """Device memory free to allocate: the driver's free memory plus what CuPy's pool holds unused."""
+    cp = import_cupy()
+    return int(cp.cuda.runtime.memGetInfo()[0]) + int(cp.get_default_memory_pool().free_bytes())
+
+
+def _grid(per_warp_bytes: int, want_warps: int):
+    cp = import_cupy()
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    budget = min(_BUDGET, _free_bytes() // 4)
+    warps = int(max(8, min(sms * 64, want_warps, budget // max(per_warp_bytes, 1))))
+    warps = -(-warps // 8) * 8
+    return warps, (warps // 8,), (256,)
+
+
+SAMPLE_KERNEL = (
+    IM_DEVICE
+    + r"""
+extern "C" __global__ void gj_im_sample(GJ_IM_SAMPLE_ARGS) {
+    gj_im_sample_group(GjWarp(), GJ_IM_SAMPLE_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(512) gj_im_sample_block(GJ_IM_SAMPLE_ARGS) {
+    __shared__ long long s[3 * GjBlock::W + 2];
+    gj_im_sample_group(GjBlock{s}, GJ_IM_SAMPLE_PASS);
+}
+
+extern "C" __global__ void gj_im_gather(const int* pool, const long long* start, const int* size,
+        const long long* dest, long long count, int* out) {
+    int lane = threadIdx.x & 31;
+    long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < count; w += warps)
+        for (long long i = lane; i < size[w]; i += 32) out[dest[w] + i] = pool[start[w] + i];
+}
+"""
+)
+
+
+def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: bool):
+    """One pass over ``jobs``: a warp per sample, or with ``block`` a block of 512 threads per sample."""
+    cp = import_cupy()
+    n = rev.indptr.size - 1
+    words = (n + 31) // 32
+    if block:
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        budget = min(_BUDGET, _free_bytes() // 4)
+        groups = int(max(1, min(jobs.size, sms * 4, budget // (words * 4 + cap * 4))))
+        grid, threads, name = (groups,), (512,), "gj_im_sample_block"
+    else:
+        groups, grid, threads = _grid(words * 4 + cap * 4, jobs.size)
+        name = "gj_im_sample"
+    bitmaps = cp.zeros(groups * words, dtype=np.uint32)
+    scratch = cp.empty(groups * cap, dtype=np.int32)
+    pool = cp.empty(max(pool_cap, 1), dtype=np.int32)
+    start = cp.empty(jobs.size, dtype=np.int64)
+    size = cp.zeros(jobs.size, dtype=np.int32)
+    counters = cp.zeros(2, dtype=np.uint64)  # next task, pool used
+    args = (rev.indptr, rev.indices, rev.p, rev.lo, np.int32(lt), np.int64(n), np.int32(rounds),
+            np.uint64(key), np.uint64(root_key), jobs, np.int64(jobs.size), counters[0:1], bitmaps,
+            np.int64(words), scratch, np.int64(cap), pool, np.int64(pool_cap), counters[1:2], start,
+            size)  # fmt: skip
+    get_kernel(SAMPLE_KERNEL, name)(grid, threads, args)
+    return pool, start, size
+
+
+def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, expected=None):
+    """Members (int32 elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order.
+
+    ``expected``: the mean sample size seen so far, to size the pool (16 per round when unknown).
+    The first pass gives each sample a warp and a queue of ``_SCRATCH``; samples that outgrow it
+    (the heavy tail of near-critical cascades, e.g. weighted cascade on social graphs) are redone
+    by blocks of 512 threads with room for every vertex.
+    """
+    cp = import_cupy()
+    n = rev.indptr.size - 1
+    if rounds * n >= 2**31:
+        raise ValueError(f"GPU influence maximization needs rounds * n < 2**31, got {rounds} * {n}")
+    jobs = cp.arange(j0, j0 + count, dtype=np.int64)
+    pool_cap = int(count * 1.25 * (expected or 16 * rounds)) + rounds * n
+    sizes = cp.zeros(count, dtype=np.int64)
+    passes = []
+    todo = [(jobs, min(_SCRATCH, rounds * n), False, pool_cap)]
+    while todo:
+        jobs, cap, block, pool_cap = todo.pop()
+        pool, start, size = _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block)
+        ok = start >= 0
+        passes.append((pool, start[ok], size[ok], jobs[ok]))
+        sizes[jobs[ok] - j0] = size[ok]
+        # samples that only missed the pool go again the same way with exactly the room they need;
+        # those that outgrew their queue go to blocks with room for every vertex
+        full, grew = start == -2, start == -1
+        if bool(full.any()):
+            todo.append((jobs[full], cap, block, int(size[full].sum())))
+        if bool(grew.any()):
+            spare = max(_free_bytes() // 16, rounds * n)
+            todo.append((jobs[grew], rounds * n, True, min(int(cp.count_nonzero(grew)) * rounds * n, spare)))
+    offsets = cp.zeros(count + 1, dtype=np.int64)
+    cp.cumsum(sizes, out=offsets[1:])
+    members = cp.empty(int(offsets[-1]), dtype=np.int32)
+    for pool, start, size, done in passes:
+        grid = (max(1, min(65535, (done.size + 7) // 8)),)
+        get_kernel(SAMPLE_KERNEL, "gj_im_gather")(
+            grid, (256,), (pool, start, size, offsets[done - j0], np.int64(done.size), members)
+        )
+    return members, offsets
+
+
+CASCADE_KERNEL = (
+    IM_DEVICE
+    + r"""
+extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* indices, const float* p,
+        const float* lo, int lt, long long n, const int* seeds, const long long* sptr, int rounds,
+        unsigned long long key, long long count, unsigned long long* next, unsigned int* bitmaps,
+        long long words, int* scratch, long long* out) {
+    int lane = threadIdx.x & 31;
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    unsigned int* bm = bitmaps + warp * 2 * words;
+    unsigned int* ever = bm + words;
+    int* q = scratch + warp * n;
+    for (long long s = gj_im_task(GjWarp(), next); s < count; s = gj_im_task(GjWarp(), next)) {
+        long long reached = 0;
+        for (int t = 0; t < rounds; ++t) {
+            unsigned long long kt = gj_mix64(key + (unsigned long long)(s * rounds + t) * GJ_GOLDEN);
+            long long size = 0;  // distinct seeds of round t enter the queue first
+            for (long long i = sptr[t]; i < sptr[t + 1]; ++i) {
+                int v = seeds[i];
+                if (!(bm[v >> 5] & (1u << (v & 31)))) {
+                    __syncwarp();
+                    if (lane == 0) { bm[v >> 5] |= 1u << (v & 31); q[size] = v; }
+                    size += 1;
+                }
+                __syncwarp();
+            }
+            size = gj_im_bfs(GjWarp(), indptr, indices, p, lo, lt, 0, kt, q, size, n, bm);
+            int fresh = 0;
+            for (long long i = lane; i < size; i += 32) {
+                unsigned int bit = 1u << (q[i] & 31);
+                if (rounds == 1 || !(atomicOr(&ever[q[i] >> 5], bit) & bit)) fresh += 1;
+            }
+            for (int o = 16; o > 0; o >>= 1) fresh += __shfl_xor_sync(FULL, fresh, o);
+            reached += fresh;
+            gj_im_clear(GjWarp(), bm, q, size, words, false);
+        }
+        if (rounds > 1) gj_im_clear(GjWarp(), ever, q, 0, words, true);
+        if (lane == 0) out[s] = reached;
+    }
+}
+"""
+)
+
+
+def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
+    """Vertices active in at least one round, for each of ``count`` forward simulations."""
+    cp = import_cupy()
+    n = fwd.indptr.size - 1
+    order = np.argsort(seed_rounds, kind="stable")
+    sptr = np.zeros(rounds + 1, dtype=np.int64)
+    np.cumsum(np.bincount(seed_rounds, minlength=rounds), out=sptr[1:])
+    words = (n + 31) // 32
+    warps, grid, block = _grid(words * 8 + n * 4, count)
+    bitmaps = cp.zeros(warps * 2 * words, dtype=np.uint32)
+    scratch = cp.empty(warps * n, dtype=np.int32)
+    out = cp.zeros(count, dtype=np.int64)
+    nxt = cp.zeros(1, dtype=np.uint64)
+    args = (fwd.indptr, fwd.indices, fwd.p, fwd.lo, np.int32(lt), np.int64(n),
+            cp.asarray(seeds[order].astype(np.int32)), cp.asarray(sptr), np.int32(rounds), np.uint64(key),
+            np.int64(count), nxt, bitmaps, np.int64(words), scratch, out)  # fmt: skip
+    get_kernel(CASCADE_KERNEL, "gj_im_cascades")(grid, block, args)
+    return out

@@ -1,0 +1,287 @@
+"""Single-source personalized PageRank: forward push, lock-free forward pull, their hybrid, power
+iteration and Monte Carlo, on the CPU (Numba) and the GPU (CuPy).
+
+PPR pi(s, t) is the probability that a walk from s, which at each step stops with probability
+``1 - alpha`` or else moves to a uniform out-neighbour (jumping back to s from a vertex without
+out-edges), stops at t: ``networkx.pagerank(G, alpha, personalization={s: 1})``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from graphs import CSRGraph
+from graphs._device import array_module, to_host
+from graphs._mix import stream_key
+from operators._checks import (
+    check_choice,
+    check_count,
+    check_graph,
+    check_positive,
+    check_probability,
+    warn_if_weighted,
+)
+from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
+from operators.errors import ConvergenceError
+from operators.ppr import power as _ppr_power
+from operators.ppr.cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
+from operators.ppr.top_rows import top_entries
+from operators.topk.walks import walk_ends
+
+MC_CHUNK = 1 << 24  # Monte Carlo walks drawn at once (their ends: 64-128 MiB)
+METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
+MODES = {"push": PUSH, "pull": PULL, "hybrid": HYBRID}
+CPU_SOLVE_BYTES = 49  # per vertex and CPU solve: reserves, residues, messages (float64), flags, two lists
+
+
+def ppr(
+    G: CSRGraph,
+    sources,
+    *,
+    alpha: float = 0.8,
+    tol: float = 1e-6,
+    method: str = "auto",
+    max_iter: int | None = None,
+    dtype=np.float64,
+    topk: int | None = None,
+    seed: int = 0,
+    block: int | None = None,
+    cost: CostModel | None = None,
+    info: dict | None = None,
+):
+    """Personalized PageRank of each source: dense rows, or the top entries of each.
+
+    Parameters
+    ----------
+    G : CSRGraph
+        On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored
+        (a UserWarning says so; ``pagerank(G, personalization={s: 1})`` follows them).
+    sources : label or sequence of labels
+        Original vertex labels of the sources.
+    alpha : float
+        Probability of following an edge (0.8: the stop probability 0.2 of the PPR literature).
+    tol : float
+        ``push``, ``pull``, ``hybrid``: the residue threshold r_max. A vertex is active while its
+        residue exceeds ``tol * max(d_out, 1)``; the iteration ends when none is. The L1 error of a
+        row is its remaining residue mass (``info['residual']``), at most ``tol * (m + n)``.
+        ``power``: the L1 change of a row between iterations at which it stops.
+        ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each entry has a standard deviation
+        of at most ``sqrt(pi(s, t) * tol)``.
+    method : {'auto', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
+        ``push``: synchronous forward push from the active vertices (atomic adds into a separate
+        residue array). ``pull``: every vertex sums the messages of its active in-neighbours, no
+        atomics. ``hybrid`` (``auto``): before each iteration the cost model ``Psi`` picks push or
+        pull. ``power``: batched power iteration (cuSPARSE SpMM on the GPU). ``montecarlo``: walks.
+    max_iter : int, optional
+        Iterations allowed before ``ConvergenceError``. Push, pull and the hybrid always end, so
+        the default is no limit; power iteration's default is the provable bound plus 100.
+    dtype : {float64, float32}
+        Result type (on the GPU also the type of the residues of push, pull and the hybrid).
+    topk : int, optional
+        Return only the ``topk`` largest entries of each row, on the host, ranked by value to 24
+        significant bits (values that differ only below them, as batches may leave them, tie), ties
+        by vertex id.
+    seed : int
+        Seed of the Monte Carlo walks.
+    block : int, optional
+        Sources solved together: the SpMM block of ``power``; on the GPU also the rows of the residue
+        matrix that ``push``, ``pull`` and the hybrid iterate at once (by default up to 128
+        sources, within a quarter of the free GPU memory; ``pull`` alone batches only on small
+        graphs, where it pays). Each iteration of
+        such a batch runs one model for all its sources, and it ends when every source's residues
+        are below ``tol``. The CPU solves push, pull and hybrid a source at a time, on
+        ``numba.get_num_threads()`` threads at once (each solve then sweeps in its own thread; about
+        49 bytes per vertex each, at most as many as a quarter of the free memory holds).
+    cost : CostModel, optional
+        Weights and block layout of the hybrid's cost model; by default measured once per GPU
+        model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU); 8 blocks per SM, 4 where
+        no iteration can read 2**22 edges (``_ppr_cost.fit_grid``). The GPU runs its grid.
+    info : dict, optional
+        Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
+        ``L`` pull), ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
+        are those of the source's batch, seconds divided by its size).
+
+    Returns
+    -------
+    ndarray or (ndarray, ndarray)
+        A ``dtype`` array of shape (len(sources), n) on the graph's device; with ``topk``, the
+        labels and the values of the top entries, two host arrays of shape (len(sources), topk).
+    """
+    G = check_graph(G)
+    warn_if_weighted(G, "ppr")
+    opts = ppr_options(
+        alpha=alpha, tol=tol, method=method, max_iter=max_iter, dtype=dtype, topk=topk, block=block
+    )
+    alpha, tol, max_iter, dtype, topk = (opts[k] for k in ("alpha", "tol", "max_iter", "dtype", "topk"))
+    topk = None if topk is None else min(topk, G.n)
+    src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
+    method = "hybrid" if method == "auto" else method
+    if method == "power":
+        step = _ppr_power.power_steps(G, alpha, tol, block, max_iter)
+    elif method == "montecarlo":
+        walks = math.ceil(1.0 / tol)
+        step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
+    else:
+        step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost, block, len(src))
+        if G.device == "cpu":  # several sources at once on threads
+            with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
+                return _collect(G, src, step, dtype, topk, info, threads)
+    return _collect(G, src, step, dtype, topk, info)
+
+
+def ppr_options(
+    *, alpha=0.8, tol=1e-6, method="auto", max_iter=None, dtype=np.float64, topk=None, block=None
+):
+    """``ppr``'s scalar options checked and normalised (jobs call it before any work)."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return dict(
+        alpha=check_probability("alpha", alpha, closed_right=False),
+        tol=check_positive("tol", tol),
+        method=check_choice("method", method, METHODS),
+        max_iter=None if max_iter is None else check_count("max_iter", max_iter),
+        dtype=dtype,
+        topk=None if topk is None else check_count("topk", topk),
+        block=None if block is None else check_count("block", block),
+    )
+
+
+def _collect(G, src, step, dtype, topk, info, threads=1):
+    """Run ``step`` over blocks of sources; keep dense rows, or only the top entries of each. With
+    ``threads`` > 1 (the CPU's push, pull and hybrid: a source a step), that many sources at once."""
+    dense = None if topk else _dense_result(G, len(src), dtype)  # before any work: it may not fit
+    parts = {}
+
+    def solve(lo, **serial):
+        t0 = time.perf_counter()
+        block, hi, extra = step(src[lo:], **serial)
+        took = (time.perf_counter() - t0) / (hi)
+        if topk:
+            block = _top_entries(G, block.astype(dtype, copy=False), topk)
+        else:
+            dense[lo : lo + hi] = block
+        parts[lo] = (block if topk else None, hi, extra, took)
+        return hi
+
+    if threads > 1:
+        for_each_on_threads(range(len(src)), [lambda lo: solve(lo, serial=True)] * threads)
+    else:
+        lo = 0
+        while lo < len(src):
+            lo += solve(lo)
+    tops = []
+    stats = {"iterations": [], "models": [], "residual": [], "seconds": []}
+    for lo in sorted(parts):
+        top, hi, extra, took = parts[lo]
+        if topk:
+            tops.append(top)
+        for key in ("iterations", "models", "residual"):
+            stats[key] += extra.get(key, [None] * hi)
+        stats["seconds"] += [took] * hi
+    if info is not None:
+        info.update(stats)
+    if not topk:
+        return dense
+    if not tops:
+        return np.empty((0, topk), dtype=_label_dtype(G)), np.empty((0, topk), dtype=dtype)
+    return np.concatenate([r[0] for r in tops]), np.concatenate([r[1] for r in tops])
+
+
+def _dense_result(G, rows: int, dtype):
+    """The (rows, n) result array, or a MemoryError that says what to do instead."""
+    xp = array_module(G.indptr)
+    try:
+        return xp.empty((rows, G.n), dtype=dtype)
+    except MemoryError as err:  # CuPy's OutOfMemoryError is one too
+        need = rows * G.n * np.dtype(dtype).itemsize / 2**30
+        raise MemoryError(f"ppr: the dense result of {rows} sources x {G.n:,} vertices ({need:,.1f} GiB of "
+                          f"{np.dtype(dtype).name}) does not fit on the {G.device}: pass topk= (top entries "
+                          f"only) or fewer sources per call") from err  # fmt: skip
+
+
+def _label_dtype(G):
+    return to_host(G.ids).dtype if G.ids is not None else np.int64
+
+
+def _top_entries(G, block, k):
+    """Labels and values of the k largest entries of each row (``_top_rows``: ties to the smaller id)."""
+    verts, vals = top_entries(block, k)
+    if G.ids is None:
+        return verts, vals
+    xp = array_module(G.ids)
+    return to_host(G.ids[xp.asarray(verts)]), vals
+
+
+def _montecarlo(G, ids, alpha, walks, seed):
+    """Walks from the first source, MC_CHUNK at a time (one stream each); the share stopping at t
+    (returned walks restart)."""
+    xp = array_module(G.indptr)
+    s = int(ids[0])
+    counts, stopped = xp.zeros(G.n, dtype=np.float64), 0
+    for c, done in enumerate(range(0, walks, MC_CHUNK)):
+        omega = xp.zeros(G.n, dtype=np.int64)
+        omega[s] = min(MC_CHUNK, walks - done)
+        key = stream_key(seed, s) if c == 0 else stream_key(stream_key(seed, s), c)
+        end, _ = walk_ends(G.indptr, G.indices, omega, key, alpha)
+        hit = end[end >= 0]
+        counts += xp.bincount(hit, minlength=G.n)
+        stopped += int(hit.size)
+    return (counts / max(stopped, 1))[None, :], 1, {}
+
+
+def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
+    limit = max_iter if max_iter is not None else np.iinfo(np.int64).max
+    if G.device == "gpu":
+        from operators.ppr.push_gpu import reused_solver
+        from operators.ppr.push_plan import batch_size
+
+        full = cost or cost_model("gpu")  # block was checked by ppr_options
+        block = max(1, min(block or (batch_size(G.n, dtype, full, mode=mode) if count > 1 else 1), count))
+        cost = cost or fit_grid(full, m=G.m, rows=block, tol=tol, mode=mode)
+        solve = reused_solver(G, mode, alpha, tol, dtype, cost, batch=block)
+    else:
+        solve, block = _cpu_solver(G, mode, alpha, tol, cost), 1
+
+    def step(ids, **serial):  # serial=True: a CPU solve on a thread of a batch
+        ids = ids[:block]
+        x, it, models, residual = solve(ids, limit, **serial)
+        if it is None:
+            raise ConvergenceError("ppr", limit, float(np.max(residual)), tol)
+        k, res = len(ids), [float(v) for v in residual]
+        return x, k, {"iterations": [it] * k, "models": [models] * k, "residual": res}
+
+    return step
+
+
+def _cpu_solver(G, mode, alpha, tol, cost):
+    from operators.ppr.push_cpu import solve
+
+    cost = cost or fit_grid(cost_model("cpu"), m=G.m, rows=1, tol=tol, mode=mode)
+    tptr, tind = _transpose(G)
+    deg = np.diff(G.indptr)
+    static = G.derived(f"ppr_pull_static_{cost}", lambda g: pull_static(np.diff(tptr), cost))
+    weights = np.array([cost.l1, cost.l2, cost.l3])
+    layout = (cost.blocks, cost.warps, cost.lanes)
+    dmax = int(deg.max(initial=0))
+    degrees = (light_degree(cost, static[2], dmax), dmax)
+
+    def run(sources, limit, serial=False):  # one source at a time
+        s = int(sources[0])
+        p = np.zeros(G.n)
+        r = np.zeros(G.n)
+        trace = np.zeros((4096, 5))
+        it, out = solve(G.indptr, G.indices, tptr, tind, deg, s, alpha, tol, mode, limit, weights, layout,
+                        static, degrees, p, r, trace, serial)  # fmt: skip
+        models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
+        return p[None, :], (None if out else it), models, [float(r.sum())]
+
+    return run
+
+
+def _transpose(G):
+    t = G.transpose()
+    return t.indptr, t.indices

@@ -1,0 +1,287 @@
+"""GPU (CuPy RawKernel) solver of single-source PPR by forward push, forward pull, or the hybrid.
+
+Same iteration as the CPU solver (``_ppr_push_cpu``). One cooperative launch runs the whole solve on a
+resident grid of ``blocks`` blocks of ``warps`` warps; slot q (frontier position or vertex id) goes to
+warp q % warps of block (q / warps) % blocks, as the cost model assumes. A warp handles a vertex of
+fewer than ``lanes * warps`` edges, the whole block a larger one. The hybrid's statistics are counted
+as vertices join the next frontier or receive mass; the last block to finish an iteration reduces
+them and picks the next model, so the host reads the counters and the trace once, at the end. After
+a push, a bound from the frontier's size and its largest out-degrees often settles the choice alone
+(``gj_ppr_next``), which keeps a sparse solve as fast as push alone.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from graphs._device import get_kernel, import_cupy, resident_blocks
+from operators._gpu.blocks import SCAN_CUDA
+from operators.ppr.cost import HYBRID, PULL, cost_model, frontier_rdw, light_degree
+from operators.ppr.pull_steps import PPR_PULL_DEVICE
+from operators.ppr.push_plan import MAX_ITEMS, build_plan, row_stride
+from operators.ppr.push_steps import PPR_STEP_DEVICE
+
+TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
+HEAD_ROWS = 128  # trace rows copied with the counters after each run (more: a second copy)
+
+
+PPR_PUSH_KERNEL = (
+    PPR_STEP_DEVICE
+    + PPR_PULL_DEVICE
+    + r"""
+// True in the last block of the grid to get here (its writes and everyone's before them visible).
+__device__ __forceinline__ bool gj_last_block(int* ticket) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(ticket, 1) == gridDim.x - 1;
+        if (last) __threadfence();
+    }
+    __syncthreads();
+    return last;
+}
+// The whole solve of a batch in one cooperative launch: per iteration the chosen model, then the last
+// block to finish decides the next; grid-wide barriers between the steps. cnt: frontier, next
+// frontier, touched, state (the model, WANTED, COUNTING), iteration, blocks finished, heavy vertices in
+// the next frontier. dm: dangling mass per source, current then next.
+// 8 resident blocks per SM cap registers at 32: ptxas spills about 40 bytes of loop state (L1-resident).
+template <typename T, bool MANY>
+__device__ void gj_ppr_solve(const long long* indptr, const int* indices, const long long* tptr,
+        const int* tind, const int* deg, int n, int* cnt, T* r, T* r_in, T* p, T* msg, T* msg2, int* front,
+        int* front2, int* touched, double* dm, u32* rdw, u32* sqw, const u32* sblk, const u32* swrp,
+        int nb, const Rows R, double alpha, double tol, int limit, int mode, double rdr, double l1,
+        double l2, double l3, int light, int dmax, double* trace, int ntrace, const int* bptr,
+        const int* bv) {
+    cg::grid_group grid = cg::this_grid();
+    const int ns = R.ns;
+    for (int pulls = 0;;) {  // the frontier arrays swap every iteration, the message arrays after a pull
+        const int4 lo = __ldcg(reinterpret_cast<const int4*>(cnt));  // written by the last block: from L2
+        const int f = lo.x, state = lo.w, it = __ldcg(&cnt[4]), model = state & 1;
+        const bool wanted = state & WANTED, counting = state & COUNTING;
+        int* fb = it & 1 ? front : front2;
+        if (wanted) {  // the bound left the choice after a push open: its statistics, then choose again
+            gj_push_stats<MANY>(deg, cnt, touched, fb, rdw, sqw, nb, R);
+        } else {
+            if (f == 0 || it >= limit) break;
+            int* fa = it & 1 ? front2 : front;
+            T* ma = pulls & 1 ? msg2 : msg;
+            if (model == PUSH) {
+                gj_push<T, MANY>(indptr, indices, fa, cnt, r, r_in, p, ma, touched, dm, R, alpha);
+                grid.sync();
+                gj_merge<T, MANY>(deg, cnt, r, r_in, ma, touched, fb, dm + ns, counting ? rdw : nullptr,
+                                  counting ? sqw : nullptr, nb, light, R, alpha, tol);
+            } else {
+                gj_pull<T, MANY>(tptr, tind, deg, n, cnt, r, p, ma, pulls & 1 ? msg : msg2, fb, dm, dm + ns,
+                                 rdw, sqw, nb, R, it == 0, alpha, tol, bptr, bv);
+                ++pulls;
+            }
+        }
+        if (gj_last_block(&cnt[5]))
+            gj_ppr_next(rdw, sqw, sblk, swrp, nb, ns, cnt, dm, trace, ntrace, mode, rdr, l1, l2, l3, light,
+                        dmax, wanted || model == PUSH, wanted || model != PUSH || counting);
+        grid.sync();
+    }
+}
+#define GJ_PPR_ENTRY(T, MANY, S)                                                                          \
+extern "C" __global__ void __launch_bounds__(WB, 2048 / WB) gj_ppr_solve_##S(const long long* indptr,    \
+        const int* indices, const long long* tptr, const int* tind, const int* deg, int n, int* cnt, T* r, \
+        T* r_in, T* p, T* msg, T* msg2, int* front, int* front2, int* touched, double* dm, u32* rdw,      \
+        u32* sqw, const u32* sblk, const u32* swrp, int nb, const int* src, int ns, int stride, u64 magic,\
+        double alpha, double tol, int limit, int mode, double rdr, double l1, double l2, double l3,       \
+        int light, int dmax, double* trace, int ntrace, const int* bptr, const int* bv) {                 \
+    const Rows R = {src, magic, ns, stride};                                                              \
+    gj_ppr_solve<T, MANY>(indptr, indices, tptr, tind, deg, n, cnt, r, r_in, p, msg, msg2, front, front2, \
+                          touched, dm, rdw, sqw, sblk, swrp, nb, R, alpha, tol, limit, mode, rdr, l1, l2, \
+                          l3, light, dmax, trace, ntrace, bptr, bv);                                      \
+}
+GJ_PPR_ENTRY(double, false, f64)
+GJ_PPR_ENTRY(float, false, f32)
+GJ_PPR_ENTRY(double, true, batch_f64)
+GJ_PPR_ENTRY(float, true, batch_f32)
+"""
+)
+
+# The first state of a batch, written whole (no memset before): row k holds source src[k] with residue 1
+# and its message; every other residue, message and reserve is zero. Counters, trace row 0, dangling
+# masses and the residue sums (res) start here too.
+PPR_INIT_KERNEL = (
+    SCAN_CUDA
+    + r"""
+template <typename T>
+__device__ void gj_ppr_init(const int* deg, const int* src, int ns, int stride, T* r, T* msg, T* msg2, T* p,
+        int* front, double* dm, int* cnt, double* trace, T* res, int first, double rdw0, double rdr,
+        double alpha) {
+    const int used = ns * stride, step = gridDim.x * blockDim.x;  // items are int32 (MAX_ITEMS)
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < used; i += step) {
+        const int k = i / stride, s = src[k], d = i - k * stride == s ? deg[s] : -1;
+        r[i] = d >= 0 ? (T)1 : (T)0;
+        msg[i] = d > 0 ? (T)(alpha / d) : (T)0;
+        msg2[i] = (T)0;
+        p[i] = (T)0;
+    }
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < ns; k += step) {
+        const int d = deg[src[k]];
+        front[k] = k * stride + src[k];
+        dm[k] = d > 0 ? 0.0 : 1.0;  // a dangling source's mass returns to it
+        dm[ns + k] = 0.0;
+        res[k] = (T)0;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {  // counters: see gj_ppr_solve
+        cnt[0] = ns; cnt[1] = 0; cnt[2] = 0; cnt[3] = first; cnt[4] = 0; cnt[5] = 0; cnt[6] = 0;
+        trace[0] = first; trace[1] = rdw0; trace[2] = rdr; trace[3] = ns; trace[4] = 0;
+    }
+}
+#define GJ_INIT_ENTRY(T, S)                                                                               \
+extern "C" __global__ void gj_ppr_init_##S(const int* deg, const int* src, int ns, int stride, T* r,     \
+        T* msg, T* msg2, T* p, int* front, double* dm, int* cnt, double* trace, T* res, int first,       \
+        double rdw0, double rdr, double alpha) {                                                          \
+    gj_ppr_init<T>(deg, src, ns, stride, r, msg, msg2, p, front, dm, cnt, trace, res, first, rdw0, rdr,  \
+                   alpha);                                                                                \
+}
+GJ_INIT_ENTRY(double, f64)
+GJ_INIT_ENTRY(float, f32)
+// each row's remaining residue, after the solve: row blockIdx.y, block sums, one atomic per block
+template <typename T>
+__device__ void gj_row_sums(const T* r, int stride, T* res) {
+    const T* row = r + (long long)blockIdx.y * stride;
+    double s = 0.0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < stride; i += gridDim.x * blockDim.x)
+        s += (double)row[i];
+    s = gj_block_sum(s);
+    if (threadIdx.x == 0 && s != 0.0) atomicAdd(&res[blockIdx.y], (T)s);
+}
+#define GJ_ROW_SUMS_ENTRY(T, S) \
+extern "C" __global__ void gj_row_sums_##S(const T* r, int stride, T* res) { gj_row_sums<T>(r, stride, res); }
+GJ_ROW_SUMS_ENTRY(double, f64)
+GJ_ROW_SUMS_ENTRY(float, f32)
+"""
+)
+
+
+def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
+    """``run(sources, limit) -> (reserves (len(sources), n), iterations or None, models, residuals)``."""
+    work = workspace(G, dtype, cost, batch)
+
+    def run(sources, limit: int):
+        out = work(sources, limit, mode, alpha, tol)
+        run.last_kernel_ms, run.last_trace = work.last_kernel_ms, work.last_trace  # for tests, benchmarks
+        return out
+
+    return run
+
+
+def workspace(G, dtype, cost, batch: int = 1):
+    """``solver`` taking the model, alpha and tol per run: ``run(sources, limit, mode, alpha, tol)``; runs
+    of any model and tolerance share its arrays (each run leaves them as the next starts, as the hybrid's
+    iterations do between models)."""
+    cp = import_cupy()
+    if G.indices.dtype != np.int32:
+        raise ValueError("the GPU push/pull PPR solver needs int32 vertex ids (n < 2**31)")
+    cost = cost or cost_model("gpu")
+    if (cost.lanes, cost.warps) != (32, 8) or cost.blocks % 4:
+        raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes, a multiple of 4 blocks (vector "
+                         "loads of the statistics); the cost model must say so")  # fmt: skip
+    plan = G.derived(f"ppr_push_plan_{cost}", lambda g: build_plan(g, cost))
+    tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max, dmax, bptr, bv = plan
+    T = np.float64 if dtype == np.float64 else np.float32
+    name = f"gj_ppr_solve_{'batch_' if batch > 1 else ''}{'f64' if T is np.float64 else 'f32'}"
+    kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
+    init = get_kernel(PPR_INIT_KERNEL, f"gj_ppr_init_{name[-3:]}")
+    row_sums = get_kernel(PPR_INIT_KERNEL, f"gj_row_sums_{name[-3:]}")
+    n, nb, stride = G.n, cost.blocks, row_stride(G.n, cost)
+    indptr, indices = G.indptr, G.indices  # not G: a run kept by the graph must not hold it (a cycle)
+    if batch * stride > MAX_ITEMS:
+        most = MAX_ITEMS // stride
+        raise ValueError(f"a batch of {batch} sources needs {batch * stride} residues, over the int32 "
+                         f"item limit {MAX_ITEMS}: use at most {most} sources per batch")  # fmt: skip
+    if batch * static_max >= 2**31:  # the device sums pull's statistics of all rows in 32 bits
+        raise ValueError(f"a batch of {batch} sources overflows the cost model's counters on this graph: "
+                         f"use at most {(2**31 - 1) // static_max} sources per batch")  # fmt: skip
+    resident = resident_blocks(kernel, cost.lanes * cost.warps)
+    if resident is not None and resident < nb:
+        raise RuntimeError(f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
+                           f"GPU (at most {resident}): give the cost model fewer blocks")  # fmt: skip
+    size = batch * stride
+    r, msg, msg2 = cp.empty((3, size), dtype=T)  # written whole by each run's init kernel
+    r_in = cp.zeros(size, dtype=T)  # zero between iterations: the merge clears what the push added
+    front, front2, touched = (cp.empty(size, dtype=np.int32) for _ in range(3))
+    rdw, sqw = cp.zeros(nb * (1 + cost.warps), np.uint32), cp.zeros(nb * (1 + cost.warps), np.uint32)
+    dm, src_dev = cp.zeros(2 * batch, np.float64), cp.zeros(batch, np.int32)
+    from cupyx import empty_pinned  # host copies: sources go up, results come down, one sync in all
+
+    # counters, each row's residue and the trace in one buffer: its head comes back in one copy
+    res_bytes = -(-batch * np.dtype(T).itemsize // 16) * 16
+    head = 32 + res_bytes + HEAD_ROWS * 40
+    blob, h_blob = cp.zeros(32 + res_bytes + TRACE * 40, np.uint8), empty_pinned(head, np.uint8)
+    cnt, h_cnt = blob[:32].view(np.int32), h_blob[:32].view(np.int32)
+    res_dev, h_res = blob[32 : 32 + res_bytes].view(T), h_blob[32 : 32 + res_bytes].view(T)
+    trace = blob[32 + res_bytes :].view(np.float64).reshape(TRACE, 5)
+    h_trace = h_blob[32 + res_bytes :].view(np.float64).reshape(HEAD_ROWS, 5)
+    h_src = empty_pinned(batch, np.int32)
+    wb = cost.lanes * cost.warps
+    magic = np.uint64(-(-(2**64) // stride))  # ceil(2**64 / stride): the kernel's row of an item
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    args = [indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, None, msg, msg2, front, front2,
+            touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, None, np.int32(stride), magic,
+            None, None, None, None, None, np.float64(cost.l1),
+            np.float64(cost.l2), np.float64(cost.l3), None, np.int32(dmax), trace,
+            np.int32(TRACE), bptr, bv]  # fmt: skip
+
+    def run(sources, limit: int, mode: int, alpha: float, tol: float):
+        src = np.asarray(sources, dtype=np.int64).reshape(-1)
+        ns = len(src)
+        if not 1 <= ns <= batch:
+            raise ValueError(f"this solver takes 1 to {batch} sources per run, got {ns}")
+        used = ns * stride
+        h_src[:ns] = src
+        src_dev[:ns].set(h_src[:ns])
+        rdw0, first, light = 0.0, mode, 2**31 - 1
+        if mode == HYBRID:  # the first decision: the sources alone, nothing received (pull reads every row)
+            rdw0 = frontier_rdw(deg_host[src], cost)
+            first = cost.choose(rdw0, ns * rdr, ns * rdr)
+            light = light_degree(cost, ns * rdr, dmax)
+        p = cp.empty(used, dtype=T)
+        init((min(-(-used // 256), 8 * nb),), (256,),
+             (deg, src_dev, np.int32(ns), np.int32(stride), r, msg, msg2, p, front, dm, cnt, trace, res_dev,
+              np.int32(first), np.float64(rdw0), np.float64(ns * rdr), np.float64(alpha)))  # fmt: skip
+        args[9], args[22], args[27] = p, np.int32(ns), np.int32(min(limit, 2**31 - 1))
+        args[29], args[33] = np.float64(ns * rdr), np.int32(light)
+        args[25], args[26], args[28] = np.float64(alpha), np.float64(tol), np.int32(mode)
+        # push or pull alone make no decision: null statistics arrays, the kernel skips their atomics
+        args[16], args[17] = (rdw, sqw) if mode == HYBRID else (np.uint64(0), np.uint64(0))
+        start.record()
+        kernel((nb,), (wb,), tuple(args))
+        stop.record()
+        row_sums((min(-(-stride // 256), nb), ns), (256,), (r, np.int32(stride), res_dev))
+        blob[:head].get(out=h_blob, blocking=False)
+        cp.cuda.get_current_stream().synchronize()
+        f, it = int(h_cnt[0]), int(h_cnt[4])
+        run.last_kernel_ms = cp.cuda.get_elapsed_time(start, stop)
+        rows = min(it, TRACE)  # per iteration, as _ppr_push_cpu.solve's trace
+        run.last_trace = h_trace[:rows].copy() if rows <= HEAD_ROWS else trace[:rows].get()
+        models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
+        return p.reshape(ns, stride)[:, :n], (None if f else it), models, h_res[:ns].copy()
+
+    return run
+
+
+def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
+    """``solver``'s run on the workspace kept by the graph for the next call of the same dtype, grid
+    and batch, whatever its model, alpha and tol (0.25-0.45 ms of set-up each); one idle per graph:
+    concurrent runs (threads) each get their own."""
+    slot = G.derived("ppr_solver_idle", lambda g: [threading.Lock(), None])
+    key = (np.dtype(dtype).str, cost, batch)
+
+    def run(sources, limit: int):
+        with slot[0]:
+            idle, slot[1] = slot[1], None
+        work = idle[1] if idle and idle[0] == key else workspace(G, dtype, cost, batch)
+        out = work(sources, limit, mode, alpha, tol)
+        with slot[0]:  # after a run that ended: the kernel left r_in and the counters cleared
+            slot[1] = (key, work)
+        return out
+
+    return run

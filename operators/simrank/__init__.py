@@ -1,0 +1,234 @@
+"""Single-source SimRank with an accuracy guarantee: ClipSim (Wu et al., SIGMOD 2023) and ExactSim's
+allocation, on the CPU (Numba) and the GPU (CuPy kernels).
+
+SimRank with decay c: s(u,u) = 1 and s(u,v) = c / (|I(u)| |I(v)|) sum s(u',v') over in-neighbours, so
+S = c P^T S P + D with P the column-normalized in-neighbour transition matrix and D diagonal. With
+pi^l = (1 - sqrt c)(sqrt c P)^l e_i, the column of the source is s_i = sum_l (sqrt c P^T)^l D pi^l /
+(1 - sqrt c), truncated after L = ceil(log_{1/c}(10/eps)) hops and summed by Horner's rule. D(k,k) is
+one minus the probability that two sqrt(c)-walks from k meet; it is estimated from R(k) pairs of
+walks, with R(k) from ClipSim's clipping (Algorithm 2) or ExactSim's R pi(k).
+
+Sample sizes. ``samples='bound'`` uses the R of the ClipSim analysis (MaxError <= eps with high
+probability): R = 75 (1 + 1/sqrt n) ||pi||_2 log n / (8 (1 - sqrt c)^4 eps^2), about 10^4 / eps^2
+samples after clipping, affordable to eps ~ 1e-3 on a GPU. ``samples='practical'`` uses
+R = c K log2(n / 0.01) / eps^2 with the constants of the authors' published code (K = 4e-5 for ClipSim,
+1e-5 for ExactSim): the setting of the published timings, 10^8 times fewer samples, with no proof;
+its measured errors are in benchmarks/RESULTS.md. A number sets R directly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphs import CSRGraph
+from graphs._device import array_module, to_host
+from graphs._mix import GOLDEN, mix64_py, stream_key
+from operators._checks import check_count, check_graph, check_positive
+from operators.simrank import cpu as _simrank_cpu
+from operators.simrank import plan
+
+_STREAM = 6  # random stream of the meeting walks (influence uses 0-4)
+MAX_SAMPLES = 2e13  # about 10 minutes of walks on an H100
+
+
+@dataclass
+class SimRankTopk:
+    """Answers of a batch: row i holds source i's top k (original labels, decreasing score)."""
+
+    sources: np.ndarray
+    vertices: np.ndarray
+    scores: np.ndarray
+    seconds: np.ndarray
+
+    def to_frame(self):
+        """Long table with columns source, rank, vertex, simrank (pandas)."""
+        import pandas as pd
+
+        b, k = self.vertices.shape
+        return pd.DataFrame({
+            "source": np.repeat(self.sources, k),
+            "rank": np.tile(np.arange(1, k + 1, dtype=np.int32), b),
+            "vertex": self.vertices.reshape(-1),
+            "simrank": self.scores.reshape(-1),
+        })  # fmt: skip
+
+
+def simrank(G: CSRGraph, source, *, c: float = 0.6, epsilon: float = 1e-3, clip: bool = True,
+            samples="bound", seed: int = 0, info: dict | None = None):  # fmt: skip
+    """SimRank of every vertex with one source: ClipSim, or ExactSim's allocation with ``clip=False``.
+
+    Parameters
+    ----------
+    G : CSRGraph
+        On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored;
+        an undirected graph counts each edge in both directions.
+    source : label
+        Original label of the source vertex (KeyError when it is not in the graph).
+    c : float
+        Decay factor in (0, 1).
+    epsilon : float
+        Additive error target in (0, 1); sets the hops L and the samples R.
+    clip : bool
+        ClipSim's LargeCut / SmallCut allocation (Algorithm 2); ``False``: R(k) = ceil(R pi(k)).
+    samples : {'bound', 'practical'} or float
+        How R is chosen (see the module text): the guarantee's bound, the published codes'
+        constants, or this many.
+    seed : int
+        Seed of the meeting walks; the same seed gives the same result on the CPU and the GPU.
+    info : dict, optional
+        Filled with ``levels``, ``R``, ``samples`` (drawn), ``sampled_vertices``, ``seconds``
+        per phase (hops, sampling, horner, total).
+
+    Returns
+    -------
+    array of float64, shape (n,)
+        s(source, v) for every internal vertex id v (on the graph's device); s(source, source) = 1.
+
+    Raises
+    ------
+    ValueError
+        When the walks needed exceed ``MAX_SAMPLES`` (2e13), before any is drawn.
+    """
+    G = check_graph(G)
+    o = simrank_options(c=c, epsilon=epsilon, samples=samples)
+    c, epsilon, samples = o["c"], o["epsilon"], o["samples"]
+    sid = int(G.internal_ids(np.asarray([source], dtype=object if G.has_labels else None))[0])
+    return _single(G, sid, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed, info=info)
+
+
+def simrank_topk(G: CSRGraph, sources, *, k: int = 100, c: float = 0.6, epsilon: float = 1e-3,
+                 clip: bool = True, samples="bound", seed: int = 0) -> SimRankTopk:  # fmt: skip
+    """The k vertices most similar to each source (the source excluded), by ``simrank``.
+
+    Parameters are those of ``simrank``; ``sources`` is a label or a sequence of labels and ``k``
+    is capped at n - 1. Ties are broken by internal vertex id. Returns a ``SimRankTopk``.
+    """
+    G = check_graph(G)
+    o = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)
+    k, c, epsilon, samples = min(o["k"], max(G.n - 1, 0)), o["c"], o["epsilon"], o["samples"]
+    labels = np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None))
+    ids = G.internal_ids(labels)
+    xp = array_module(G.indptr)
+    verts = np.empty((ids.size, k), dtype=np.int64)
+    scores = np.empty((ids.size, k), dtype=np.float64)
+    secs = np.empty(ids.size, dtype=np.float64)
+    for row, sid in enumerate(ids.tolist()):
+        t0 = time.perf_counter()
+        s = _single(G, sid, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed, info=None)
+        s[sid] = -np.inf
+        top = xp.argpartition(-s, k - 1)[:k] if 0 < k < G.n else xp.arange(G.n)[:k]
+        order = xp.lexsort(xp.stack([top, -s[top]]))
+        verts[row], scores[row] = to_host(top[order]), to_host(s[top[order]])
+        secs[row] = time.perf_counter() - t0
+    return SimRankTopk(labels, G.ids[verts], scores, secs)
+
+
+def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
+    xp = array_module(G.indptr)
+    gpu = xp is not np
+    if gpu:
+        from operators.simrank import gpu as backend
+    else:
+        backend = _simrank_cpu
+    times = {"start": time.perf_counter()}
+    G = G.derived("simrank-simple", _simple)
+    Gt = G.transpose()
+    in_deg = G.derived("simrank-in-degree", lambda g: xp.diff(g.transpose().indptr))
+    sc, L = math.sqrt(c), plan.levels(c, epsilon)
+    pis = backend.hops(G.indptr, G.indices, in_deg, sid, sc, L)
+    pi = pis.sum(axis=0)
+    norm = float(xp.sqrt((pi * pi).sum()))
+    _lap(times, "hops", gpu)
+    total = plan.total_samples(samples, n=G.n, c=c, epsilon=epsilon, pi_norm=norm, clip=clip)
+    counts = plan.allocate(xp, pi, total, c=c, epsilon=epsilon, clip=clip, in_degree=in_deg)
+    drawn = int(counts.sum())
+    if drawn > MAX_SAMPLES:
+        raise ValueError(
+            f"epsilon={epsilon:g} with samples={samples!r} needs {drawn:.3g} walk pairs "
+            f"(over {MAX_SAMPLES:.3g}); use a larger epsilon, samples='practical' or a number of samples"
+        )
+    pv, pg0, pg1 = plan.portions(xp, counts)
+    key = mix64_py(stream_key(seed, _STREAM) + (sid + 1) * GOLDEN)
+    cont = np.uint64(min(int(c * 2.0**53), 2**53))
+    q = backend.meets(Gt.indptr, Gt.indices, np.uint64(key), cont, counts, pv, pg0, pg1)
+    diag = plan.diagonal(xp, in_deg, counts, q, c)
+    _lap(times, "sampling", gpu)
+    s = backend.horner(Gt.indptr, Gt.indices, pis, diag, sc)
+    s[sid] = 1.0
+    _lap(times, "horner", gpu)
+    if info is not None:
+        seconds = {k: v for k, v in times.items() if k not in ("start", "mark")}
+        seconds["total"] = sum(seconds.values())
+        info.update(levels=L, R=total, samples=drawn, sampled_vertices=int((counts > 0).sum()),
+                    pi_norm=norm, seconds=seconds, device=G.device)  # fmt: skip
+    return s
+
+
+def _simple(G: CSRGraph) -> CSRGraph:
+    """G with parallel edges counted once (SimRank's I(v) is a set); G itself when it has none."""
+    from graphs._build import build_csr, expand_rows
+
+    xp = array_module(G.indptr)
+    rows = expand_rows(G.indptr, G.m)
+    dup = (G.indices[1:] == G.indices[:-1]) & (rows[1:] == rows[:-1])  # rows are sorted by column
+    if not bool(dup.any()):
+        return G
+    indptr, indices, _ = build_csr(rows, G.indices, None, G.n, dedupe=True)
+    del xp
+    return CSRGraph(indptr, indices, directed=True, validate=False)
+
+
+def _lap(times: dict, name: str, gpu: bool) -> None:
+    if gpu:
+        from graphs._device import import_cupy
+
+        import_cupy().cuda.Device().synchronize()
+    now = time.perf_counter()
+    times[name] = now - times.pop("mark", times["start"])
+    times["mark"] = now
+
+
+def simrank_options(*, k=100, c=0.6, epsilon=1e-3, samples="bound") -> dict:
+    """``simrank`` / ``simrank_topk``'s scalar options checked (jobs call it before any work)."""
+    return dict(k=check_count("k", k), c=_check_unit("c", c), epsilon=_check_unit("epsilon", epsilon),
+                samples=_check_samples(samples))  # fmt: skip
+
+
+def _check_unit(name: str, value) -> float:
+    value = check_positive(name, value)
+    if not value < 1:
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    return value
+
+
+def _check_samples(samples):
+    if isinstance(samples, str):
+        if samples not in plan.SAMPLES:
+            raise ValueError(f"samples must be one of {plan.SAMPLES} or a positive number, got {samples!r}")
+        return samples
+    return check_positive("samples", samples)
+
+
+def _simrank_reference(G: CSRGraph, *, c: float = 0.6, tol: float = 1e-10, max_iter: int = 1000):
+    """All-pairs SimRank by the dense iteration S <- c P^T S P with unit diagonal (tests only)."""
+    import scipy.sparse as sp
+
+    at = G.to("cpu").to_scipy().T.tocsr()  # row j: the in-neighbours of j
+    at.data[:] = 1.0
+    at.sum_duplicates()
+    at.data[:] = 1.0  # I(j) is a set
+    deg = np.maximum(np.diff(at.indptr), 1)
+    pt = sp.csr_matrix(sp.diags(1.0 / deg) @ at)  # P^T: row j averages over I(j)
+    S = np.eye(G.n)
+    for _ in range(max_iter):
+        nxt = c * (pt @ (pt @ S).T)
+        np.fill_diagonal(nxt, 1.0)
+        change = np.abs(nxt - S).max()
+        S = nxt
+        if change < tol:
+            return S
+    raise RuntimeError("reference SimRank did not converge")

@@ -1,0 +1,263 @@
+"""GPU forward push of the top-k PPR query (ParallelAFP, Alg. 2): the device helpers both schedules
+share, and the persistent schedule (the paper's, a launch per frontier, is ``_topk_gpu_frontier``).
+
+Both claim a frontier vertex's residue (atomicExch) and add alpha r(u) / d_out(u) to each
+out-neighbour with atomicAdd; a vertex joins the next frontier once, guarded by bit 0 of ``mark``
+(appends are warp-aggregated: one atomicAdd per group of lanes appending together). A receiver
+whose bit 1 is clear gets it (an atomicOr whose result is not read) and a 1 in ``seen``; after the
+push ``_topk_gpu_seen.list_seen`` rebuilds the touched list from those flags in vertex order, so every
+later reset and scan costs O(touched), not O(n). A claim sets bit 2 (the reserve pi0 written): the
+round's candidates pass reads pi0, and the next start clears it, only there. At k = 10 on R-MAT 20-22
+5-7% of the touched vertices are claimed (CPU count); at R-MAT 24 that took the candidates pass from
+76 to 59 us a query and the clear from 89 to 45 (results/topk-claimed-seen-ab-h100.txt).
+
+``push_persistent``: one cooperative launch runs every frontier of the round. Per frontier, each
+thread claims a contiguous slice of it and numbers its edges within its block (a block-wide prefix
+sum over the out-degrees); after one grid barrier every block turns the blocks' edge counts into
+their starts in shared memory, and each warp takes chunks of consecutive edges, finding the block
+and then the frontier vertex whose range holds its first edge by binary search and the others by
+stepping ahead: a hub's edges spread over every SM, and a small frontier costs two grid barriers
+rather than a launch and a host read. The shares of dangling vertices reach the source after every
+claim of the frontier, so the pushes do not depend on the threads' order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs._device import get_kernel, import_cupy, resident_blocks
+from operators._gpu.blocks import SCAN_CUDA
+
+THREADS = 256
+# persistent push: edges of a lane whose atomic adds are in flight together, and blocks per SM (85
+# registers). Against one edge at 4 per SM (spills): 1-2% slower at R-MAT 24, 3-7% faster on R-MAT 22
+# top-100 and the SNAP graphs; four edges at 2 per SM: 2-5% faster on the SNAP graphs, 3% slower at
+# R-MAT 24 (results/topk-ab-h100-8c841c3.txt)
+PUSH_BATCH, PUSH_PER_SM = 2, 3
+QP_RMAX, QP_TAU, QP_S = 0, 1, 2  # GPUQuery.qp, as GJ_QP_* in the kernels
+
+VERTEX_CUDA = r"""
+// a vertex's query state in one 16-byte record, so that a pushed edge reads one random sector (in three
+// arrays the push took 1.35-1.38x as long at R-MAT 24): its residue, its push threshold d_out(v) beta(v)
+// as a float rounded down (GPUQuery.load_thresholds) and its flags (bit 0: next frontier, 1: touched,
+// 2: claimed, so that the reserve pi0 is read and cleared only where one was written)
+struct __align__(16) gj_vertex { double r; float thr; int mark; };
+// a query's parameters of the round in device memory (GPUQuery.qp), so that the round's launches can be
+// replayed as a CUDA graph: r_max, tau, the source
+#define GJ_QP_RMAX 0
+#define GJ_QP_TAU 1
+#define GJ_QP_S 2
+"""
+
+PUSH_DEVICE = (
+    f"#define PUSH_BATCH {PUSH_BATCH}\n"
+    + VERTEX_CUDA
+    + r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#define GJ_T 256
+__device__ __forceinline__ void gj_append(int* list, int* count, int value) {
+    cg::coalesced_group g = cg::coalesced_threads();
+    int base = 0;
+    if (g.thread_rank() == 0) base = atomicAdd(count, (int)g.size());
+    list[g.shfl(base, 0) + (int)g.thread_rank()] = value;
+}
+// PUSH_BATCH edges of one lane at once: every atomic add, then every flag test, so that a lane keeps
+// PUSH_BATCH adds in flight rather than waiting on each one's result (targets may repeat: the atomicOr
+// of bit 0 still lets one of them append)
+__device__ __forceinline__ void gj_push_batch(const int* w, const double* inc, int cnt, gj_vertex* vs,
+        double rmax, unsigned char* seen, int* next, int* ncount) {
+    double now[PUSH_BATCH];
+    int m[PUSH_BATCH];
+    float t[PUSH_BATCH];
+#pragma unroll
+    for (int u = 0; u < PUSH_BATCH; ++u)
+        if (u < cnt) now[u] = atomicAdd(&vs[w[u]].r, inc[u]) + inc[u];
+#pragma unroll
+    for (int u = 0; u < PUSH_BATCH; ++u)
+        if (u < cnt) { m[u] = *((volatile int*)&vs[w[u]].mark); t[u] = vs[w[u]].thr; }
+#pragma unroll
+    for (int u = 0; u < PUSH_BATCH; ++u) {
+        if (u >= cnt) continue;
+        if (!(m[u] & 2)) { atomicOr(&vs[w[u]].mark, 2); seen[w[u]] = 1; }  // result not read: a reduction
+        if (!(m[u] & 1) && now[u] > t[u] * rmax && !(atomicOr(&vs[w[u]].mark, 1) & 1))
+            gj_append(next, ncount, w[u]);
+    }
+}
+// one edge (the paper's schedule, a dangling vertex's share to the source)
+__device__ __forceinline__ void gj_push_one(int w, double inc, gj_vertex* vs, double rmax,
+        unsigned char* seen, int* next, int* ncount) {
+    gj_push_batch(&w, &inc, 1, vs, rmax, seen, next, ncount);
+}
+// claim frontier vertex u: its reserve grows, returns alpha * r(u) / d_out; a dangling vertex's share
+// goes to s, or to *dangling when given (added to s once every claim of the frontier is done)
+__device__ __forceinline__ double gj_claim(int u, int s, double alpha, gj_vertex* vs, double* pi0,
+        const long long* indptr, double rmax, unsigned char* seen, int* next, int* ncount, long long* deg,
+        double* dangling = nullptr) {
+    if (!(atomicAnd(&vs[u].mark, ~1) & 4)) atomicOr(&vs[u].mark, 4);  // bit 2: pi0(u) written this query
+    double ru = __longlong_as_double((long long)atomicExch((unsigned long long*)&vs[u].r, 0ULL));
+    pi0[u] += (1.0 - alpha) * ru;
+    *deg = indptr[u + 1] - indptr[u];
+    if (*deg == 0) {
+        if (dangling) atomicAdd(dangling, alpha * ru);
+        else gj_push_one(s, alpha * ru, vs, rmax, seen, next, ncount);
+        return 0.0;
+    }
+    return alpha * ru / (double)*deg;
+}
+// touched vertices above their threshold join the frontier (a round's first frontier)
+__device__ __forceinline__ void gj_regenerate(long long i, const int* touched, gj_vertex* vs, double rmax,
+        int* next, int* ncount) {
+    int u = touched[i];
+    if (vs[u].r > vs[u].thr * rmax && !(atomicOr(&vs[u].mark, 1) & 1)) gj_append(next, ncount, u);
+}
+"""
+)
+
+PERSISTENT_CUDA = r"""
+// Every frontier of one round in one cooperative launch (grid-wide barriers between the steps).
+// fcount[0..1]: the two frontiers' sizes, [3] the touched list's; stats[0..2] += pushes, frontiers, edges.
+extern "C" __global__ void __launch_bounds__(GJ_T, PUSH_PER_SM) gj_afp_push_persistent(
+        const long long* indptr, const int* indices, const double* qp, double alpha, gj_vertex* vs,
+        double* pi0, const int* touched, unsigned char* seen, int* front, long long n, int* fcount,
+        double* val, long long* off, long long* shift, long long* bsum, double* dangling,
+        unsigned long long* stats) {
+    cg::grid_group grid = cg::this_grid();
+    const double rmax = qp[GJ_QP_RMAX];
+    const int s = (int)qp[GJ_QP_S];
+    __shared__ long long s_start[MAX_BLOCKS + 1];
+    const long long nthreads = (long long)gridDim.x * GJ_T, tid = (long long)blockIdx.x * GJ_T + threadIdx.x;
+    if (tid == 0) fcount[0] = fcount[1] = 0;
+    grid.sync();
+    const int nt0 = fcount[3];  // the touched list's length (GPUQuery.counts)
+    for (long long i = tid; i < nt0; i += nthreads)
+        gj_regenerate(i, touched, vs, rmax, front, fcount);
+    grid.sync();
+    unsigned long long pushes = 0, frontiers = 0, edge_count = 0;
+    for (int cur = 0;; cur ^= 1) {
+        const int F = *((volatile int*)&fcount[cur]);
+        if (F == 0) break;
+        int *fr = front + cur * n, *nx = front + (cur ^ 1) * n, *ncount = fcount + (cur ^ 1);
+        // claim a contiguous slice of the frontier
+        const int per = (int)((F + nthreads - 1) / nthreads), lo = (int)min(tid * per, (long long)F);
+        const int hi = min(lo + per, F);
+        long long mine = 0, btotal;
+        for (int i = lo; i < hi; ++i) {
+            long long d;
+            val[i] = gj_claim(fr[i], s, alpha, vs, pi0, indptr, rmax, seen, nx, ncount, &d, dangling);
+            off[i] = d;
+            mine += d;
+        }
+        // offsets within the block, known before the barrier: edge e of entry i is indices[shift[i] + e]
+        // for e counted from the block's first edge
+        long long at = gj_block_scan(mine, &btotal);
+        for (int i = lo; i < hi; ++i) {
+            long long d = off[i];
+            off[i] = at;
+            shift[i] = indptr[fr[i]] - at;
+            at += d;
+        }
+        if (threadIdx.x == 0) bsum[blockIdx.x] = btotal;
+        grid.sync();
+        if (tid == 0) {
+            fcount[cur] = 0;  // read by every thread before the barrier; the next frontier but one
+            const double x = *dangling;  // after s's own claim, whatever the threads' order
+            *dangling = 0.0;
+            if (x > 0.0) gj_push_one(s, x, vs, rmax, seen, nx, ncount);
+        }
+        {  // every block numbers the blocks' edges: s_start[b] = edges of the blocks before b
+            const int nb = gridDim.x, each = (nb + GJ_T - 1) / GJ_T;
+            const int b0 = min((int)threadIdx.x * each, nb), b1 = min(b0 + each, nb);
+            long long sum = 0, all;
+            for (int b = b0; b < b1; ++b) sum += bsum[b];
+            long long at = gj_block_scan(sum, &all);
+            for (int b = b0; b < b1; ++b) { s_start[b] = at; at += bsum[b]; }
+            if (threadIdx.x == 0) s_start[nb] = all;
+            __syncthreads();
+        }
+        const long long edges = s_start[gridDim.x];
+        const int bper = per * GJ_T;  // frontier entries per block
+        // push the frontier's edges, a chunk of consecutive ones per warp (lane l takes base + l + 32 j;
+        // up to CHUNK, fewer when the frontier has too few edges to keep every warp busy): the block
+        // holding e by a binary search of s_start, the owner of e in it (the last i with off[i] <= e
+        // less the block's start) by one binary search per chunk, then both by steps ahead
+        const long long warps = nthreads >> 5;
+        const long long chunk = max(32LL, min((long long)CHUNK, ((edges + warps - 1) / warps + 31) & ~31LL));
+        for (long long base = (tid >> 5) * chunk; base < edges; base += warps * chunk) {
+            long long e = base + (threadIdx.x & 31);
+            if (e >= edges) break;
+            int bk = 0, bl = gridDim.x;
+            while (bl - bk > 1) { int mid = (bk + bl) >> 1; if (s_start[mid] <= e) bk = mid; else bl = mid; }
+            long long blo = s_start[bk], bhi = s_start[bk + 1];
+            int a = bk * bper, z = min(a + bper, F);
+            for (int b = z; b - a > 1;) {
+                int mid = (a + b) >> 1;
+                if (off[mid] <= e - blo) a = mid; else b = mid;
+            }
+            for (long long stop = min(base + chunk, edges); e < stop; e += 32 * PUSH_BATCH) {
+                int w[PUSH_BATCH], cnt = 0;
+                double inc[PUSH_BATCH];
+#pragma unroll
+                for (int u = 0; u < PUSH_BATCH; ++u) {
+                    const long long eu = e + 32 * u;
+                    if (eu >= stop) break;
+                    while (eu >= bhi) {  // into the next block with edges
+                        ++bk;
+                        blo = bhi;
+                        bhi = s_start[bk + 1];
+                        a = bk * bper;
+                        z = min(a + bper, F);
+                    }
+                    while (a + 1 < z && off[a + 1] <= eu - blo) ++a;
+                    w[u] = indices[shift[a] + eu - blo];
+                    inc[u] = val[a];
+                    cnt = u + 1;
+                }
+                gj_push_batch(w, inc, cnt, vs, rmax, seen, nx, ncount);
+            }
+        }
+        pushes += F;
+        frontiers += 1;
+        edge_count += edges;
+        grid.sync();
+    }
+    if (tid == 0) { stats[0] += pushes; stats[1] += frontiers; stats[2] += edge_count; }
+}
+"""
+CHUNK = 256  # consecutive frontier edges per warp and step of the persistent push
+MAX_BLOCKS = 1024  # blocks of the persistent push at most (s_start lives in shared memory)
+PERSISTENT_KERNEL = (
+    f"#define CHUNK {CHUNK}\n#define MAX_BLOCKS {MAX_BLOCKS}\n#define PUSH_PER_SM {PUSH_PER_SM}\n"
+    + PUSH_DEVICE
+    + SCAN_CUDA
+    + PERSISTENT_CUDA
+)
+
+
+def persistent_kernel():
+    return get_kernel(PERSISTENT_KERNEL, "gj_afp_push_persistent", cooperative=True)
+
+
+def persistent_blocks(streams: int = 1) -> int:
+    """Blocks of the persistent push: as many as stay resident at once, shared by ``streams`` queries
+    in flight (a cooperative grid must be resident as a whole)."""
+    resident = resident_blocks(persistent_kernel(), THREADS)
+    if resident is None:  # no occupancy call in this CuPy: __launch_bounds__ guarantees PUSH_PER_SM
+        resident = PUSH_PER_SM * int(import_cupy().cuda.Device().attributes["MultiProcessorCount"])
+    return max(1, min(resident, MAX_BLOCKS) // max(1, streams))
+
+
+def push_persistent(q, rmax: float) -> None:
+    """The round's push, every frontier in one cooperative launch (``q`` is the GPUQuery, its thresholds
+    loaded)."""
+    q.set_param(QP_RMAX, rmax)
+    q.send_params()
+
+    def make():
+        g = q.index.graph
+        return (
+            g.indptr, g.indices, q.qp, np.float64(q.index.params.alpha), q.state, q.pi0, q.touched, q.seen,
+            q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
+        )  # fmt: skip
+
+    persistent_kernel()((q.blocks,), (THREADS,), q.launch_args("push", make))

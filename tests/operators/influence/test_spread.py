@@ -1,0 +1,75 @@
+"""Diffusion models and Monte Carlo spread: weighted-cascade, trivalency and LT probabilities, bad
+weights named with their vertex or edge, and closed-form spreads of a hand-made graph."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import graphs
+from operators import influence_maximization, influence_spread
+from operators.influence.model import diffusion_model
+from tests.conftest import DEVICES
+
+Z = 5.0  # z-score bound of the statistical tests
+
+
+def diamond():
+    """0->1 (0.6), 0->2 (0.3), 1->3 (0.5), 2->3 (0.4), and 4 alone."""
+    src, dst = np.array([0, 0, 1, 2]), np.array([1, 2, 3, 3])
+    w = np.array([0.6, 0.3, 0.5, 0.4])
+    return graphs.from_edges(src, dst, w, n=5, renumber=False)
+
+
+def test_weighted_cascade_and_trivalency_probabilities():
+    g = graphs.rmat(8, seed=3, device="cpu")
+    dm = diffusion_model(g, "IC", "wc", 0)
+    indeg = np.diff(dm.rev.indptr)
+    rows = np.repeat(np.arange(g.n), indeg)
+    np.testing.assert_allclose(dm.rev.p, 1.0 / indeg[rows], rtol=1e-6)
+    # the forward view carries the same probability on the same edge
+    _, dst, _ = g.edges()
+    np.testing.assert_allclose(dm.fwd.p, 1.0 / indeg[dst], rtol=1e-6)
+    lt = diffusion_model(g, "LT", "wc", 0)
+    np.testing.assert_allclose(np.bincount(rows, weights=lt.rev.p), (indeg > 0).astype(float), rtol=1e-5)
+    tri = diffusion_model(g, "IC", "trivalency", 5).rev.p
+    assert set(np.unique(tri).tolist()) <= {np.float32(v) for v in (0.1, 0.01, 0.001)}
+    counts = np.unique(tri, return_counts=True)[1]
+    assert counts.size == 3
+    assert np.all(np.abs(counts - g.m / 3) < Z * math.sqrt(g.m * 2 / 9))
+    assert np.array_equal(tri, diffusion_model(g, "IC", "trivalency", 5).rev.p)
+    assert not np.array_equal(tri, diffusion_model(g, "IC", "trivalency", 6).rev.p)
+
+
+def test_bad_weights_are_rejected_with_the_vertex():
+    g = diamond()
+    src, dst = np.array([0, 1, 2]), np.array([2, 2, 0])
+    heavy = graphs.from_edges(src, dst, np.array([0.7, 0.6, 0.5]), n=3, renumber=False)
+    with pytest.raises(ValueError, match=r"vertex 2 sums to 1\.3"):
+        influence_maximization(heavy, 1, model="LT", weights="graph")
+    over = graphs.from_edges(np.array([0]), np.array([1]), np.array([1.5]), n=2, renumber=False)
+    with pytest.raises(ValueError, match=r"edge 0 -> 1 has weight 1\.5"):
+        influence_spread(over, [0], weights="graph")
+    with pytest.raises(ValueError, match="weighted graph"):
+        influence_maximization(graphs.toy.chain(), 1, weights="graph")
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        influence_maximization(g, 1, weights=1.2)
+    with pytest.raises(ValueError, match="model must be one of"):
+        influence_maximization(g, 1, model="SIR")
+    with pytest.raises(ValueError, match="k must be"):
+        influence_maximization(g, 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("model", "expected"), [("IC", 1 + 0.6 + 0.3 + 0.384), ("LT", 1 + 0.6 + 0.3 + 0.42)])
+def test_spread_of_hand_checked_graph(device, model, expected):
+    # IC: P(3) = 1 - (1 - 0.6*0.5)(1 - 0.3*0.4); LT: 3 picks 1 (0.5) or 2 (0.4), active with 0.6, 0.3
+    g = diamond().to(device)
+    info = {}
+    got = influence_spread(g, [0], model=model, weights="graph", n_sim=100_000, seed=3, info=info)
+    assert abs(got - expected) < Z * info["stderr"]
+    assert influence_spread(g, [0, 4], model=model, weights="graph", n_sim=20_000) > got + 0.9
+    both = influence_spread(g, [0, 0], model=model, weights="graph", n_sim=100_000, seed=3)
+    assert both == got  # a repeated seed changes nothing, not even the random worlds
