@@ -20,8 +20,7 @@ import numpy as np
 
 import graphs
 from benchmarks.topk_ppr import _sources
-from operators import build_ppr_index
-from operators import topk as topk_ppr
+from operators import build_ppr_index, topk_ppr
 from operators.topk import gpu as tg
 
 METHODS = ("start", "push", "estimate_launch", "estimate_finish", "fallback")

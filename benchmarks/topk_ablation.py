@@ -9,8 +9,7 @@ import numpy as np
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr
-from operators import topk as topk_ppr
+from operators import build_ppr_index, ppr, topk_ppr
 from operators.ppr.metrics import precision_at_k
 
 from .common import Reporter

@@ -20,8 +20,7 @@ import numpy as np
 
 import graphs
 from benchmarks.topk_ppr import _sources
-from operators import build_ppr_index, ppr
-from operators import topk as topk_ppr
+from operators import build_ppr_index, ppr, topk_ppr
 from operators.ppr.metrics import precision_at_k
 from operators.topk import index as ppr_index
 

@@ -16,8 +16,7 @@ import numpy as np
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr
-from operators import topk as topk_ppr
+from operators import build_ppr_index, ppr, topk_ppr
 from operators._cpu_threads import cpu_threads
 from operators._gpu.streams import WIDE_FROM, stream_count, workspaces_that_fit
 from operators.ppr.metrics import ndcg_at_k, precision_at_k

@@ -76,12 +76,12 @@ def topk_ppr_job(
         Replace the results of another job in ``out`` (otherwise refused). A re-run of the same job
         skips the chunks it finished before.
     streams : int, optional
-        Sources a GPU worker answers at once within a chunk (``operators.topk``'s ``streams``;
+        Sources a GPU worker answers at once within a chunk (``operators.topk_ppr``'s ``streams``;
         default: the operator's). CPU workers answer as many sources at once as they have Numba
         threads. The rows do not depend on it, and a re-run with another value resumes the same job.
     refine : bool
         Re-estimate the vertices near each source's k-th estimate from their in-neighbours'
-        (``operators.topk``'s ``refine``, on by default): higher precision for 7-45% more time a query.
+        (``operators.topk_ppr``'s ``refine``, on by default): higher precision for 7-45% more time a query.
         It changes the rows, so it is part of the job (a re-run with the other value is another job).
 
     Returns
@@ -159,7 +159,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     streams = opts.get("streams") if g.device == "gpu" else None
     t0 = time.perf_counter()
     refine = opts.get("refine", False)
-    res = operators.topk(idx, labels, k=opts["k"], seed=opts["seed"], streams=streams, refine=refine)
+    res = operators.topk_ppr(idx, labels, k=opts["k"], seed=opts["seed"], streams=streams, refine=refine)
     seconds = time.perf_counter() - t0  # with several sources at once, less than their latencies' sum
     frame = res.to_frame()
     write_parquet(pa.Table.from_pandas(frame, preserve_index=False), path)

@@ -57,7 +57,7 @@ summary["top"][:5]'''),
                "likely ends at."),
         ("code", '''index = operators.build_ppr_index(G, seed=0)
 source = ranks.sort_values("pagerank").vertex.iloc[-1]  # the top PageRank vertex
-topk = operators.topk(index, [source], k=20, seed=0)
+topk = operators.topk_ppr(index, [source], k=20, seed=0)
 topk.to_frame().head(10)'''),
         ("md", "## Distribution of PPR scores (log-log)\n\nExact PPR of that source by power iteration: a "
                "few vertices hold most of the mass."),
@@ -77,7 +77,7 @@ fig'''),
         ("code", '''from operators.ppr.metrics import precision_at_k
 
 truth = np.asarray(operators.ppr(G, [source], method="power", tol=1e-10))[0]
-plain = operators.topk(index, [source], k=20, seed=0, refine=False)
+plain = operators.topk_ppr(index, [source], k=20, seed=0, refine=False)
 runs = [("Algorithm 3", plain), ("refined (default)", topk)]
 {name: precision_at_k(truth, G.internal_ids(res.vertices[0]), 20) for name, res in runs}'''),
         ("code", "local = client.cluster\nclient.close()\nlocal.close()"),

@@ -8,8 +8,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index
-from operators import topk as topk_ppr
+from operators import build_ppr_index, topk_ppr
 from tests.operators.topk.test_index import _host
 from tests.operators.topk.test_topk_ppr import _sources
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import graphs
-from operators import build_ppr_index
-from operators import topk as topk_ppr
+from operators import build_ppr_index, topk_ppr
 from tests.operators.topk.test_topk_ppr import _sources
 
 # after a round, on its stream, rounds: [0] checked, [1] failing any check below, [2] with the source

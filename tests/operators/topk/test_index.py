@@ -11,8 +11,7 @@ import pytest
 import graphs
 from graphs import GraphFormatError
 from graphs._device import to_host
-from operators import build_ppr_index, load_ppr_index, pagerank, ppr
-from operators import topk as topk_ppr
+from operators import build_ppr_index, load_ppr_index, pagerank, ppr, topk_ppr
 from operators.ppr.metrics import precision_at_k
 from tests.conftest import DEVICES
 

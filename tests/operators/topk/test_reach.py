@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import graphs
-from operators import build_ppr_index
-from operators import topk as topk_ppr
+from operators import build_ppr_index, topk_ppr
 from operators.topk import exact as _topk_exact
 from operators.topk.exact import EXACT_REACH, lone_sources, small_reaches
 from tests.conftest import DEVICES

@@ -12,8 +12,7 @@ import scipy.sparse as sp
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr
-from operators import topk as topk_ppr
+from operators import build_ppr_index, ppr, topk_ppr
 from operators.ppr.metrics import precision_at_k
 from operators.topk.gpu.refine_need import BIG_SHIFT
 from operators.topk.refine import REFINE_Z, SAMPLE_FROM, SAMPLE_STRIDE, band_cap, in_edges

@@ -10,8 +10,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import InsufficientMemoryError, build_ppr_index, ppr
-from operators import topk as topk_ppr
+from operators import InsufficientMemoryError, build_ppr_index, ppr, topk_ppr
 from operators.ppr.metrics import ndcg_at_k, precision_at_k
 from tests.conftest import DEVICES, snap
 
