@@ -149,6 +149,7 @@ def influence(rep: Reporter, gpu_counts, *, n: int = 1_000_000, degree: int = 16
 
     from cluster import make_cluster
     from operators import influence_maximization
+    from pipelines.distributed.influence import influence_maximization as distributed_imm
 
     counts = [g for g in gpu_counts if g <= cp.cuda.runtime.getDeviceCount()]
     graph = graphs.barabasi_albert(n, degree, seed=0)
@@ -160,10 +161,8 @@ def influence(rep: Reporter, gpu_counts, *, n: int = 1_000_000, degree: int = 16
     cp.get_default_memory_pool().free_all_blocks()
     for g in counts:
         with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
-            influence_maximization(graph, k, epsilon=eps, seed=9, client=client)  # compile on the workers
-            seconds, res = _median_run(
-                lambda c=client: influence_maximization(graph, k, epsilon=eps, seed=1, client=c)
-            )
+            distributed_imm(graph, k, client, epsilon=eps, seed=9)  # compile on the workers
+            seconds, res = _median_run(lambda c=client: distributed_imm(graph, k, c, epsilon=eps, seed=1))
         rep.emit(
             bench="imm-mg", graph=name, impl=f"graphjobs IMM, samples on {g} GPU workers", gpus=g,
             median=seconds, unit="s", n=n, m=graph.m, k=k, epsilon=eps, theta=res.theta, rr_sets=res.rr_sets,

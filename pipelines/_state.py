@@ -6,6 +6,7 @@ import threading
 from collections import OrderedDict
 
 import graphs
+from cluster.worker import on_teardown
 
 MAX_GRAPHS = 4
 _GRAPHS: OrderedDict[tuple[str, str], graphs.CSRGraph] = OrderedDict()
@@ -58,3 +59,6 @@ def clear() -> None:
     with _LOCK:
         _GRAPHS.clear()
         _INDEXES.clear()
+
+
+on_teardown(clear)  # the worker plugin's teardown empties this process's caches

@@ -16,6 +16,7 @@ from dask.base import tokenize
 import operators
 from operators._checks import check_count
 from operators.influence import influence_options
+from pipelines.distributed.influence import influence_maximization as distributed_imm
 
 from ._output import SEEDS_HEADER, check_result_file
 from .job import Job
@@ -43,9 +44,9 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     workdir, directed, read_options
         Artifact folder and ``read_edgelist`` options.
     distributed : bool or 'auto'
-        Spread the RR samples over all the cluster's workers (``influence_maximization(client=)``);
-        'auto' does when the job runs on a Dask cluster of two or more workers. The seeds are the
-        same either way.
+        Spread the RR samples over all the cluster's workers
+        (``pipelines.distributed.influence.influence_maximization``); 'auto' does when the job runs on
+        a Dask cluster of two or more workers. The seeds are the same either way.
 
     Returns
     -------
@@ -81,7 +82,8 @@ def _imm(graph: GraphHandle, opts: dict, distributed) -> dict:
         from distributed import worker_client
 
         with worker_client() as client:  # frees this task's thread while the workers sample
-            res = operators.influence_maximization(graph.get("cpu"), client=client, **opts)
+            kw = dict(opts)
+            res = distributed_imm(graph.get("cpu"), kw.pop("k"), client, **kw)
     else:
         res = operators.influence_maximization(graph.get(), **opts)
     return dict(

@@ -16,6 +16,7 @@ from graphs._device import free_memory, to_host
 from operators.errors import InsufficientMemoryError
 from operators.pagerank import pagerank_options
 from operators.pagerank.parts import pagerank_bytes
+from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
 from ._output import check_result_file, save_npy
 from .ingest import dataset_files
@@ -173,7 +174,7 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
     pg = graphs.load_partitioned(path, verify=False)
     kw = {**params, "method": params["method"] if params["method"] in ("pull", "binned") else "auto"}
     with worker_client() as client:  # leaves this task's thread free for this worker's own part
-        return operators.pagerank(pg, client=client, **kw).astype(np.float64)
+        return distributed_pagerank(pg, client, **kw).astype(np.float64)
 
 
 def _write(graph, ranks, out, token, top) -> dict:

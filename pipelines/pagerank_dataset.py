@@ -1,7 +1,7 @@
 """PageRank of a dataset (a folder of edge files): partitioned on the workers, then multi-worker PageRank.
 
 ``pagerank_job`` hands a dataset source here: ``ingest.partition_files`` builds the parts without the
-whole graph on one host, and ``operators.pagerank(PG, client=)`` runs over them (NCCL between GPU
+whole graph on one host, and ``pipelines.distributed.pagerank(PG, client)`` runs over them (NCCL between GPU
 workers). The output lists every vertex: the files' integer ids 0..n-1, or their labels when the files
 hold labels (numbered in sorted order by the ingestion).
 """
@@ -16,8 +16,8 @@ import dask
 import numpy as np
 from dask.base import tokenize
 
-import operators
 from cluster.worker import worker_device
+from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
 from ._output import check_result_file, save_npy
 from .ingest import partition_files
@@ -73,7 +73,7 @@ def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
     t0 = time.perf_counter()
     with worker_client() as client:
         info: dict = {}
-        x = operators.pagerank(pg, client=client, info=info, **params).astype(np.float64)
+        x = distributed_pagerank(pg, client, info=info, **params).astype(np.float64)
     seconds = time.perf_counter() - t0
     save_npy(artifact, x)
     return {"path": artifact, "seconds": seconds, "device": info.get("device"), "cached": False}

@@ -58,7 +58,7 @@ class InfluenceResult:
 
 def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: float = 1.0, model: str = "IC",
                            weights="wc", rounds: int = 1, seed: int = 0, max_rr_sets: int | None = None,
-                           reuse_rr_sets: bool = False, client=None) -> InfluenceResult:  # fmt: skip
+                           reuse_rr_sets: bool = False) -> InfluenceResult:  # fmt: skip
     """Pick ``k`` seed vertices (per round) that maximize the expected spread, by IMM.
 
     Parameters
@@ -87,10 +87,6 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         void.
     reuse_rr_sets : bool
         Reuse the estimation phase's samples in the final selection (the original IMM).
-    client : distributed.Client, optional
-        Spread the samples over the cluster's workers (each gets a copy of the graph, on its own
-        device); every greedy step sums the workers' coverage counts. Same seeds as on one device.
-
     Returns
     -------
     InfluenceResult
@@ -102,26 +98,27 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     G = check_graph(G)
     o = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
                           max_rr_sets=max_rr_sets)  # fmt: skip
+    t_start = time.perf_counter()
+    dm = diffusion_model(G, o["model"], weights, seed)
+    make = lambda key, root: _Pool(dm, o["rounds"], key, root)  # noqa: E731
+    return run_imm(G, o, make, seed=seed, reuse_rr_sets=reuse_rr_sets, t_start=t_start)
+
+
+def run_imm(G: CSRGraph, o: dict, make_pool, *, seed: int, reuse_rr_sets: bool, t_start: float,
+            workers: int = 1, device: str | None = None) -> InfluenceResult:  # fmt: skip
+    """IMM's phases over RR-sample pools made by ``make_pool(key, root_key)`` (each with ``grow(total)``,
+    ``select(k) -> (picks, gains)``, ``count``, ``size`` and ``expected``): the driver shared by one
+    device (``influence_maximization``) and the workers of a cluster (``pipelines.distributed``).
+    ``o`` holds ``influence_options``' checked values; ``t_start`` is when the call began."""
     k, eps, ell, rounds, max_rr_sets = min(o["k"], G.n), o["epsilon"], o["ell"], o["rounds"], o["max_rr_sets"]
     kind = o["model"]
-    t_start = time.perf_counter()
     n = G.n
-    if client is None:
-        dm = diffusion_model(G, kind, weights, seed)
-        make = lambda key, root: _Pool(dm, rounds, key, root)  # noqa: E731
-        workers, device = 1, G.device
-    else:
-        from pipelines.distributed.influence import ShardedPool, shards
-
-        actors, devices, addresses = shards(client, G, kind, weights, seed, rounds)
-        workers, device = len(actors), "gpu" if set(devices) == {"gpu"} else "cpu"
-        # GPU shards: each greedy runs on the workers, its counts summed by NCCL (communicators kept)
-        clique = (client, addresses, f"imm-{actors[0].key}") if device == "gpu" else None
-        make = lambda key, root: ShardedPool(actors, n, rounds, key, root, clique)  # noqa: E731
-    t_setup = time.perf_counter()  # with a client: the graph shipped to the workers, their shards made
+    local = device is None
+    device = G.device if local else device
+    t_setup = time.perf_counter()  # with workers: the graph shipped to them, their shards made
     b = imm_bounds(n, k, eps, ell, rounds)
     cap = max_rr_sets or np.iinfo(np.int64).max
-    pool = make(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
+    pool = make_pool(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
     lower, capped = 1.0, False
     for i in range(1, max(2, math.ceil(math.log2(n)))):
         x = n / 2**i
@@ -139,18 +136,14 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     final_count = min(theta, cap)
     if not reuse_rr_sets:
         mean = pool.expected
-        pool = make(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
+        pool = make_pool(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
         pool.expected = mean
-        if client is None:
+        if local:
             _check_memory(G, final_count, mean, rounds)
     pool.grow(final_count)
     t_sample = time.perf_counter()
     picks, gains = pool.select(k)
     t_end = time.perf_counter()
-    if client is not None and clique is not None:
-        from cluster.comms import close_clique
-
-        close_clique(client, clique[2])
     labels = to_host(G.ids)[picks % n] if G.ids is not None else picks % n
     return InfluenceResult(
         seeds=labels,

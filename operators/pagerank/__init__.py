@@ -37,7 +37,6 @@ def pagerank(
     method: str = "auto",
     dtype=None,
     reorder: bool = False,
-    client=None,
     info: dict | None = None,
 ):
     """PageRank of every vertex, with the semantics of ``networkx.pagerank``.
@@ -71,37 +70,24 @@ def pagerank(
     method : {'auto', 'pull', 'push', 'binned'}
         'pull': node-centric over in-edges, no atomics. 'push': edge-centric over out-edges with
         atomic (GPU) or per-thread (CPU) accumulation. 'binned': propagation blocking, two streaming
-        passes per iteration over a layout of the edges by (source chunk, destination bin). The
-        layout is built on the first call and kept with the graph: 8 bytes an edge (12 weighted),
-        plus 4 or 8 for the contributions while it runs; it is over ids renumbered by degree (a
-        permutation kept with the graph) unless the graph is in such an order already. Its build
-        makes a first call on an H100 a little slower than pull's (R-MAT 24: 0.15-0.16 s against
-        0.14 s; 25: 0.38-0.39 against 0.34), later calls 2.6-3.7x faster (0.03 against 0.08 s; 0.06
-        against 0.22). On the GPU 'binned' accumulates sums in shared memory in the
-        value type, in an order that can vary between runs (float32: about 1e-7 L1 from 'pull').
-        'auto' is 'binned' in float32 once the value vector outgrows half the GPU's L2 cache (from
-        about 6.6M vertices on an H100; 3.3M when the first 32,768 vertices have under a fifth of the
-        out-edges, as in graphs not in degree order) and the layout fits in free memory, else 'pull'
-        (a RuntimeWarning says so when the build runs out of memory after all). A partitioned graph
-        takes 'pull' or 'binned' (each part laid out over its own rows, not renumbered); with 'auto'
-        each GPU worker applies the same rule to its part, and CPU workers pull.
+        passes per iteration over a layout of the edges by (source chunk, destination bin); the
+        layout is built on the first call and kept with the graph (8 bytes an edge, 12 weighted, plus
+        4 or 8 for the contributions while it runs), over ids renumbered by degree unless the graph
+        is in such an order already. On the GPU 'binned' adds in shared memory in the value type, in
+        an order that can vary between runs (float32: about 1e-7 L1 from 'pull'). 'auto' is 'binned'
+        in float32 on a GPU once the value vector outgrows half the L2 cache (a quarter for graphs
+        not in degree order) and the layout fits in free memory, else 'pull'; a RuntimeWarning says
+        so when the layout's build runs out of memory after all.
     dtype : {None, float32, float64}
         Value type on the GPU (default float32; 'pull' and 'push' accumulate sums in float64). The
         CPU always computes in float64.
     reorder : bool
         Iterate on a copy of the graph renumbered by decreasing degree, built on the first call and
         kept with the graph (about twice its memory, with the transpose; ``G.forget_derived()``
-        frees it and every other plan or copy kept with ``G``); the result comes back in
-        the graph's own numbering. On skewed graphs this halves the GPU pull iteration (R-MAT 24:
-        4.2 -> 2.0 ms) but the first call pays the build (0.3 s there): for repeated runs. Ignored
-        for partitioned graphs.
-    client : distributed.Client, optional
-        Required when ``G`` is a ``graphs.PartitionedGraph``: part ``r`` is placed on the ``r``-th
-        worker (by address) for the call. With GPU workers each worker runs the iteration on its
-        range and receives through NCCL the entries of the vector that its in-edges read; with CPU
-        workers the vector is exchanged through Dask. The result is then a NumPy vector.
+        frees it and every other plan or copy kept with ``G``); the result comes back in the graph's
+        own numbering. It pays on skewed graphs over repeated runs (benchmarks/RESULTS.md).
     info : dict, optional
-        Filled with details of a partitioned run: ``device``, ``workers``, per-rank ``timings``.
+        Filled with ``degree_order``: whether the iteration ran on the degree-ordered copy.
 
     Returns
     -------
@@ -115,49 +101,26 @@ def pagerank(
     """
     from graphs.partition import PartitionedGraph
 
-    parted = isinstance(G, PartitionedGraph)
-    if parted and client is None:
-        raise ValueError("a partitioned graph needs client= (a distributed.Client to hold the parts)")
-    G = G if parted else check_graph(G)
+    if isinstance(G, PartitionedGraph):
+        raise TypeError(
+            "a graphs.PartitionedGraph is computed over a cluster's workers: "
+            "pipelines.distributed.pagerank(PG, client, ...)"
+        )
+    G = check_graph(G)
     o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
     alpha, max_iter, tol = o["alpha"], o["max_iter"], o["tol"]
-    if parted and method not in ("auto", "pull", "binned"):
-        raise ValueError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
-    if weighted and not G.weighted:
-        raise ValueError("weighted=True, but the graph has no edge weights")
-    weighted = G.weighted if weighted is None else bool(weighted)
+    weighted = check_weighted(G, weighted)
     if dtype is None:
-        dtype = np.float32 if parted or G.device == "gpu" else np.float64
-    if np.dtype(dtype) not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    chosen = method == "auto" and not parted
+        dtype = np.float32 if G.device == "gpu" else np.float64
+    dtype = check_dtype(dtype)
+    chosen = method == "auto"
     n = G.n
-    by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
-    labels = G.label_graph() if parted and by_label else G
-    p = vertex_vector(labels, personalization, "personalization")
-    dw = vertex_vector(labels, dangling, "dangling")
-    x0 = vertex_vector(labels, nstart, "nstart")
+    p = vertex_vector(G, personalization, "personalization")
+    dw = vertex_vector(G, dangling, "dangling")
+    x0 = vertex_vector(G, nstart, "nstart")
     if n == 0:
         return np.zeros(0, dtype=np.float64)
-    if n * tol >= 1:
-        warnings.warn(
-            f"tol={tol:g} on {n:,} vertices: the stopping rule (L1 change < n * tol = {n * tol:.3g}, as in "
-            f"NetworkX) can hold after the first iteration; tol={1e-6 / n:.1e} gives an L1 change below 1e-6",
-            UserWarning,
-            stacklevel=2,
-        )
-    if parted:
-        from pipelines.distributed.pagerank import pagerank_partitioned
-
-        x, iters, err = pagerank_partitioned(
-            G, client, alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter,
-            threshold=n * tol, dtype=np.dtype(dtype), device="auto", info=info, method=method,
-        )  # fmt: skip
-        if not err < n * tol:
-            raise ConvergenceError("pagerank", iters, err, n * tol)
-        return x
-    if client is not None:
-        raise ValueError("client= applies to a graphs.PartitionedGraph; this graph is a CSRGraph")
+    warn_loose_tol(n, tol)
     perm = None
     if reorder:
         G, perm = degree_ordered(G)
@@ -194,11 +157,34 @@ def pagerank(
     return x if perm is None else back(x, perm)
 
 
+def check_weighted(G, weighted: bool | None) -> bool:
+    """``weighted`` resolved against the graph: default when it has weights; True needs weights."""
+    if weighted and not G.weighted:
+        raise ValueError("weighted=True, but the graph has no edge weights")
+    return G.weighted if weighted is None else bool(weighted)
+
+
+def check_dtype(dtype) -> np.dtype:
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return np.dtype(dtype)
+
+
+def warn_loose_tol(n: int, tol: float) -> None:
+    """NetworkX's rule stops when the L1 change is below ``n * tol``: say when that cannot constrain."""
+    if n * tol >= 1:
+        warnings.warn(
+            f"tol={tol:g} on {n:,} vertices: the stopping rule (L1 change < n * tol = {n * tol:.3g}, as in "
+            f"NetworkX) can hold after the first iteration; tol={1e-6 / n:.1e} gives an L1 change below 1e-6",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
     """'binned' for float32 on a GPU whose free memory holds the layout's build, once the value vector
     outgrows half the L2 cache (a quarter when pull's shared-memory cache of the first vertices would
-    take under a fifth of the gathers: graphs not in degree order), else 'pull'. On the H100 binned
-    led from R-MAT 23 in degree order and from R-MAT 22 as generated (benchmarks/RESULTS.md)."""
+    take under a fifth of the gathers: graphs not in degree order), else 'pull'."""
     if G.device != "gpu":
         return "pull"
     from operators.pagerank.binned import hot_share

@@ -1,6 +1,5 @@
-"""IMM with its RR samples spread over the workers of a Dask cluster (``influence_maximization(client=)``).
+"""IMM with its RR samples spread over a Dask cluster's workers: ``influence_maximization(G, k, client)``.
 
-Like ``pagerank_mg`` this module talks to a ``distributed.Client`` because the computation spans workers.
 Each worker holds a ``Shard`` (a Dask actor) with the samples of some index ranges of a random stream:
 sample ``j`` depends only on ``(seed, j)``, so a split draws exactly the samples one device would.
 The greedy keeps a coverage count per element on every shard; each step the client sums the shards'
@@ -11,11 +10,56 @@ therefore equal the single-device result.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
+from graphs import CSRGraph
 from graphs._device import array_module, import_cupy, to_host
+from operators._checks import check_graph
+from operators.influence import InfluenceResult, influence_options, run_imm
 from operators.influence import cpu as _im_cpu
 from operators.influence.model import diffusion_model
+
+
+def influence_maximization(
+    G: CSRGraph,
+    k: int,
+    client,
+    *,
+    epsilon: float = 0.1,
+    ell: float = 1.0,
+    model: str = "IC",
+    weights="wc",
+    rounds: int = 1,
+    seed: int = 0,
+    max_rr_sets: int | None = None,
+    reuse_rr_sets: bool = False,
+) -> InfluenceResult:
+    """``operators.influence_maximization`` with the RR samples spread over the workers of ``client``.
+
+    Each worker gets a copy of the graph on its own device; every greedy step sums the workers'
+    coverage counts (through NCCL between GPU workers). The options, the guarantee and the result are
+    those of ``operators.influence_maximization``: the same seeds as on one device for the same
+    ``seed``. ``InfluenceResult.workers`` counts the workers and ``device`` is 'gpu' when all are GPUs.
+    """
+    G = check_graph(G)
+    o = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
+                          max_rr_sets=max_rr_sets)  # fmt: skip
+    t_start = time.perf_counter()
+    actors, devices, addresses = shards(client, G, o["model"], weights, seed, o["rounds"])
+    device = "gpu" if set(devices) == {"gpu"} else "cpu"
+    # GPU shards: each greedy runs on the workers, its counts summed by NCCL (communicators kept)
+    clique = (client, addresses, f"imm-{actors[0].key}") if device == "gpu" else None
+    make = lambda key, root: ShardedPool(actors, G.n, o["rounds"], key, root, clique)  # noqa: E731
+    try:
+        return run_imm(G, o, make, seed=seed, reuse_rr_sets=reuse_rr_sets, t_start=t_start,
+                       workers=len(actors), device=device)  # fmt: skip
+    finally:
+        if clique is not None:
+            from cluster.comms import close_clique
+
+            close_clique(client, clique[2])
 
 
 class Shard:

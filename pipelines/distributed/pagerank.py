@@ -1,7 +1,6 @@
-"""PageRank of a partitioned graph over the workers of a Dask cluster (``pagerank(PG, client=...)``).
+"""PageRank of a partitioned graph over the workers of a Dask cluster: ``pagerank(PG, client, ...)``.
 
-This is the one operator module that talks to a ``distributed.Client``, because the computation itself
-spans workers. Each worker holds one part (``graphs.partition``) for the whole call.
+Each worker holds one part (``graphs.partition``) for the whole call.
 - GPU workers: one task per worker runs the complete power iteration (``_pagerank_part.loop_gpu``, by
   pull or by the binned passes over a layout of the part's in-edges); after
   every iteration each rank is sent the entries of ``x / outweight`` its in-edges read (halo exchange),
@@ -15,12 +14,102 @@ from __future__ import annotations
 
 import operator
 import uuid
+import weakref
 
 import numpy as np
 
 from cluster.comms import run_spmd, spmd_workers
 from graphs.partition import PartitionedGraph
+from operators._checks import vertex_vector
+from operators.errors import ConvergenceError
+from operators.pagerank import check_dtype, check_weighted, pagerank_options, warn_loose_tol
 from operators.pagerank.parts import inverse_out, loop_gpu, step_cpu
+
+# the futures of each partitioned graph's parts, per (client, workers), while the graph is alive here
+_PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def pagerank(
+    PG: PartitionedGraph,
+    client,
+    *,
+    alpha: float = 0.85,
+    personalization=None,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    nstart=None,
+    dangling=None,
+    weighted: bool | None = None,
+    method: str = "auto",
+    dtype=np.float32,
+    info: dict | None = None,
+) -> np.ndarray:
+    """PageRank of a partitioned graph, part ``r`` on the ``r``-th worker of ``client`` (by address).
+
+    The semantics, options and stopping rule are ``operators.pagerank``'s (NetworkX's): the L1 change
+    of an iteration below ``n * tol``. With GPU workers each worker runs the iteration on its range and
+    receives through NCCL the entries of the vector its in-edges read; with CPU workers the vector is
+    exchanged through Dask.
+
+    Parameters
+    ----------
+    PG : graphs.PartitionedGraph
+        ``graphs.partition(G, parts)`` or ``graphs.load_partitioned(path)``; needs as many workers as
+        parts. The parts stay on the workers for later calls while ``PG`` is alive in this process.
+    client : distributed.Client
+    method : {'auto', 'pull', 'binned'}
+        'auto': each GPU worker chooses as ``operators.pagerank`` does for its part; CPU workers pull.
+    dtype : {float32, float64}
+        Value type on GPU workers; CPU workers compute in float64.
+    info : dict, optional
+        Filled with ``device``, ``workers`` and, on GPUs, per-rank ``timings``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Rank per internal vertex id; ``PG.ids`` holds the labels.
+
+    Raises
+    ------
+    ConvergenceError
+        If the tolerance is not reached within ``max_iter`` iterations.
+    """
+    if not isinstance(PG, PartitionedGraph):
+        raise TypeError(
+            f"expected a graphs.PartitionedGraph, got {type(PG).__name__}: see operators.pagerank"
+        )
+    o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
+    if o["method"] == "push":
+        raise ValueError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
+    weighted = check_weighted(PG, weighted)
+    dtype = check_dtype(dtype)
+    n, tol = PG.n, o["tol"]
+    by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
+    labels = PG.label_graph() if by_label else PG
+    p = vertex_vector(labels, personalization, "personalization")
+    dw = vertex_vector(labels, dangling, "dangling")
+    x0 = vertex_vector(labels, nstart, "nstart")
+    if n == 0:
+        return np.zeros(0, dtype=np.float64)
+    warn_loose_tol(n, tol)
+    x, iters, err = pagerank_partitioned(
+        PG,
+        client,
+        alpha=o["alpha"],
+        x0=x0,
+        p=p,
+        dw=dw,
+        weighted=weighted,
+        max_iter=o["max_iter"],
+        threshold=n * tol,
+        dtype=dtype,
+        device="auto",
+        info=info,
+        method=o["method"],
+    )
+    if not err < n * tol:
+        raise ConvergenceError("pagerank", iters, err, n * tol)
+    return x
 
 
 def _worker_device():
@@ -35,7 +124,7 @@ def _place_parts(client, PG: PartitionedGraph, workers):
     The futures are kept with ``PG`` (per client and worker list), so the parts stay on the workers for
     later calls while ``PG`` is alive in this process.
     """
-    placed = PG.__dict__.setdefault("_placed", {})
+    placed = _PLACED.setdefault(PG, {})
     key = (client.id, tuple(workers))
     futures = placed.get(key)
     if futures is None or any(f.status in ("error", "cancelled", "lost") for f in futures):

@@ -7,6 +7,7 @@ import pytest
 
 import graphs
 from operators import influence_maximization
+from pipelines.distributed.influence import influence_maximization as distributed_imm
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def cpu_cluster():
 def test_samples_spread_over_workers_pick_the_same_seeds(model, rounds, cpu_cluster):
     g = graphs.barabasi_albert(2000, 3, seed=4)
     one = influence_maximization(g, 8, epsilon=0.3, model=model, rounds=rounds, seed=2)
-    spread = influence_maximization(g, 8, epsilon=0.3, model=model, rounds=rounds, seed=2, client=cpu_cluster)
+    spread = distributed_imm(g, 8, cpu_cluster, epsilon=0.3, model=model, rounds=rounds, seed=2)
     assert spread.workers == 3 and spread.device == "cpu"
     assert (
         spread.seeds.tolist() == one.seeds.tolist()
@@ -42,6 +43,6 @@ def test_samples_spread_over_gpu_workers_pick_the_same_seeds():
     g = graphs.barabasi_albert(20_000, 4, seed=1)
     one = influence_maximization(g.to("gpu"), 20, epsilon=0.2, seed=5)
     with make_cluster(device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
-        spread = influence_maximization(g, 20, epsilon=0.2, seed=5, client=client)
+        spread = distributed_imm(g, 20, client, epsilon=0.2, seed=5)
     assert spread.device == "gpu" and spread.seeds.tolist() == one.seeds.tolist()
     assert (spread.rr_sets, spread.rr_size) == (one.rr_sets, one.rr_size)
