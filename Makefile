@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 EXTRAS ?= test,dev
 comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
-SRC    := graphs operators pipelines cluster benchmarks tests
+SRC    := graphjobs graphs operators pipelines cluster benchmarks tests
 # Numba's on-disk cache lives in the venv so repeated runs (and CI re-runs) skip compilation.
 export NUMBA_CACHE_DIR ?= $(CURDIR)/$(VENV)/numba-cache
 
