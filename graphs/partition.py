@@ -39,10 +39,26 @@ class GraphPart:
     out_degree: object
     out_weight: object
     token: str
+    # what operators derive from the part (e.g. a layout), kept for later calls in this process only
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def m(self) -> int:
         return int(self.indices.shape[0])
+
+    def derived(self, key: str, factory):
+        """``factory(self)``, computed once and kept with the part (not pickled with it)."""
+        value = self._derived.get(key)
+        if value is None:
+            value = self._derived[key] = factory(self)
+        return value
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_derived"}
+
+    def __setstate__(self, state):
+        for k, v in {**state, "_derived": {}}.items():
+            object.__setattr__(self, k, v)
 
     @property
     def device(self) -> str:

@@ -88,10 +88,12 @@ runs = [("Algorithm 3", plain), ("refined (default)", topk)]
                "probabilities (1 / in-degree). On a cluster of two or more workers the RR samples are "
                "spread over them; the seeds are the same as on one device."),
         ("code", SETUP),
-        ("code", '''G = graphs.barabasi_albert(2000, 3, seed=1)
+        ("code", '''from pipelines.distributed import influence_maximization
+
+G = graphs.barabasi_albert(2000, 3, seed=1)
 seeds = {}
 for model in ("IC", "LT"):
-    res = operators.influence_maximization(G, 50, epsilon=0.2, model=model, seed=0, client=client)
+    res = influence_maximization(G, 50, client, epsilon=0.2, model=model, seed=0)
     seeds[model] = res.seeds
     print(model, "theta", res.theta, "workers", res.workers, "first seeds", res.seeds[:5].tolist())'''),
         ("md", "## Spread against k\n\nThe greedy picks seeds in order; the spread of the first k of them "

@@ -75,12 +75,8 @@ def finish_rows_cpu(y, lo, inv_out, x_old, p, dw, dsum, alpha):
 
 
 def _kept(part, key: str, make):
-    """``make(part)``, kept beside the (frozen) part for later calls on this worker."""
-    got = part.__dict__.get(key)
-    if got is None:
-        got = make(part)
-        object.__setattr__(part, key, got)
-    return got
+    """``make(part)``, kept with the part for later calls on this worker."""
+    return part.derived(key, make)
 
 
 def part_layout(part, indptr, indices, weights, dtype) -> dict:

@@ -190,7 +190,7 @@ def topk_ppr(
         seconds=np.zeros(b),
         **{name: np.zeros(b, dtype=dtype) for name, dtype in STATS.items()},
     )
-    pool = index.__dict__.get("_stream_pool")  # workspaces of earlier batches, reused
+    pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
     per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)  # the stream workspaces that fit
     streams = stream_count(G, b - 1, streams, per_vertex, k, 0 if pool is None else pool.size)
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))

@@ -27,7 +27,7 @@ CPU_WORKSPACE_BYTES = 37  # per vertex: residues, reserves, marks, touched list,
 
 def workspace(index):
     """The calling thread's query workspace for ``index`` (kept with the index, one per thread)."""
-    cache = index.__dict__.setdefault("_workspaces", {})
+    cache = index.cache.setdefault("workspaces", dict)
     key = threading.get_ident()
     ops = cache.get(key)
     if ops is None:
@@ -61,7 +61,7 @@ def _answer_all(answer, todo, streams, index, ops) -> None:
             work.blocks, work.in_flight, work.replay = blocks, streams, True
             return answer(*item, work)
 
-        pool = index.__dict__.setdefault("_stream_pool", StreamPool(lambda: GPUQuery(index)))
+        pool = index.cache.setdefault("stream_pool", lambda: StreamPool(lambda: GPUQuery(index)))
         pool.interleave(answer_in, todo[1:], streams)
         return
     if index.graph.device == "cpu":
@@ -78,7 +78,7 @@ def _answer_on_threads(answer, todo, threads, index, ops) -> None:
     kept with the index, lent to one call at a time), whose Alg. 6 runs serially."""
     from operators.topk.cpu import CPUQuery
 
-    lock, spares = index.__dict__.setdefault("_cpu_spares", (threading.Lock(), []))
+    lock, spares = index.cache.setdefault("cpu_spares", lambda: (threading.Lock(), []))
     with lock:
         works = [spares.pop() for _ in range(min(threads - 1, len(spares)))]
     works = [ops, *works, *(CPUQuery(index) for _ in range(threads - 1 - len(works)))]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from graphs._device import array_module, import_cupy, to_host
 from graphs._mix import stream_key
 from operators._checks import check_graph, check_positive, check_probability, vertex_vector, warn_if_weighted
 from operators.pagerank.order import into, renumbered
+from operators.topk.cache import QueryCache
 from operators.topk.index_io import save_index
 from operators.topk.irw import invert_walks, walk_pairs
 from operators.topk.walks import budget_levels, walk_keys
@@ -99,7 +100,7 @@ class PPRParams:
 @dataclass(frozen=True, eq=False)
 class PPRIndex:
     """A built kPAR index: the graph it belongs to, its parameters and arrays (on the graph's device).
-    Queries keep their state with it for the next call in private entries ("_name") of its __dict__."""
+    ``cache`` keeps what queries derive from it for later calls (``operators.topk.cache.KEYS``)."""
 
     graph: CSRGraph
     params: PPRParams
@@ -110,6 +111,7 @@ class PPRIndex:
     info: dict
     perm: object = None  # the graph's vertex perm[i] is vertex i of ``graph`` (None: the same numbering)
     source_token: str | None = None  # the token of the graph it was built from, when renumbered
+    cache: QueryCache = field(default_factory=QueryCache, init=False, repr=False, compare=False)
 
     @property
     def walks(self) -> int:
@@ -127,8 +129,7 @@ class PPRIndex:
         thread) and round constants."""
         if self.graph.device == "gpu":  # no kernel may still use them when their memory is reused
             import_cupy().cuda.Device().synchronize()
-        for key in [k for k in self.__dict__ if k.startswith("_")]:  # every one, whichever module made it
-            del self.__dict__[key]
+        self.cache.clear()
 
     def to(self, device: str) -> PPRIndex:
         from graphs._device import to_device

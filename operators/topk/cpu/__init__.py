@@ -52,17 +52,16 @@ def tie_order(index):
     """``(perm, inv)`` on the host for an index that holds a renumbered copy of its graph (vertex i of
     the copy is vertex perm[i] of the graph, and inv[perm[i]] = i), else ``(None, None)``: answers rank
     ties, and fill with PPR-0 vertices, by the graph's own ids. Kept with the index."""
-    got = index.__dict__.get("_tie_order")
-    if got is None:
+
+    def make():
         if index.perm is None:
-            got = (None, None)
-        else:
-            perm = np.ascontiguousarray(to_host(index.perm), dtype=np.int64)
-            inv = np.empty_like(perm)
-            inv[perm] = np.arange(perm.size)
-            got = (perm, inv)
-        index.__dict__["_tie_order"] = got
-    return got
+            return (None, None)
+        perm = np.ascontiguousarray(to_host(index.perm), dtype=np.int64)
+        inv = np.empty_like(perm)
+        inv[perm] = np.arange(perm.size)
+        return (perm, inv)
+
+    return index.cache.setdefault("tie_order", make)
 
 
 class CPUQuery:
@@ -177,10 +176,11 @@ def _query_constants(index):
     """Per index, shared by its workspaces: max(d_out, 1) and ones (the push thresholds' factors), and
     omega scaled so that first-step walks carry the alpha share of a residue (the rest of r(s, t) is
     added to t exactly: own_share)."""
-    got = index.__dict__.get("_cpu_query_constants")
-    if got is None:
+
+    def make():
         g = index.graph
         deg1 = np.maximum(np.diff(g.indptr), 1).astype(np.float64)
         omega = index.arrays["omega"].astype(np.float64) / index.params.walk_share
-        got = index.__dict__["_cpu_query_constants"] = (deg1, np.ones(g.n), omega)
-    return got
+        return (deg1, np.ones(g.n), omega)
+
+    return index.cache.setdefault("cpu_query_constants", make)

@@ -10,7 +10,6 @@ H100), with 32-bit words.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from graphs._device import array_module, import_cupy
@@ -62,22 +61,20 @@ class RoundConstants:
     hbits: int
 
 
-_BUILD = threading.Lock()
-
-
 def round_constants(index) -> RoundConstants:
     """Built once per index on the GPU and kept with it, shared by the workspaces of all streams."""
-    with _BUILD:
-        if "_round_constants" not in index.__dict__:
-            cp, a = import_cupy(), index.arrays
-            # first-step walks carry the alpha share of a residue on: 1 / omega scaled by it (the
-            # walk parts of the estimates, H's and the returned mass all read these weights)
-            inv_omega = index.params.walk_share / a["omega"].astype(cp.float64)
-            hptr, h_pack, hbits = pack_entries(a["hptr"], a["h_end"], a["h_freq"], int(a["high"].size))
-            lists = cp.zeros((inv_omega.size, 4), dtype=cp.int64)
-            lists[:, 0] = hptr[:-1]
-            lists[:, 1] = inv_omega.view(cp.int64)
-            lists[:, 2] = cp.diff(hptr)
-            lists[:, 3] = a["ret"]  # an int in the low half (little-endian)
-            index.__dict__["_round_constants"] = RoundConstants(inv_omega, lists, h_pack, hbits)
-    return index.__dict__["_round_constants"]
+
+    def make() -> RoundConstants:
+        cp, a = import_cupy(), index.arrays
+        # first-step walks carry the alpha share of a residue on: 1 / omega scaled by it (the
+        # walk parts of the estimates, H's and the returned mass all read these weights)
+        inv_omega = index.params.walk_share / a["omega"].astype(cp.float64)
+        hptr, h_pack, hbits = pack_entries(a["hptr"], a["h_end"], a["h_freq"], int(a["high"].size))
+        lists = cp.zeros((inv_omega.size, 4), dtype=cp.int64)
+        lists[:, 0] = hptr[:-1]
+        lists[:, 1] = inv_omega.view(cp.int64)
+        lists[:, 2] = cp.diff(hptr)
+        lists[:, 3] = a["ret"]  # an int in the low half (little-endian)
+        return RoundConstants(inv_omega, lists, h_pack, hbits)
+
+    return index.cache.setdefault("round_constants", make)

@@ -11,6 +11,7 @@ import graphs
 import operators
 from operators.pagerank import binned as pb
 from operators.pagerank.parts import inverse_out, part_layout, step_cpu
+from pipelines.distributed import pagerank as distributed_pagerank
 from tests.conftest import DEVICES
 from tests.operators.pagerank.test_binned import seg_lengths, skewed_graph, small_tuning
 
@@ -97,7 +98,7 @@ def test_a_parts_binned_step_equals_its_pull_step(device, weighted, monkeypatch)
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(got[2:], want[2:], rtol=1e-10)
         kept = f"_binned_{weighted}_5_4_{device}"
-        assert part.__dict__.get(kept) is not None  # the layout stays with the part
+        assert part._derived.get(kept) is not None  # the layout stays with the part
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +118,6 @@ def test_cpu_workers_run_binned_parts(cpu_client):
     opts = dict(alpha=0.9, personalization={3: 1.0, 8: 3.0}, tol=1e-12)
     single = operators.pagerank(g, **opts)
     info = {}
-    x = operators.pagerank(graphs.partition(g, 3), client=cpu_client, method="binned", info=info, **opts)
+    x = distributed_pagerank(graphs.partition(g, 3), cpu_client, method="binned", info=info, **opts)
     assert info == {"device": "cpu", "workers": 3, "method": "binned"}
     assert np.abs(x - single).max() < 1e-12

@@ -121,10 +121,10 @@ def test_forget_workspaces(rmat13, device):
     srcs = _sources(rmat13, 6)
     streams = 2 if device == "gpu" else 1
     first = topk_ppr(idx, srcs, k=20, streams=streams)
-    kept = ("_workspaces", "_stream_pool") if device == "gpu" else ("_workspaces",)
-    assert all(idx.__dict__.get(key) for key in kept)
+    kept = ("workspaces", "stream_pool") if device == "gpu" else ("workspaces",)
+    assert all(idx.cache.get(key) for key in kept)
     idx.forget_workspaces()
-    assert not any(key in idx.__dict__ for key in (*kept, "_round_constants"))
+    assert not any(key in idx.cache for key in (*kept, "round_constants")) and idx.cache.nbytes == 0
     again = topk_ppr(idx, srcs, k=20, streams=streams)
     same = [list(x) == list(y) for x, y in zip(again.vertices, first.vertices, strict=True)]
     assert np.mean(same) >= 5 / 6  # on the GPU atomic float adds may reorder near-ties
@@ -486,3 +486,22 @@ def test_delta_jumps_skip_rounds_not_accuracy():
     for res in (one, many):
         prec = [precision_at_k(exact[i], g.internal_ids(res.vertices[i]), 200) for i in range(len(srcs))]
         assert np.mean(prec) >= 0.95
+
+
+def test_query_state_is_kept_in_the_declared_cache_and_forgotten_on_request(rmat13):
+    import pickle
+
+    idx = build_ppr_index(rmat13, seed=3)
+    assert "workspaces" not in idx.cache and idx.cache.nbytes == 0
+    first = topk_ppr(idx, [1, 2, 3], k=10)
+    assert "workspaces" in idx.cache and "cpu_query_constants" in idx.cache
+    assert idx.cache.nbytes >= 8 * idx.graph.n  # at least the constants' out-degrees, float64
+    with pytest.raises(KeyError, match="not a declared query cache key"):
+        idx.cache.get("anything")
+    copy = pickle.loads(pickle.dumps(idx))
+    assert copy.cache.nbytes == 0 and idx.cache.nbytes > 0  # the cache is not part of the value
+    idx.forget_workspaces()
+    assert idx.cache.nbytes == 0 and "workspaces" not in idx.cache
+    again = topk_ppr(idx, [1, 2, 3], k=10)
+    np.testing.assert_array_equal(first.vertices, again.vertices)
+    np.testing.assert_array_equal(first.ppr, again.ppr)
