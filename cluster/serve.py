@@ -12,7 +12,9 @@ def tls(ca_file: str | None, cert: str | None, key: str | None):
     if not any(given):
         return None
     if not all(given):
-        raise ValueError("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
+        from graphs.errors import OptionError
+
+        raise OptionError("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
     from distributed.security import Security
 
     roles = {f"tls_{r}_{part}": v for r in ("client", "scheduler", "worker") for part, v in (("cert", cert),

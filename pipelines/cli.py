@@ -7,6 +7,7 @@ import time
 import traceback
 
 from graphs import GraphFormatError
+from graphs.errors import OptionError
 from operators import ConvergenceError
 
 from ._parser import parser
@@ -139,7 +140,7 @@ def _execute(job, args) -> dict:
     from .job import run
 
     if args.connect_timeout is not None and not args.scheduler:
-        raise ValueError("--connect-timeout applies only with --scheduler")
+        raise OptionError("--connect-timeout applies only with --scheduler")
     if args.scheduler or args.cluster:
         opts = {"timeout": args.connect_timeout} if args.scheduler else {"device": args.device}
         security = tls(args.tls_ca_file, args.tls_cert, args.tls_key)
@@ -169,7 +170,7 @@ def _index(args) -> int:
 def _sources_arg(args):
     if args.random is None:
         if args.random_among != "all":
-            raise ValueError("--random-among applies only with --random")
+            raise OptionError("--random-among applies only with --random")
         return SourceText.read(args.sources)
     return RandomSources(args.random, among=args.random_among)
 

@@ -14,6 +14,7 @@ import numpy as np
 from dask.base import tokenize
 
 import operators
+from graphs.errors import OptionError
 from operators._checks import check_count
 from operators.influence import influence_options
 
@@ -62,7 +63,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
                 rounds=checked["rounds"], seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
     token = tokenize("influence", gtoken, opts)
     if distributed not in (True, False, "auto"):
-        raise ValueError(f"distributed must be True, False or 'auto', got {distributed!r}")
+        raise OptionError(f"distributed must be True, False or 'auto', got {distributed!r}")
     imm = dask.delayed(_imm, pure=True)(load, opts, distributed, dask_key_name=f"influence-imm-{token}")
     mc = dask.delayed(_spread, pure=True)(load, imm, opts, int(n_sim), dask_key_name=f"influence-mc-{token}")
     out = str(Path(out).resolve())
@@ -76,7 +77,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
 def _imm(graph: GraphHandle, opts: dict, distributed) -> dict:
     workers = cluster_workers()
     if distributed is True and workers == 0:
-        raise ValueError("distributed=True needs a Dask cluster (run with --cluster or --scheduler)")
+        raise OptionError("distributed=True needs a Dask cluster (run with --cluster or --scheduler)")
     if distributed is True or (distributed == "auto" and workers >= 2):
         from distributed import worker_client
 

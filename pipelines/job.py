@@ -13,6 +13,8 @@ from typing import Any
 
 import dask
 
+from graphs.errors import LockedError
+
 from ._progress import LocalStages, cluster_stages
 
 
@@ -36,8 +38,9 @@ class Job:
         return list(dict(self.result.__dask_graph__()))
 
 
-class WorkdirLockedError(RuntimeError):
-    """Another job is running on the same workdir (its lock file names the process)."""
+class WorkdirLockedError(LockedError):
+    """Another job is running on the same workdir (its lock file names the process); a
+    ``graphs.errors.LockedError``, so a user error."""
 
 
 LOCK = ".graphjobs.lock"

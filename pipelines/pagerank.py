@@ -13,6 +13,7 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 from graphs._device import free_memory, to_host
+from graphs.errors import OptionError
 from operators.errors import InsufficientMemoryError
 from operators.pagerank import pagerank_options
 from operators.pagerank.parts import pagerank_bytes
@@ -86,8 +87,8 @@ def pagerank_job(
         from .pagerank_dataset import dataset_job
 
         if method not in ("auto", "pull", "binned") or reorder is not None:  # they would go unused
-            raise ValueError(f"a dataset of edge files is partitioned and computed by pull or binned passes: "
-                             f"method={method!r} and reorder={reorder!r} do not apply")  # fmt: skip
+            raise OptionError(f"a dataset of edge files is partitioned and computed by pull or binned "
+                              f"passes: method={method!r} and reorder={reorder!r} do not apply")  # fmt: skip
 
         return dataset_job(files, alpha=alpha, personalization=personalization, max_iter=max_iter, tol=tol,
                             weighted=weighted, directed=directed, read_options=read_options, out=out,
@@ -107,7 +108,7 @@ def pagerank_job(
     if partitions != "auto" and (
         isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1
     ):
-        raise ValueError(f"partitions must be 'auto' or an int >= 1, got {partitions!r}")
+        raise OptionError(f"partitions must be 'auto' or an int >= 1, got {partitions!r}")
     ranks = dask.delayed(_pagerank, pure=True)(
         load,
         params,

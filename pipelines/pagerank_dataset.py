@@ -18,6 +18,7 @@ from dask.base import tokenize
 
 import operators
 from cluster.worker import worker_device
+from graphs.errors import OptionError
 
 from ._output import check_result_file, save_npy
 from .ingest import partition_files
@@ -29,7 +30,7 @@ def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, direc
                 workdir, top, partitions, method="auto") -> Job:  # fmt: skip
     if partitions == "auto" or personalization is not None:
         first = files[0] if files else "none"
-        raise ValueError(
+        raise OptionError(
             f"a dataset of {len(files)} edge file(s) (the first: {first}) is read as one graph split over "
             "the workers: it needs partitions=N (--partitions N, a part per worker) and no personalization"
         )
@@ -64,7 +65,7 @@ def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
     if os.path.exists(artifact):
         return {"path": artifact, "seconds": 0.0, "device": None, "cached": True}
     if cluster_workers() == 0:
-        raise ValueError("a partitioned dataset needs a Dask cluster (run with --cluster or --scheduler)")
+        raise OptionError("a partitioned dataset needs a Dask cluster (run with --cluster or --scheduler)")
     from distributed import worker_client
 
     import graphs

@@ -20,6 +20,7 @@ from dask.base import tokenize
 
 import operators
 from graphs._device import to_device
+from graphs.errors import OptionError
 from operators.topk.index import index_options
 
 from .job import Job
@@ -133,7 +134,7 @@ def _delta_min(value):
     except ValueError:
         k = math.nan
     if not k > 0:
-        raise ValueError(f"delta_min={value!r}: expected a number in (0, 1] or K/n with K > 0, e.g. '2/n'")
+        raise OptionError(f"delta_min={value!r}: expected a number in (0, 1] or K/n with K > 0, e.g. '2/n'")
     return f"{repr(k).removesuffix('.0')}/n" if per_n else index_options(delta_min=k)["delta_min"]
 
 
@@ -143,7 +144,7 @@ def _resolve_delta_min(value, n: int) -> float:
         return value
     resolved = float(value[:-2]) / n
     if resolved > 1:
-        raise ValueError(f"delta_min={value}: {resolved:g} is more than 1 for a graph of n={n} vertices")
+        raise OptionError(f"delta_min={value}: {resolved:g} is more than 1 for a graph of n={n} vertices")
     return resolved
 
 

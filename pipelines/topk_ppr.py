@@ -20,6 +20,7 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
+from graphs.errors import OptionError
 from operators._checks import check_count
 from operators.topk import topk_options
 
@@ -117,7 +118,7 @@ def topk_ppr_job(
         workdir = Path(index)
     else:
         if source is None:
-            raise ValueError("give the graph (source) or a built index folder (index=...)")
+            raise OptionError("give the graph (source) or a built index folder (index=...)")
         alpha, epsilon = 0.8 if alpha is None else alpha, 0.5 if epsilon is None else epsilon
         options = dict(alpha=alpha, epsilon=epsilon, delta_min=delta_min, seed=seed, directed=directed)
         built = index_job(source, workdir=workdir, read_options=read_options, reorder=reorder, **options)
@@ -133,7 +134,7 @@ def topk_ppr_job(
 def _check_unused(index, manifest: dict, source, building: dict) -> None:
     """With a built index, the options that build one must not ask for anything else (they go unused)."""
     if source is not None:
-        raise ValueError(f"give the graph (source) or a built index folder (index={index!r}), not both")
+        raise OptionError(f"give the graph (source) or a built index folder (index={index!r}), not both")
     meta = json.loads((Path(manifest["index"]) / "meta.json").read_text())
     if building["delta_min"] is not None:
         building["delta_min"] = _resolve_delta_min(_delta_min(building["delta_min"]), manifest["n"])
@@ -141,12 +142,12 @@ def _check_unused(index, manifest: dict, source, building: dict) -> None:
             building["delta_min"] = meta["delta_min"]
     for name in ("alpha", "epsilon", "delta_min"):
         if building[name] is not None and building[name] != meta[name]:
-            raise ValueError(f"{name}={building[name]!r} differs from the {name} of the index in {index} "
+            raise OptionError(f"{name}={building[name]!r} differs from the {name} of the index in {index} "
                              f"({meta[name]!r}); build an index with it")  # fmt: skip
     graph = dict(workdir=None, directed=manifest["directed"], read_options=None, reorder=None)
     for name, have in graph.items():
         if building[name] != have and (building[name] or name == "directed"):
-            raise ValueError(f"{name}={building[name]!r} applies only when the job builds the index; "
+            raise OptionError(f"{name}={building[name]!r} applies only when the job builds the index; "
                              f"the one in {index} has its graph")  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from graphs import CSRGraph
 from graphs._device import array_module
+from graphs.errors import OptionError
 from operators._checks import (
     check_choice,
     check_count,
@@ -117,19 +118,19 @@ def pagerank(
 
     parted = isinstance(G, PartitionedGraph)
     if parted and client is None:
-        raise ValueError("a partitioned graph needs client= (a distributed.Client to hold the parts)")
+        raise OptionError("a partitioned graph needs client= (a distributed.Client to hold the parts)")
     G = G if parted else check_graph(G)
     o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
     alpha, max_iter, tol = o["alpha"], o["max_iter"], o["tol"]
     if parted and method not in ("auto", "pull", "binned"):
-        raise ValueError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
+        raise OptionError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
     if weighted and not G.weighted:
-        raise ValueError("weighted=True, but the graph has no edge weights")
+        raise OptionError("weighted=True, but the graph has no edge weights")
     weighted = G.weighted if weighted is None else bool(weighted)
     if dtype is None:
         dtype = np.float32 if parted or G.device == "gpu" else np.float64
     if np.dtype(dtype) not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        raise OptionError(f"dtype must be float32 or float64, got {dtype}")
     chosen = method == "auto" and not parted
     n = G.n
     by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
@@ -157,7 +158,7 @@ def pagerank(
             raise ConvergenceError("pagerank", iters, err, n * tol)
         return x
     if client is not None:
-        raise ValueError("client= applies to a graphs.PartitionedGraph; this graph is a CSRGraph")
+        raise OptionError("client= applies to a graphs.PartitionedGraph; this graph is a CSRGraph")
     perm = None
     if reorder:
         G, perm = degree_ordered(G)

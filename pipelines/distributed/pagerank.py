@@ -19,6 +19,7 @@ import uuid
 import numpy as np
 
 from cluster.comms import run_spmd, spmd_workers
+from graphs.errors import DeviceError
 from graphs.partition import PartitionedGraph
 from operators.pagerank.parts import inverse_out, loop_gpu, step_cpu
 
@@ -64,7 +65,7 @@ def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weig
     if device == "auto":
         device = "gpu" if all(d == "gpu" for d in devices.values()) else "cpu"
     elif device == "gpu" and any(d != "gpu" for d in devices.values()):
-        raise RuntimeError(f"device='gpu', but these workers compute on the CPU: {devices}")
+        raise DeviceError(f"device='gpu', but these workers compute on the CPU: {devices}")
     parts = _place_parts(client, PG, workers)
     if device == "gpu":
         kw = dict(alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter, threshold=threshold,
