@@ -7,6 +7,7 @@ import difflib
 import importlib.util
 import inspect
 import os
+import sys
 
 from .worker import GraphjobsWorker
 
@@ -90,7 +91,7 @@ def make_cluster(
         cluster = LocalCluster(
             n_workers=workers, threads_per_worker=threads, processes=True, plugins={plugin}, env=env, **kw
         )
-    print(f"graphjobs: Dask dashboard at {cluster.dashboard_link}", flush=True)
+    print(f"graphjobs: Dask dashboard at {cluster.dashboard_link}", file=sys.stderr, flush=True)
     return cluster
 
 
@@ -180,7 +181,8 @@ def connect(address: str | None = None, *, security=None, timeout: float | None 
                 "`graphjobs cluster`?"
             ) from exc
         client.register_plugin(GraphjobsWorker("auto"))
-        print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", flush=True)
+        print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", file=sys.stderr,
+              flush=True)  # fmt: skip
         return client
     if timeout is not None:
         raise OptionError("timeout applies only with a scheduler address")

@@ -21,6 +21,7 @@ from operators.influence import influence_options
 from ._output import SEEDS_HEADER, check_result_file
 from .job import Job
 from .stages import GraphHandle, cluster_workers, default_workdir, load_stage, write_atomic
+from .summary import InfluenceSummary
 
 
 def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, model="IC", weights="wc",
@@ -51,7 +52,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     Returns
     -------
     Job
-        Its result is a summary dict: seeds, RR estimate and simulated spread, theta, timings.
+        Its result is an ``InfluenceSummary``: seeds, RR estimate and simulated spread, theta, timings.
     """
     checked = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
                                 max_rr_sets=max_rr_sets)  # fmt: skip
@@ -112,11 +113,11 @@ def _spread(graph: GraphHandle, imm: dict, opts: dict, n_sim: int):
     return {"mean": mean, "stderr": info["stderr"], "n_sim": n_sim}
 
 
-def _write(graph: GraphHandle, imm: dict, spread, out: str) -> dict:
+def _write(graph: GraphHandle, imm: dict, spread, out: str) -> InfluenceSummary:
     import pandas as pd
 
     check_result_file(out, "influence")
     columns = (np.arange(1, len(imm["seeds"]) + 1), imm["seeds"], imm["rounds"], imm["gains"])
     table = pd.DataFrame(dict(zip(SEEDS_HEADER.split(","), columns, strict=True)))
     write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
-    return {"job": "influence", "out": out, "n": graph.n, "m": graph.m, **imm, "mc_spread": spread}
+    return InfluenceSummary(out=out, n=graph.n, m=graph.m, **imm, mc_spread=spread)

@@ -22,6 +22,7 @@ from ._output import check_result_file, save_npy
 from .ingest import dataset_files
 from .job import Job
 from .stages import cluster_workers, default_workdir, load_stage, write_parquet
+from .summary import PageRankSummary
 
 
 def pagerank_job(
@@ -77,7 +78,7 @@ def pagerank_job(
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
+        Its result is a ``PageRankSummary``: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
     """
     workdir = Path(workdir or default_workdir())
     pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)  # before anything runs
@@ -177,7 +178,7 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
         return operators.pagerank(pg, client=client, **kw).astype(np.float64)
 
 
-def _write(graph, ranks, out, token, top) -> dict:
+def _write(graph, ranks, out, token, top) -> PageRankSummary:
     import pyarrow as pa
 
     x = np.load(ranks["path"])
@@ -190,14 +191,13 @@ def _write(graph, ranks, out, token, top) -> dict:
         write_parquet(table, out)
         written = True
     best = np.argsort(-x, kind="stable")[:top]
-    return {
-        "job": "pagerank",
-        "out": out,
-        "n": graph.n,
-        "m": graph.m,
-        "top": [(ids[i].item() if hasattr(ids[i], "item") else ids[i], float(x[i])) for i in best],
-        "pagerank_seconds": ranks["seconds"],
-        "device": ranks["device"] or worker_device(),
-        "cached": {"pagerank": ranks["cached"], "output": not written},
-        "memory": ranks["memory"],
-    }
+    return PageRankSummary(
+        out=out,
+        n=graph.n,
+        m=graph.m,
+        top=[(ids[i].item() if hasattr(ids[i], "item") else ids[i], float(x[i])) for i in best],
+        pagerank_seconds=ranks["seconds"],
+        device=ranks["device"] or worker_device(),
+        cached={"pagerank": ranks["cached"], "output": not written},
+        memory=ranks["memory"],
+    )

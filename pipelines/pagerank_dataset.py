@@ -24,6 +24,7 @@ from ._output import check_result_file, save_npy
 from .ingest import partition_files
 from .job import Job
 from .stages import cluster_workers, write_parquet
+from .summary import PageRankSummary
 
 
 def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, directed, read_options, out,
@@ -80,7 +81,7 @@ def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
     return {"path": artifact, "seconds": seconds, "device": info.get("device"), "cached": False}
 
 
-def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) -> dict:
+def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) -> PageRankSummary:
     import pyarrow as pa
 
     import graphs
@@ -92,12 +93,14 @@ def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) ->
     check_result_file(out, "pagerank")
     write_parquet(table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token}), out)
     best = np.argsort(-x, kind="stable")[:top]
-    return {
-        "job": "pagerank", "out": out, "n": ingested["n"], "m": ingested["m"],
-        "top": [(vertex[i].item() if hasattr(vertex[i], "item") else vertex[i], float(x[i])) for i in best],
-        "pagerank_seconds": ranks["seconds"],
-        "device": ranks["device"] or worker_device(),
-        "cached": {"pagerank": ranks["cached"], "output": False},
-        "memory": {"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0,
-                   "device": ranks["device"] or worker_device()},
-    }  # fmt: skip
+    device = ranks["device"] or worker_device()
+    return PageRankSummary(
+        out=out,
+        n=ingested["n"],
+        m=ingested["m"],
+        top=[(vertex[i].item() if hasattr(vertex[i], "item") else vertex[i], float(x[i])) for i in best],
+        pagerank_seconds=ranks["seconds"],
+        device=device,
+        cached={"pagerank": ranks["cached"], "output": False},
+        memory={"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0, "device": device},
+    )

@@ -26,6 +26,7 @@ from operators.topk.index import index_options
 from .job import Job
 from .pagerank import _pagerank
 from .stages import GraphHandle, default_workdir, load_stage
+from .summary import IndexSummary
 
 MANIFEST = "ppr-index.json"
 
@@ -71,7 +72,7 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
     Returns
     -------
     Job
-        Its result is a summary dict: ``index`` (folder), ``n``, ``m``, walks, sizes and timings.
+        Its result is an ``IndexSummary``: ``folder``, ``n``, ``m``, walks, sizes and timings.
     """
     index_options(alpha=alpha, epsilon=epsilon, order=order)  # before anything runs
     delta_min = _delta_min(delta_min)
@@ -148,7 +149,7 @@ def _resolve_delta_min(value, n: int) -> float:
     return resolved
 
 
-def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> dict:
+def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> IndexSummary:
     manifest = {
         "graph": graph.path,
         "graph_token": graph.token,
@@ -161,4 +162,5 @@ def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> dict:
     tmp = Path(folder) / f".{MANIFEST}.{os.getpid()}"
     tmp.write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, Path(folder) / MANIFEST)
-    return {"job": "ppr-index", "folder": folder, **manifest, **index.info}
+    known = IndexSummary._names()  # an index saved by another version may hold more or fewer counts
+    return IndexSummary(folder=folder, **manifest, **{k: v for k, v in index.info.items() if k in known})

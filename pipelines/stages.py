@@ -26,6 +26,7 @@ from . import _output, _state
 from ._output import write_atomic
 from .job import Job
 from .sources import resolve_sources, sources_spec
+from .summary import BatchSummary
 
 GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
 READ_OPTIONS = (
@@ -231,10 +232,10 @@ def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
     return {**summary, "resumed": False}
 
 
-def _finish(summarize, name, jtoken, graph, parts, out, opts) -> dict:
+def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
     summary = summarize(graph, parts, out, opts)
-    summary["resumed_parts"] = sum(bool(p.get("resumed")) for p in parts)
-    _output.finish(out, name, jtoken, [p["path"] for p in parts], summary)
+    summary.resumed_parts = sum(bool(p.get("resumed")) for p in parts)
+    _output.finish(out, name, jtoken, [p["path"] for p in parts], summary.to_dict())
     return summary
 
 

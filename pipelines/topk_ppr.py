@@ -28,6 +28,7 @@ from . import _state
 from .job import Job
 from .ppr_index import MANIFEST, IndexHandle, _delta_min, _resolve_delta_min, index_job
 from .stages import GraphHandle, batch_job, write_parquet
+from .summary import TopkSummary
 
 
 def topk_ppr_job(
@@ -88,7 +89,7 @@ def topk_ppr_job(
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``queries``, ``parts``, ``query_seconds_mean`` (the
+        Its result is a ``TopkSummary``: ``out``, ``queries``, ``parts``, ``query_seconds_mean`` (the
         workers' time per source), ``latency_seconds_mean`` (a source's first round to its answer,
         over the sources that needed rounds), ``without_rounds`` (sources of small closed reach
         answered before any round: no out-edge to another vertex, or few vertices reachable), fallbacks,
@@ -184,24 +185,23 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     )
 
 
-def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
+def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> TopkSummary:
     queries = sum(p["queries"] for p in parts)
     early = sum(p.get("without_rounds", 0) for p in parts)  # parts of an earlier version lack it
-    return {
-        "job": "topk-ppr",
-        "out": out,
-        "n": graph.n,
-        "m": graph.m,
-        "k": opts["k"],
-        "queries": queries,
-        "parts": len(parts),
-        "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
-        "latency_seconds_mean": sum(p.get("latency", 0.0) for p in parts) / max(queries - early, 1),
-        "without_rounds": early,
-        "fallback": sum(p["fallback"] for p in parts),
-        "exact": sum(p["exact"] for p in parts),
-        "refine": bool(opts.get("refine", False)),
-        "refined": sum(p.get("refined", 0) for p in parts),
-        "device": parts[0]["device"] if parts else worker_device(),
-        "first": parts[0]["first"] if parts else None,
-    }
+    return TopkSummary(
+        out=out,
+        n=graph.n,
+        m=graph.m,
+        k=opts["k"],
+        queries=queries,
+        parts=len(parts),
+        query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
+        latency_seconds_mean=sum(p.get("latency", 0.0) for p in parts) / max(queries - early, 1),
+        without_rounds=early,
+        fallback=sum(p["fallback"] for p in parts),
+        exact=sum(p["exact"] for p in parts),
+        refine=bool(opts.get("refine", False)),
+        refined=sum(p.get("refined", 0) for p in parts),
+        device=parts[0]["device"] if parts else worker_device(),
+        first=parts[0]["first"] if parts else None,
+    )
