@@ -7,6 +7,7 @@ import difflib
 import importlib.util
 import inspect
 import os
+import sys
 
 from .worker import GraphjobsWorker
 
@@ -44,13 +45,22 @@ def make_cluster(
     Returns
     -------
     distributed.deploy.Cluster
-        Its ``dashboard_link`` is printed.
+        Its ``dashboard_link`` is printed (to standard error).
+
+    Raises
+    ------
+    graphs.errors.OptionError
+        A bad ``device``, ``n_workers`` or ``threads_per_worker``.
+    graphs.errors.DeviceError
+        ``device='gpu'`` without a visible GPU, CuPy and dask-cuda.
     """
+    from graphs.errors import DeviceError, OptionError  # not at import: see cluster.worker
+
     if device not in ("auto", "cpu", "gpu"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
+        raise OptionError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
     for name, value in (("n_workers", n_workers), ("threads_per_worker", threads_per_worker)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be an integer >= 1 (or None for the default), got {value!r}")
+            raise OptionError(f"{name} must be an integer >= 1 (or None for the default), got {value!r}")
     use_gpu = device == "gpu" or (device == "auto" and _cuda_cluster_available())
     threads = threads_per_worker or 1
     cores = os.cpu_count() or 1
@@ -59,7 +69,7 @@ def make_cluster(
     if kw.get("security") is not None and kw["security"].require_encryption:
         kw.setdefault("protocol", "tls://")
     if use_gpu and not _cuda_cluster_available():
-        raise RuntimeError(
+        raise DeviceError(
             "device='gpu' needs a visible GPU, CuPy and dask-cuda (pip install 'graphjobs[gpu]')"
         )
     _check_options(kw, use_gpu)
@@ -81,7 +91,7 @@ def make_cluster(
         cluster = LocalCluster(
             n_workers=workers, threads_per_worker=threads, processes=True, plugins={plugin}, env=env, **kw
         )
-    print(f"graphjobs: Dask dashboard at {cluster.dashboard_link}", flush=True)
+    print(f"graphjobs: Dask dashboard at {cluster.dashboard_link}", file=sys.stderr, flush=True)
     return cluster
 
 
@@ -144,30 +154,38 @@ def connect(address: str | None = None, *, security=None, timeout: float | None 
     (``distributed.security.Security``) is used for the connection, or for the new cluster. ``timeout``:
     seconds to wait for the scheduler at ``address`` to answer (default: dask's
     ``distributed.comm.timeouts.connect``, 30 s unless configured).
+
+    Raises ``graphs.errors.OptionError`` for bad options or a malformed address, and
+    ``graphs.errors.SchedulerUnreachableError`` (an OSError) when nothing answers at ``address``.
     """
     from distributed import Client
 
+    from graphs.errors import OptionError, SchedulerUnreachableError  # not at import: see cluster.worker
+
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):  # fmt: skip
-        raise ValueError(f"timeout must be a number of seconds > 0 (or None for dask's default), "
+        raise OptionError(f"timeout must be a number of seconds > 0 (or None for dask's default), "
                          f"got {timeout!r}")  # fmt: skip
     if address:
         if kw:
-            raise ValueError(f"cluster options {sorted(kw)} apply only without a scheduler address")
+            raise OptionError(f"cluster options {sorted(kw)} apply only without a scheduler address")
         try:
             wait = {} if timeout is None else {"timeout": timeout}  # Client(timeout=None) would wait forever
             client = _restoring_scheduler(lambda: Client(address, security=security, **wait))
         except ValueError as exc:  # e.g. "invalid literal for int() with base 10: '8786x'"
-            raise ValueError(f"scheduler address {address!r}: {exc} (expected HOST:PORT or"
+            raise OptionError(f"scheduler address {address!r}: {exc} (expected HOST:PORT or"
                              " PROTOCOL://HOST:PORT, e.g. tcp://10.0.0.5:8786)") from exc  # fmt: skip
         except OSError as exc:
-            raise OSError(f"no Dask scheduler answered at {address!r} ({exc}); is one running there, e.g."
-                          " started by `graphjobs cluster`?") from exc  # fmt: skip
+            raise SchedulerUnreachableError(
+                f"no Dask scheduler answered at {address!r} ({exc}); is one running there, e.g. started by "
+                "`graphjobs cluster`?"
+            ) from exc
         client.register_plugin(GraphjobsWorker("auto"))
-        print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", flush=True)
+        print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", file=sys.stderr,
+              flush=True)  # fmt: skip
         return client
     if timeout is not None:
-        raise ValueError("timeout applies only with a scheduler address")
+        raise OptionError("timeout applies only with a scheduler address")
     cluster = make_cluster(security=security, **kw)
     try:
         return _restoring_scheduler(lambda: Client(cluster, security=security))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 
@@ -12,7 +13,9 @@ def tls(ca_file: str | None, cert: str | None, key: str | None):
     if not any(given):
         return None
     if not all(given):
-        raise ValueError("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
+        from graphs.errors import OptionError
+
+        raise OptionError("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
     from distributed.security import Security
 
     roles = {f"tls_{r}_{part}": v for r in ("client", "scheduler", "worker") for part, v in (("cert", cert),
@@ -34,9 +37,12 @@ def serve(*, gpus: int | None, workers: int | None, host: str, port: int, dashbo
     count = gpus if gpus else workers
     with make_cluster(count, device=device, host=host, scheduler_port=port, dashboard_address=dashboard,
                       security=security) as cluster:  # fmt: skip
-        print(f"graphjobs: scheduler at {cluster.scheduler_address}", flush=True)
+        print(f"graphjobs: scheduler at {cluster.scheduler_address}", file=sys.stderr, flush=True)
         addr = cluster.scheduler_address
-        print(f"graphjobs: {len(cluster.workers)} workers; submit jobs with --scheduler {addr}", flush=True)
+        workers = len(cluster.workers)
+        print(
+            f"graphjobs: {workers} workers; submit jobs with --scheduler {addr}", file=sys.stderr, flush=True
+        )
         stop = threading.Event()
         in_main = threading.current_thread() is threading.main_thread()  # handlers can be set only there
         signals = (signal.SIGINT, signal.SIGTERM) if in_main else ()
@@ -47,4 +53,4 @@ def serve(*, gpus: int | None, workers: int | None, host: str, port: int, dashbo
         finally:
             for sig, handler in kept.items():
                 signal.signal(sig, handler)
-        print("graphjobs: cluster stopped", flush=True)
+        print("graphjobs: cluster stopped", file=sys.stderr, flush=True)

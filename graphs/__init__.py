@@ -4,7 +4,16 @@ from . import toy
 from ._device import gpu_available
 from .csr import CSRGraph
 from .edges import from_edges
-from .errors import GraphFormatError, LabelError
+from .errors import (
+    DeviceError,
+    GraphFormatError,
+    LabelError,
+    LockedError,
+    MemoryLimitError,
+    MissingDependencyError,
+    OptionError,
+    UserError,
+)
 from .generators import barabasi_albert, erdos_renyi, rmat
 from .interop import (
     from_cudf,
@@ -25,10 +34,16 @@ from .store import load
 
 __all__ = [
     "CSRGraph",
+    "DeviceError",
     "GraphFormatError",
     "GraphPart",
     "LabelError",
+    "LockedError",
+    "MemoryLimitError",
+    "MissingDependencyError",
+    "OptionError",
     "PartitionedGraph",
+    "UserError",
     "barabasi_albert",
     "erdos_renyi",
     "from_cudf",

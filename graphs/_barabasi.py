@@ -10,6 +10,7 @@ from ._device import resolve_device
 from ._mix import rand_unit, stream_key
 from .csr import CSRGraph
 from .edges import assemble
+from .errors import OptionError
 
 
 @nb.njit(cache=True)
@@ -70,7 +71,7 @@ def barabasi_albert(n: int, m: int, seed: int = 0, device: str = "cpu") -> CSRGr
     CSRGraph
     """
     if not 1 <= m < n:
-        raise ValueError(f"need 1 <= m < n, got n={n}, m={m}")
+        raise OptionError(f"need 1 <= m < n, got n={n}, m={m}")
     src, dst = _ba_cpu(int(n), int(m), np.uint64(stream_key(seed, 5)))
     t = index_dtype(n)
     g = assemble(src.astype(t), dst.astype(t), None, int(n), directed=False, dedupe=False, self_loops=True)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import DeviceError, MissingDependencyError, OptionError
+
 DEVICES = ("cpu", "gpu")
 _GPU_HINT = "install the GPU extra: pip install 'graphjobs[gpu]' (CuPy for your CUDA version)"
 
@@ -27,10 +29,11 @@ def _cupy_module() -> Any | None:
 
 
 def import_cupy() -> Any:
-    """Return the ``cupy`` module or raise an ImportError that says how to get it."""
+    """Return the ``cupy`` module or raise ``MissingDependencyError`` (an ImportError) that says how to
+    get it."""
     cp = _cupy_module()
     if cp is None:
-        raise ImportError(f"this GPU code path needs CuPy, which is not installed; {_GPU_HINT}")
+        raise MissingDependencyError(f"this GPU code path needs CuPy, which is not installed; {_GPU_HINT}")
     return cp
 
 
@@ -64,14 +67,18 @@ def device_of(a: Any) -> str:
 
 
 def resolve_device(device: str | None) -> str:
-    """Turn ``'auto'``/None into ``'gpu'`` when one is usable, else ``'cpu'``; check the name."""
+    """Turn ``'auto'``/None into ``'gpu'`` when one is usable, else ``'cpu'``; check the name.
+
+    Raises ``OptionError`` for an unknown name, ``MissingDependencyError`` (with the install hint) for
+    ``'gpu'`` without CuPy, and ``DeviceError`` for ``'gpu'`` where CuPy sees no device.
+    """
     if device in (None, "auto"):
         return "gpu" if gpu_available() else "cpu"
     if device not in DEVICES:
-        raise ValueError(f"device must be 'cpu', 'gpu' or 'auto', got {device!r}")
+        raise OptionError(f"device must be 'cpu', 'gpu' or 'auto', got {device!r}")
     if device == "gpu" and not gpu_available():
         import_cupy()  # raises the install hint when CuPy is missing
-        raise RuntimeError("device='gpu' was requested but CuPy sees no CUDA device")
+        raise DeviceError("device='gpu' was requested but CuPy sees no CUDA device")
     return device
 
 
@@ -89,7 +96,7 @@ def free_memory(device: str) -> int:
         try:
             cap = int(float(limit.rstrip("KMGTB") if scale > 1 else limit) * scale)
         except ValueError:
-            raise ValueError(f"GRAPHJOBS_MEMORY_LIMIT={limit!r}: expected bytes, e.g. 2e9 or 2G") from None
+            raise OptionError(f"GRAPHJOBS_MEMORY_LIMIT={limit!r}: expected bytes, e.g. 2e9 or 2G") from None
         free = min(free, cap)
     return free
 

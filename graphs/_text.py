@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import GraphFormatError
+from .errors import GraphFormatError, OptionError
 
 
 def open_text(path: str) -> io.TextIOBase:
@@ -144,7 +144,7 @@ def column_index(col, names, path) -> int:
             raise GraphFormatError(path, None, f"expected a column named {col!r}, but {have}")
         return names.index(col)
     if not isinstance(col, int) or col < 0:
-        raise ValueError(f"column must be a non-negative position or a header name, got {col!r}")
+        raise OptionError(f"column must be a non-negative position or a header name, got {col!r}")
     return col
 
 

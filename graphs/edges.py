@@ -9,7 +9,7 @@ import numpy as np
 from ._build import build_csr, index_dtype
 from ._device import array_module, is_gpu_array, to_host
 from .csr import CSRGraph
-from .errors import GraphFormatError
+from .errors import GraphFormatError, OptionError
 
 
 def from_edges(
@@ -75,7 +75,7 @@ def from_edges(
     ids = None
     if renumber:
         if n is not None:
-            raise ValueError("n applies only with renumber=False (renumbering counts the labels)")
+            raise OptionError("n applies only with renumber=False (renumbering counts the labels)")
         src, dst, ids = renumber_labels(xp, src, dst)
         n = len(ids)
     else:

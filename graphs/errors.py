@@ -1,11 +1,54 @@
-"""The errors raised for malformed graph input and for labels a graph does not have."""
+"""The errors a user can act on: malformed input, bad options, missing dependencies, a busy workdir.
+
+Every one of them derives from ``UserError``, so a front end (the ``graphjobs`` command line) can print
+its one-line message and stop, while any other exception is a bug and keeps its traceback. Each also keeps
+the built-in base a caller would expect (``ValueError`` for a bad value, ``KeyError`` for a missing label,
+``ImportError`` for a missing package ...), so ``except ValueError`` still catches a bad option. All of
+them pickle with their attributes: errors raised on Dask workers travel back to the client that way.
+"""
 
 from __future__ import annotations
 
 import os
 
 
-class GraphFormatError(ValueError):
+class UserError(Exception):
+    """An error the user can act on (fix an input, an option, install a package, wait for a lock).
+
+    ``str()`` is a one-line message that says what is wrong and, where it can, what to do instead.
+    """
+
+    def __reduce__(self):
+        # rebuilt from its arguments (and attributes), not by the built-in base's __new__: a subclass of
+        # MemoryError cannot be made that way, and Dask (through tblib) pickles errors of its workers
+        return (type(self), self.args, self.__dict__ or None)
+
+
+class OptionError(UserError, ValueError):
+    """An option (a keyword argument, a command-line option, a job spec's parameter) has a bad value."""
+
+
+class MissingDependencyError(UserError, ImportError):
+    """An optional package a code path needs is not installed; the message says how to install it."""
+
+
+class DeviceError(UserError, RuntimeError):
+    """The device asked for cannot be used here (e.g. ``device='gpu'`` with no visible GPU)."""
+
+
+class LockedError(UserError, RuntimeError):
+    """A resource another process holds (a work folder in use by another job)."""
+
+
+class SchedulerUnreachableError(UserError, OSError):
+    """No Dask scheduler answered at the address given; the message names it and what to check."""
+
+
+class MemoryLimitError(UserError, MemoryError):
+    """A working set does not fit in the memory of its device; the message says what to change."""
+
+
+class GraphFormatError(UserError, ValueError):
     """Bad input (an edge list, a list of source labels): names the file, the line (1-based, when known)
     and what was expected.
 
@@ -27,7 +70,7 @@ class GraphFormatError(ValueError):
         return (type(self), (self.path, self.line, self.expected))
 
 
-class LabelError(KeyError):
+class LabelError(UserError, KeyError):
     """Vertex labels a graph does not have (or that cannot be labels of it): ``labels`` holds the first
     few, ``count`` how many there are, ``str()`` the one-line message. A KeyError, so ``except KeyError``
     still catches it."""

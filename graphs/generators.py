@@ -15,6 +15,7 @@ from ._device import get_kernel, import_cupy, launch_config, resolve_device
 from ._mix import GOLDEN, M1, M2, MIX_CUDA, rand_unit, stream_key
 from .csr import CSRGraph
 from .edges import assemble
+from .errors import OptionError
 
 
 def _scramble_keys(seed: int, scale: int) -> np.ndarray:
@@ -119,11 +120,11 @@ def rmat(
         Vertex ids are scrambled by a seeded bijection, so degree does not follow the id.
     """
     if not (1 <= int(scale) <= 31):
-        raise ValueError(f"scale must be in 1..31, got {scale}")
+        raise OptionError(f"scale must be in 1..31, got {scale}")
     if edge_factor < 1:
-        raise ValueError(f"edge_factor must be >= 1, got {edge_factor}")
+        raise OptionError(f"edge_factor must be >= 1, got {edge_factor}")
     if min(a, b, c) < 0 or a + b + c > 1:
-        raise ValueError(f"need a, b, c >= 0 with a + b + c <= 1, got {a}, {b}, {c}")
+        raise OptionError(f"need a, b, c >= 0 with a + b + c <= 1, got {a}, {b}, {c}")
     device = resolve_device(device)
     n = 1 << scale
     m = int(edge_factor) * n
@@ -198,16 +199,16 @@ def erdos_renyi(
     CSRGraph
     """
     if (p is None) == (m is None):
-        raise ValueError("give exactly one of p (edge probability) and m (number of edges)")
+        raise OptionError("give exactly one of p (edge probability) and m (number of edges)")
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise OptionError(f"n must be >= 1, got {n}")
     pairs = n * (n - 1) if directed else n * (n - 1) // 2
     if p is not None:
         if not 0 <= p <= 1:
-            raise ValueError(f"p must be in [0, 1], got {p}")
+            raise OptionError(f"p must be in [0, 1], got {p}")
         m = int(np.random.default_rng(stream_key(seed, 3)).binomial(pairs, p))
     if not 0 <= m <= pairs:
-        raise ValueError(f"m must be in [0, {pairs}] for n={n}, got {m}")
+        raise OptionError(f"m must be in [0, {pairs}] for n={n}, got {m}")
     device = resolve_device(device)
     xp = import_cupy() if device == "gpu" else np
     key = stream_key(seed, 4)

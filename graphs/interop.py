@@ -12,7 +12,7 @@ import numpy as np
 from ._device import device_of, to_device, to_host
 from .csr import CSRGraph
 from .edges import first_bad_weight, from_edges
-from .errors import GraphFormatError
+from .errors import GraphFormatError, MissingDependencyError, OptionError
 
 
 def _with_labels(g: CSRGraph, ids) -> CSRGraph:
@@ -155,7 +155,7 @@ def _need(module: str, what: str):
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{what} needs {module} (RAPIDS), which is not installed") from exc
+        raise MissingDependencyError(f"{what} needs {module} (RAPIDS), which is not installed") from exc
 
 
 def from_dask_cudf(ddf, *, source: str = "src", destination: str = "dst", weight: str | None = None,
@@ -226,7 +226,7 @@ def vertex_frame(G: CSRGraph, values, name: str, *, library: str = "pandas"):
     ``values`` are on the GPU and cuDF is installed, else pandas.
     """
     if library not in ("pandas", "cudf", "auto"):
-        raise ValueError(f"library must be 'pandas', 'cudf' or 'auto', got {library!r}")
+        raise OptionError(f"library must be 'pandas', 'cudf' or 'auto', got {library!r}")
     values = values if hasattr(values, "shape") else np.asarray(values)
     if values.shape != (G.n,):
         raise ValueError(f"expected one value per vertex ({G.n}), got shape {values.shape}")

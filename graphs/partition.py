@@ -17,7 +17,7 @@ from dask.base import tokenize
 
 from ._device import array_module, resolve_device, to_device, to_host
 from .csr import CSRGraph
-from .errors import GraphFormatError
+from .errors import GraphFormatError, OptionError
 from .store import file_sha256, write_directory
 
 FORMAT = "graphjobs-partitioned-csr"
@@ -145,7 +145,7 @@ def partition(G: CSRGraph, parts: int, *, vertex_cost: float = 0.0) -> Partition
     if not isinstance(G, CSRGraph):
         raise TypeError(f"expected a CSRGraph, got {type(G).__name__}")
     if isinstance(parts, bool) or not isinstance(parts, int | np.integer) or not 1 <= parts <= max(G.n, 1):
-        raise ValueError(f"parts must be an int in [1, n={G.n}], got {parts!r}")
+        raise OptionError(f"parts must be an int in [1, n={G.n}], got {parts!r}")
     T = G.to("cpu").transpose()
     indptr = to_host(T.indptr)
     cost = indptr + float(vertex_cost) * np.arange(G.n + 1) if vertex_cost else indptr

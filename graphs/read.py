@@ -12,7 +12,7 @@ from . import _text
 from ._device import array_module, resolve_device
 from .csr import CSRGraph
 from .edges import assemble, check_weights, renumber_labels
-from .errors import GraphFormatError
+from .errors import GraphFormatError, MissingDependencyError, OptionError
 
 ENGINES = ("auto", "pyarrow", "pandas", "cudf")
 
@@ -81,12 +81,14 @@ def read_edgelist(
     """
     path = _text.check_exists(path)
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        raise OptionError(f"engine must be one of {ENGINES}, got {engine!r}")
     device = resolve_device(device)
     if engine == "auto":
         engine = "cudf" if device == "gpu" and has_cudf() else "pyarrow"
     if engine == "cudf" and not has_cudf():
-        raise ImportError("engine='cudf' needs cuDF (RAPIDS), which is not installed; use engine='pyarrow'")
+        raise MissingDependencyError(
+            "engine='cudf' needs cuDF (RAPIDS), which is not installed; use engine='pyarrow'"
+        )
     if weight_col is not None:
         weighted = True
     elif weighted:
@@ -155,7 +157,7 @@ def read_text_columns(path, *, comment, delimiter, header, cols, engine, skip_fi
     s, d = _text.column_index(src_col, names, path), _text.column_index(dst_col, names, path)
     wc = None if weight_col is None else _text.column_index(weight_col, names, path)
     if s == d:
-        raise ValueError(f"source and target columns must differ, both are column {s}")
+        raise OptionError(f"source and target columns must differ, both are column {s}")
     has_header = lay.header is not None
 
     def locate() -> None:

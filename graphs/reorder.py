@@ -7,6 +7,7 @@ import numpy as np
 from ._build import build_csr, index_dtype
 from ._device import array_module, to_host
 from .csr import CSRGraph
+from .errors import OptionError
 
 ORDERS = ("degree", "out_degree", "in_degree")
 
@@ -20,7 +21,7 @@ def order_permutation(g: CSRGraph, by: str = "degree"):
     """``perm`` of ``reorder(g, by)`` (int64, on ``g``'s device): new vertex i is old vertex perm[i], by
     decreasing degree, ties by old id (both devices sort stably, so they agree)."""
     if by not in ORDERS:
-        raise ValueError(f"by must be one of {ORDERS} or a permutation, got {by!r}")
+        raise OptionError(f"by must be one of {ORDERS} or a permutation, got {by!r}")
     xp = array_module(g.indptr)
     deg = xp.zeros(g.n, dtype=np.int64)
     if by in ("degree", "out_degree"):
@@ -55,7 +56,7 @@ def reorder(g: CSRGraph, by="degree") -> CSRGraph:
     else:
         perm = xp.asarray(by).astype(np.int64)
         if perm.shape != (g.n,) or not bool((xp.sort(perm) == xp.arange(g.n)).all()):
-            raise ValueError(f"by must be a permutation of 0..{g.n - 1}")
+            raise OptionError(f"by must be a permutation of 0..{g.n - 1}")
     return renumber(g, perm)
 
 

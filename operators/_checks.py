@@ -10,6 +10,7 @@ import numpy as np
 
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
+from graphs.errors import OptionError
 
 
 def check_graph(G) -> CSRGraph:
@@ -36,25 +37,25 @@ def check_probability(name: str, value, *, closed_left: bool = True, closed_righ
     ok = (0 <= value if closed_left else 0 < value) and (value <= 1 if closed_right else value < 1)  # not NaN
     if not ok:
         interval = f"{'[' if closed_left else '('}0, 1{']' if closed_right else ')'}"
-        raise ValueError(f"{name} must be in {interval}, got {value}")
+        raise OptionError(f"{name} must be in {interval}, got {value}")
     return float(value)
 
 
 def check_positive(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < math.inf:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+        raise OptionError(f"{name} must be a positive number, got {value!r}")
     return float(value)
 
 
 def check_count(name: str, value, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise OptionError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def check_choice(name: str, value, choices) -> str:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise OptionError(f"{name} must be one of {tuple(choices)}, got {value!r}")
     return value
 
 
@@ -74,15 +75,15 @@ def vertex_vector(G: CSRGraph, values, name: str, *, normalize: bool = True):
     else:
         vec = np.asarray(to_host(values), dtype=np.float64)
         if vec.shape != (G.n,):
-            raise ValueError(
+            raise OptionError(
                 f"{name} must be a dict keyed by vertex or an array of length {G.n}, got shape {vec.shape}"
             )
     if not np.isfinite(vec).all() or (vec < 0).any():
-        raise ValueError(f"{name} values must be finite and non-negative")
+        raise OptionError(f"{name} values must be finite and non-negative")
     if normalize:
         total = vec.sum()
         if total <= 0:
-            raise ValueError(f"{name} must have a positive sum")
+            raise OptionError(f"{name} must have a positive sum")
         vec = vec / total
     return vec
 

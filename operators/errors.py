@@ -1,9 +1,11 @@
-"""Exceptions raised by operators."""
+"""Exceptions raised by operators: user errors (``graphs.errors.UserError``) with their details."""
 
 from __future__ import annotations
 
+from graphs.errors import MemoryLimitError, UserError
 
-class ConvergenceError(RuntimeError):
+
+class ConvergenceError(UserError, RuntimeError):
     """An iterative operator did not reach its tolerance within ``max_iter`` iterations.
 
     Attributes: ``algorithm``, ``iterations`` run, the last ``error`` and the ``threshold`` it had
@@ -24,7 +26,7 @@ class ConvergenceError(RuntimeError):
         return (type(self), (self.algorithm, self.iterations, self.error, self.threshold))
 
 
-class InsufficientMemoryError(MemoryError):
+class InsufficientMemoryError(MemoryLimitError):
     """An operator's working set would not fit in the memory of its device; raised before allocating.
 
     Attributes: ``what`` needs ``needed`` bytes where ``available`` are free.

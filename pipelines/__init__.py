@@ -8,6 +8,7 @@ from .ppr_index import index_job
 from .simrank import simrank_job
 from .sources import RandomSources, SourceText
 from .stages import GraphHandle, load_stage
+from .summary import Summary
 from .topk_ppr import topk_ppr_job
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "Job",
     "RandomSources",
     "SourceText",
+    "Summary",
     "WorkdirLockedError",
     "index_job",
     "influence_job",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .demo import DEMO_JOBS
 
@@ -93,132 +94,170 @@ def _tls_options(p) -> None:
     p.add_argument("--tls-key", help="TLS: private key file")
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="graphjobs", description="Graph-analytics jobs on Dask, on GPUs or CPUs."
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-    fmt = argparse.RawDescriptionHelpFormatter
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors (unknown option, bad choice, missing argument) exit with
+    status 1, like every other error a user can act on, after the usage line and a one-line message."""
 
-    def command(name: str, help: str):
-        return sub.add_parser(name, help=help, epilog=EXAMPLES[name], formatter_class=fmt)
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
 
-    demo = command("demo", "every job on a generated R-MAT graph on a local cluster")
-    demo.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
-    demo.add_argument("--scale", type=int, help="R-MAT scale (default 16 on CPU, 20 on GPU)")
-    demo.add_argument("--workers", type=int, help="Dask workers (default: one per GPU, or by core count)")
-    demo.add_argument("--workdir", default=None, help="artifact folder (default .graphjobs)")
-    demo.add_argument("--out", default="graphjobs-demo", help="folder of the jobs' outputs (graphjobs-demo)")
-    demo.add_argument(
-        "--jobs", default=",".join(DEMO_JOBS), help=f"comma-separated, of {','.join(DEMO_JOBS)}"
-    )
-    rn = command("run", "run the job a YAML spec describes")
-    rn.add_argument("spec", help="YAML file: job, input, sources or k, params, out, workdir")
-    _run_options(rn)
-    cl = command("cluster", "start a local Dask cluster for jobs to submit to (until Ctrl-C)")
-    cl.add_argument("--gpus", type=int, help="GPU workers (default: one per visible GPU; 0 for CPU workers)")
-    cl.add_argument("--workers", type=int, help="CPU workers (default by core count)")
-    cl.add_argument("--host", default="127.0.0.1", help="scheduler interface (127.0.0.1: this machine only)")
-    cl.add_argument("--port", type=int, default=8786, help="scheduler port (8786; 0 picks a free one)")
-    cl.add_argument("--dashboard", default="127.0.0.1:8787", help="dashboard address (127.0.0.1:8787)")
-    _tls_options(cl)
-    pr = command("pagerank", "PageRank of an edge list, written to Parquet")
-    pr.add_argument("input", help="edge-list file (.txt/.gz/.csv/.tsv/.parquet/.mtx) or a spec like rmat:16")
-    pr.add_argument("--undirected", action="store_true", help="store every edge in both directions")
-    pr.add_argument("--weighted", action="store_true", help="read edge weights from the third column")
-    pr.add_argument("--dedupe", action="store_true", help="drop repeated edges")
-    pr.add_argument(
+
+def parser(commands, *, version: str) -> argparse.ArgumentParser:
+    """The ``graphjobs`` parser: ``--version``, then one sub-command per entry of ``commands`` (objects
+    with ``name``, ``help`` and ``options``, a function adding the command's options to its parser)."""
+    ap = Parser(prog="graphjobs", description="Graph-analytics jobs on Dask, on GPUs or CPUs.")
+    ap.add_argument("--version", action="version", version=f"graphjobs {version}")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in commands:
+        p = sub.add_parser(
+            command.name,
+            help=command.help,
+            epilog=EXAMPLES[command.name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.options(p)
+    return ap
+
+
+def demo_options(p) -> None:
+    """Options of `graphjobs demo`: every job on a generated R-MAT graph on a local cluster."""
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
+    p.add_argument("--scale", type=int, help="R-MAT scale (default 16 on CPU, 20 on GPU)")
+    p.add_argument("--workers", type=int, help="Dask workers (default: one per GPU, or by core count)")
+    p.add_argument("--workdir", default=None, help="artifact folder (default .graphjobs)")
+    p.add_argument("--out", default="graphjobs-demo", help="folder of the jobs' outputs (graphjobs-demo)")
+    p.add_argument("--jobs", default=",".join(DEMO_JOBS), help=f"comma-separated, of {','.join(DEMO_JOBS)}")
+
+
+def run_options(p) -> None:
+    """Options of `graphjobs run`: run the job a YAML spec describes."""
+    p.add_argument("spec", help="YAML file: job, input, sources or k, params, out, workdir")
+    _run_options(p)
+
+
+def cluster_options(p) -> None:
+    """Options of `graphjobs cluster`: start a local Dask cluster for jobs to submit to (until Ctrl-C)."""
+    p.add_argument("--gpus", type=int, help="GPU workers (default: one per visible GPU; 0 for CPU workers)")
+    p.add_argument("--workers", type=int, help="CPU workers (default by core count)")
+    p.add_argument("--host", default="127.0.0.1", help="scheduler interface (127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8786, help="scheduler port (8786; 0 picks a free one)")
+    p.add_argument("--dashboard", default="127.0.0.1:8787", help="dashboard address (127.0.0.1:8787)")
+    _tls_options(p)
+
+
+def pagerank_options(p) -> None:
+    """Options of `graphjobs pagerank`: PageRank of an edge list, written to Parquet."""
+    p.add_argument("input", help="edge-list file (.txt/.gz/.csv/.tsv/.parquet/.mtx) or a spec like rmat:16")
+    p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    p.add_argument("--weighted", action="store_true", help="read edge weights from the third column")
+    p.add_argument("--dedupe", action="store_true", help="drop repeated edges")
+    p.add_argument(
         "--reorder",
         choices=["degree", "in_degree", "out_degree"],
         help="renumber vertices once at load for locality (labels are kept)",
     )
-    pr.add_argument("--alpha", type=float, default=0.85, help="probability of following an edge (0.85)")
-    pr.add_argument("--tol", type=float, default=1e-6)
-    pr.add_argument("--max-iter", type=int, default=100)
-    pr.add_argument("--partitions", type=_partitions, default="auto",
-                    help="split the graph over N workers (auto: if a worker is too small)")  # fmt: skip
-    pr.add_argument("--out", default="pagerank.parquet")
-    pr.add_argument("--workdir", default=None)
-    _run_options(pr)
-    ix = command("index", "build the kPAR top-k PPR index of a graph")
-    ix.add_argument("input", help="edge-list file or a spec like rmat:16")
-    ix.add_argument("--out", required=True, help="folder for the graph, its PageRank and the index")
-    ix.add_argument("--undirected", action="store_true", help="store every edge in both directions")
-    ix.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
-    ix.add_argument("--epsilon", type=float, default=0.5, help="relative error guarantee (0.5)")
-    ix.add_argument(
+    p.add_argument("--alpha", type=float, default=0.85, help="probability of following an edge (0.85)")
+    p.add_argument("--tol", type=float, default=1e-6)
+    p.add_argument("--max-iter", type=int, default=100)
+    p.add_argument("--partitions", type=_partitions, default="auto",
+               help="split the graph over N workers (auto: if a worker is too small)")  # fmt: skip
+    p.add_argument("--out", default="pagerank.parquet")
+    p.add_argument("--workdir", default=None)
+    _run_options(p)
+
+
+def index_options(p) -> None:
+    """Options of `graphjobs index`: build the kPAR top-k PPR index of a graph."""
+    p.add_argument("input", help="edge-list file or a spec like rmat:16")
+    p.add_argument("--out", required=True, help="folder for the graph, its PageRank and the index")
+    p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    p.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
+    p.add_argument("--epsilon", type=float, default=0.5, help="relative error guarantee (0.5)")
+    p.add_argument(
         "--delta-min",
         default=None,
         help="smallest PPR value served: a number or K/n (16/n); 2/n buys precision",
     )
-    ix.add_argument("--seed", type=int, default=0)
-    ix.add_argument("--paper-walks", action="store_true",
-                    help="the paper's index walks (default: walks that take their first step)")  # fmt: skip
-    ix.add_argument("--order", choices=["auto", "degree", "out_degree", "in_degree", "none"], default="auto",
-                    help="index graph order, hubs first (auto: degree from 2^22 vertices)")  # fmt: skip
-    _run_options(ix)
-    tk = command("topk-ppr", "top-k personalized PageRank of many sources")
-    tk.add_argument("--index", required=True, help="folder written by `graphjobs index`")
-    _sources_options(tk)
-    tk.add_argument("-k", type=int, default=100, help="vertices per source (100)")
-    tk.add_argument(
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--paper-walks", action="store_true",
+               help="the paper's index walks (default: walks that take their first step)")  # fmt: skip
+    p.add_argument("--order", choices=["auto", "degree", "out_degree", "in_degree", "none"], default="auto",
+               help="index graph order, hubs first (auto: degree from 2^22 vertices)")  # fmt: skip
+    _run_options(p)
+
+
+def topk_ppr_options(p) -> None:
+    """Options of `graphjobs topk-ppr`: top-k personalized PageRank of many sources."""
+    p.add_argument("--index", required=True, help="folder written by `graphjobs index`")
+    _sources_options(p)
+    p.add_argument("-k", type=int, default=100, help="vertices per source (100)")
+    p.add_argument(
         "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
     )
-    _batch_options(tk, chunk=1000)
-    tk.add_argument(
+    _batch_options(p, chunk=1000)
+    p.add_argument(
         "--streams", type=int, default=None,
         help="sources a GPU worker answers at once within a chunk (default: the operator's choice)",
     )  # fmt: skip
-    tk.add_argument("--refine", action=argparse.BooleanOptionalAction, default=True,
-                    help="re-estimate the vertices near the k-th estimate from their in-neighbours' "
-                         "(default; higher precision for 7-45%% more time a query)")  # fmt: skip
-    pp = command("ppr", "personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet")
-    pp.add_argument("input", help="edge-list file or a spec like rmat:16")
-    _sources_options(pp)
-    pp.add_argument("--topk", type=int, default=100, help="entries kept per source (100)")
+    p.add_argument("--refine", action=argparse.BooleanOptionalAction, default=True,
+               help="re-estimate the vertices near the k-th estimate from their in-neighbours' "
+                    "(default; higher precision for 7-45%% more time a query)")  # fmt: skip
+
+
+def ppr_options(p) -> None:
+    """Options of `graphjobs ppr`: personalized PageRank of many sources, top entries to Parquet."""
+    p.add_argument("input", help="edge-list file or a spec like rmat:16")
+    _sources_options(p)
+    p.add_argument("--topk", type=int, default=100, help="entries kept per source (100)")
     methods = ["auto", "hybrid", "push", "pull", "power", "montecarlo"]
-    pp.add_argument("--method", choices=methods, default="auto")
-    pp.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
-    pp.add_argument("--tol", type=float, default=1e-6, help="residue threshold r_max (1e-6)")
-    pp.add_argument("--undirected", action="store_true", help="store every edge in both directions")
-    pp.add_argument("--out", default="ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)")
-    pp.add_argument("--workdir", default=None)
-    _batch_options(pp, chunk=100)
-    im = command("influence", "influence maximization (IMM, IC or LT): k seeds to CSV")
-    im.add_argument("input", help="edge-list file or a spec like ba:n=10000,m=4")
-    im.add_argument("-k", type=int, default=50, help="seeds (per round), 50")
-    im.add_argument("--epsilon", type=float, default=0.1, help="approximation slack (0.1)")
-    im.add_argument("--ell", type=float, default=1.0, help="failure probability n^-ell (1)")
-    im.add_argument("--model", type=str.upper, choices=["IC", "LT"], default="IC")
-    im.add_argument("--weights", default="wc", help="wc, trivalency, graph, or a probability (wc)")
-    im.add_argument("--rounds", type=int, default=1, help="multi-round IM: k seeds in each round (1)")
-    im.add_argument("--max-rr-sets", type=int, default=None, help="cap on RR samples (voids the guarantee)")
-    im.add_argument("--simulations", type=int, default=10_000, help="Monte Carlo runs checking the spread")
-    im.add_argument("--undirected", action="store_true", help="store every edge in both directions")
-    im.add_argument("--weighted", action="store_true", help="read edge weights (for --weights graph)")
-    im.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")
-    im.add_argument("--workdir", default=None)
-    im.add_argument("--seed", type=int, default=0)
-    im.add_argument("--distributed", choices=["auto", "on", "off"], default="auto",
-                    help="spread the RR samples over the workers (auto: with 2 or more)")  # fmt: skip
-    _run_options(im)
-    sr = command("simrank", "single-source SimRank (ClipSim) of many sources, top-k to Parquet")
-    sr.add_argument("input", help="edge-list file or a spec like rmat:16")
-    _sources_options(sr, single=True)
-    sr.add_argument("-k", type=int, default=100, help="similar vertices kept per source (100)")
-    sr.add_argument("--epsilon", type=float, default=1e-3, help="additive error target (1e-3)")
-    sr.add_argument("-c", "--decay", type=float, default=0.6, help="SimRank decay factor c (0.6)")
-    sr.add_argument(
+    p.add_argument("--method", choices=methods, default="auto")
+    p.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
+    p.add_argument("--tol", type=float, default=1e-6, help="residue threshold r_max (1e-6)")
+    p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    p.add_argument("--out", default="ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)")
+    p.add_argument("--workdir", default=None)
+    _batch_options(p, chunk=100)
+
+
+def influence_options(p) -> None:
+    """Options of `graphjobs influence`: influence maximization (IMM, IC or LT): k seeds to CSV."""
+    p.add_argument("input", help="edge-list file or a spec like ba:n=10000,m=4")
+    p.add_argument("-k", type=int, default=50, help="seeds (per round), 50")
+    p.add_argument("--epsilon", type=float, default=0.1, help="approximation slack (0.1)")
+    p.add_argument("--ell", type=float, default=1.0, help="failure probability n^-ell (1)")
+    p.add_argument("--model", type=str.upper, choices=["IC", "LT"], default="IC")
+    p.add_argument("--weights", default="wc", help="wc, trivalency, graph, or a probability (wc)")
+    p.add_argument("--rounds", type=int, default=1, help="multi-round IM: k seeds in each round (1)")
+    p.add_argument("--max-rr-sets", type=int, default=None, help="cap on RR samples (voids the guarantee)")
+    p.add_argument("--simulations", type=int, default=10_000, help="Monte Carlo runs checking the spread")
+    p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    p.add_argument("--weighted", action="store_true", help="read edge weights (for --weights graph)")
+    p.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--distributed", choices=["auto", "on", "off"], default="auto",
+               help="spread the RR samples over the workers (auto: with 2 or more)")  # fmt: skip
+    _run_options(p)
+
+
+def simrank_options(p) -> None:
+    """Options of `graphjobs simrank`: single-source SimRank (ClipSim) of many sources, top-k to Parquet."""
+    p.add_argument("input", help="edge-list file or a spec like rmat:16")
+    _sources_options(p, single=True)
+    p.add_argument("-k", type=int, default=100, help="similar vertices kept per source (100)")
+    p.add_argument("--epsilon", type=float, default=1e-3, help="additive error target (1e-3)")
+    p.add_argument("-c", "--decay", type=float, default=0.6, help="SimRank decay factor c (0.6)")
+    p.add_argument(
         "--samples", default="bound", help="bound (proven R), practical (the published codes' R) or a number"
     )
-    sr.add_argument("--no-clip", action="store_true", help="ExactSim's allocation instead of ClipSim's")
-    sr.add_argument("--undirected", action="store_true", help="store every edge in both directions")
-    sr.add_argument(
+    p.add_argument("--no-clip", action="store_true", help="ExactSim's allocation instead of ClipSim's")
+    p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    p.add_argument(
         "--out", default="simrank", help="folder of Parquet partitions (source, rank, vertex, simrank)"
     )
-    sr.add_argument("--workdir", default=None)
-    _batch_options(sr, chunk=10)
-    return ap
+    p.add_argument("--workdir", default=None)
+    _batch_options(p, chunk=10)
 
 
 def _partitions(text: str):

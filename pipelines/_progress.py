@@ -31,7 +31,7 @@ class _Line:
     stream is not a terminal, each line is written whole, the first after ``LOG_INTERVAL`` seconds."""
 
     def __init__(self, stream=None, interval: float = 0.1):
-        self.stream = stream or sys.stdout
+        self.stream = stream or sys.stderr
         isatty = getattr(self.stream, "isatty", None)
         self.tty = bool(isatty and isatty())
         self.interval = interval if self.tty else max(interval, LOG_INTERVAL)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from graphs.errors import OptionError
+
 from .influence import influence_job
 from .pagerank import pagerank_job
 from .ppr import ppr_job
@@ -45,7 +47,7 @@ def demo_jobs(names, *, scale: int, device: str, out, workdir=None) -> list[tupl
     """
     unknown = [name for name in names if name not in DEMO_JOBS]
     if unknown:
-        raise ValueError(f"--jobs: unknown job {unknown[0]!r}; expected some of {', '.join(DEMO_JOBS)}")
+        raise OptionError(f"--jobs: unknown job {unknown[0]!r}; expected some of {', '.join(DEMO_JOBS)}")
     spec, out, k = f"rmat:scale={scale},seed=0", Path(out), 10
     gpu = device == "gpu"
     jobs = []

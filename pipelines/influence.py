@@ -14,6 +14,7 @@ import numpy as np
 from dask.base import tokenize
 
 import operators
+from graphs.errors import OptionError
 from operators._checks import check_count
 from operators.influence import influence_options
 from pipelines.distributed.influence import influence_maximization as distributed_imm
@@ -21,6 +22,7 @@ from pipelines.distributed.influence import influence_maximization as distribute
 from ._output import SEEDS_HEADER, check_result_file
 from .job import Job
 from .stages import GraphHandle, cluster_workers, default_workdir, load_stage, write_atomic
+from .summary import InfluenceSummary
 
 
 def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, model="IC", weights="wc",
@@ -51,7 +53,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     Returns
     -------
     Job
-        Its result is a summary dict: seeds, RR estimate and simulated spread, theta, timings.
+        Its result is an ``InfluenceSummary``: seeds, RR estimate and simulated spread, theta, timings.
     """
     checked = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
                                 max_rr_sets=max_rr_sets)  # fmt: skip
@@ -63,7 +65,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
                 rounds=checked["rounds"], seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
     token = tokenize("influence", gtoken, opts)
     if distributed not in (True, False, "auto"):
-        raise ValueError(f"distributed must be True, False or 'auto', got {distributed!r}")
+        raise OptionError(f"distributed must be True, False or 'auto', got {distributed!r}")
     imm = dask.delayed(_imm, pure=True)(load, opts, distributed, dask_key_name=f"influence-imm-{token}")
     mc = dask.delayed(_spread, pure=True)(load, imm, opts, int(n_sim), dask_key_name=f"influence-mc-{token}")
     out = str(Path(out).resolve())
@@ -77,7 +79,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
 def _imm(graph: GraphHandle, opts: dict, distributed) -> dict:
     workers = cluster_workers()
     if distributed is True and workers == 0:
-        raise ValueError("distributed=True needs a Dask cluster (run with --cluster or --scheduler)")
+        raise OptionError("distributed=True needs a Dask cluster (run with --cluster or --scheduler)")
     if distributed is True or (distributed == "auto" and workers >= 2):
         from distributed import worker_client
 
@@ -113,11 +115,11 @@ def _spread(graph: GraphHandle, imm: dict, opts: dict, n_sim: int):
     return {"mean": mean, "stderr": info["stderr"], "n_sim": n_sim}
 
 
-def _write(graph: GraphHandle, imm: dict, spread, out: str) -> dict:
+def _write(graph: GraphHandle, imm: dict, spread, out: str) -> InfluenceSummary:
     import pandas as pd
 
     check_result_file(out, "influence")
     columns = (np.arange(1, len(imm["seeds"]) + 1), imm["seeds"], imm["rounds"], imm["gains"])
     table = pd.DataFrame(dict(zip(SEEDS_HEADER.split(","), columns, strict=True)))
     write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
-    return {"job": "influence", "out": out, "n": graph.n, "m": graph.m, **imm, "mc_spread": spread}
+    return InfluenceSummary(out=out, n=graph.n, m=graph.m, **imm, mc_spread=spread)

@@ -24,6 +24,7 @@ import dask
 import numpy as np
 from dask.base import tokenize
 
+from graphs.errors import OptionError
 from graphs.partition import FORMAT, VERSION, range_bounds
 from graphs.read import read_edge_columns
 from graphs.store import _write_labels, file_sha256
@@ -62,12 +63,12 @@ def partition_files(files, parts: int, out, *, n: int | None = None, directed: b
     """
     files = [str(Path(f).resolve()) for f in files]
     if not files:
-        raise ValueError("partition_files needs at least one edge file")
+        raise OptionError("partition_files needs at least one edge file")
     for f in files:
         if not os.path.isfile(f):
             raise FileNotFoundError(f"{f}: no such file")
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
-        raise ValueError(f"parts must be an int >= 1, got {parts!r}")
+        raise OptionError(f"parts must be an int >= 1, got {parts!r}")
     opts = {k: v for k, v in (read_options or {}).items() if v is not None}
     if weighted and "weight_col" not in opts:
         opts["weight_col"] = 2
@@ -142,7 +143,7 @@ def _label_table(parsed, n, tmp):
     if all(p["ints"] for p in parsed):
         return None
     if n is not None:
-        raise ValueError(f"n={n} was given, but the files hold labels (they are numbered, not taken as ids)")
+        raise OptionError(f"n={n} was given, but the files hold labels (they are numbered, not taken as ids)")
     pieces = []
     for p in parsed:  # integer files among labelled ones: their ids are labels too (loaded here)
         if p["ints"]:
@@ -185,7 +186,7 @@ def _plan(degrees, parts, n, table=None):
     top = max(t for _, t, _ in degrees)
     n = table["n"] if table is not None else (top if n is None else n)
     if top > n:
-        raise ValueError(f"vertex id {top - 1} found, but n={n}")
+        raise OptionError(f"vertex id {top - 1} found, but n={n}")
     ind = np.zeros(n, dtype=np.int64)
     for i, _, _ in degrees:
         ind[: len(i)] += i

@@ -13,15 +13,18 @@ from typing import Any
 
 import dask
 
+from graphs.errors import LockedError
+
 from ._progress import LocalStages, cluster_stages
+from .summary import Summary
 
 
 @dataclass(frozen=True)
 class Job:
     """A job's Dask graph, ready to compute on any scheduler.
 
-    ``result`` is a Delayed producing the job's summary (a dict); ``stages`` maps stage names to
-    their Delayed objects (for ``dask.visualize`` or partial computation).
+    ``result`` is a Delayed producing the job's summary (a ``pipelines.summary.Summary``);
+    ``stages`` maps stage names to their Delayed objects (for ``dask.visualize`` or partial computation).
     """
 
     name: str
@@ -36,8 +39,9 @@ class Job:
         return list(dict(self.result.__dask_graph__()))
 
 
-class WorkdirLockedError(RuntimeError):
-    """Another job is running on the same workdir (its lock file names the process)."""
+class WorkdirLockedError(LockedError):
+    """Another job is running on the same workdir (its lock file names the process); a
+    ``graphs.errors.LockedError``, so a user error."""
 
 
 LOCK = ".graphjobs.lock"
@@ -100,12 +104,13 @@ def _active_client():
         return None
 
 
-def run(job: Job, client=None, *, progress: bool = True) -> dict:
-    """Compute ``job`` and return its summary.
+def run(job: Job, client=None, *, progress: bool = True) -> Summary:
+    """Compute ``job`` and return its summary (a ``Summary`` of the job's kind).
 
     With ``client`` (or an active ``distributed.Client``) the graph runs on that cluster, otherwise on
     Dask's default local scheduler. ``progress`` shows the tasks done of every stage on one line
-    (``[3.2s] graphjobs-load 1/1  ppr 12/40 ...``), or ``distributed.progress``'s bars in Jupyter.
+    (``[3.2s] graphjobs-load 1/1  ppr 12/40 ...``) on standard error, or ``distributed.progress``'s bars
+    in Jupyter.
     The job's workdir is locked meanwhile: a second job on it raises ``WorkdirLockedError``.
     """
     with workdir_lock(job.workdir, job.name):
@@ -123,7 +128,7 @@ def _widgets() -> bool:
     return bool(is_kernel())
 
 
-def _run(job: Job, client, progress: bool) -> dict:
+def _run(job: Job, client, progress: bool) -> Summary:
     client = client or _active_client()
     if client is not None:
         future = client.compute(job.result)

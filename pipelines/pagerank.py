@@ -13,6 +13,7 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 from graphs._device import free_memory, to_host
+from graphs.errors import OptionError
 from operators.errors import InsufficientMemoryError
 from operators.pagerank import pagerank_options
 from operators.pagerank.parts import pagerank_bytes
@@ -22,6 +23,7 @@ from ._output import check_result_file, save_npy
 from .ingest import dataset_files
 from .job import Job
 from .stages import cluster_workers, default_workdir, load_stage, write_parquet
+from .summary import PageRankSummary
 
 
 def pagerank_job(
@@ -77,7 +79,7 @@ def pagerank_job(
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
+        Its result is a ``PageRankSummary``: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
     """
     workdir = Path(workdir or default_workdir())
     pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)  # before anything runs
@@ -87,8 +89,8 @@ def pagerank_job(
         from .pagerank_dataset import dataset_job
 
         if method not in ("auto", "pull", "binned") or reorder is not None:  # they would go unused
-            raise ValueError(f"a dataset of edge files is partitioned and computed by pull or binned passes: "
-                             f"method={method!r} and reorder={reorder!r} do not apply")  # fmt: skip
+            raise OptionError(f"a dataset of edge files is partitioned and computed by pull or binned "
+                              f"passes: method={method!r} and reorder={reorder!r} do not apply")  # fmt: skip
 
         return dataset_job(files, alpha=alpha, personalization=personalization, max_iter=max_iter, tol=tol,
                             weighted=weighted, directed=directed, read_options=read_options, out=out,
@@ -108,7 +110,7 @@ def pagerank_job(
     if partitions != "auto" and (
         isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1
     ):
-        raise ValueError(f"partitions must be 'auto' or an int >= 1, got {partitions!r}")
+        raise OptionError(f"partitions must be 'auto' or an int >= 1, got {partitions!r}")
     ranks = dask.delayed(_pagerank, pure=True)(
         load,
         params,
@@ -177,7 +179,7 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
         return distributed_pagerank(pg, client, **kw).astype(np.float64)
 
 
-def _write(graph, ranks, out, token, top) -> dict:
+def _write(graph, ranks, out, token, top) -> PageRankSummary:
     import pyarrow as pa
 
     x = np.load(ranks["path"])
@@ -190,14 +192,13 @@ def _write(graph, ranks, out, token, top) -> dict:
         write_parquet(table, out)
         written = True
     best = np.argsort(-x, kind="stable")[:top]
-    return {
-        "job": "pagerank",
-        "out": out,
-        "n": graph.n,
-        "m": graph.m,
-        "top": [(ids[i].item() if hasattr(ids[i], "item") else ids[i], float(x[i])) for i in best],
-        "pagerank_seconds": ranks["seconds"],
-        "device": ranks["device"] or worker_device(),
-        "cached": {"pagerank": ranks["cached"], "output": not written},
-        "memory": ranks["memory"],
-    }
+    return PageRankSummary(
+        out=out,
+        n=graph.n,
+        m=graph.m,
+        top=[(ids[i].item() if hasattr(ids[i], "item") else ids[i], float(x[i])) for i in best],
+        pagerank_seconds=ranks["seconds"],
+        device=ranks["device"] or worker_device(),
+        cached={"pagerank": ranks["cached"], "output": not written},
+        memory=ranks["memory"],
+    )

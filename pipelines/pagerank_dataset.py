@@ -17,19 +17,21 @@ import numpy as np
 from dask.base import tokenize
 
 from cluster.worker import worker_device
+from graphs.errors import OptionError
 from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
 from ._output import check_result_file, save_npy
 from .ingest import partition_files
 from .job import Job
 from .stages import cluster_workers, write_parquet
+from .summary import PageRankSummary
 
 
 def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, directed, read_options, out,
                 workdir, top, partitions, method="auto") -> Job:  # fmt: skip
     if partitions == "auto" or personalization is not None:
         first = files[0] if files else "none"
-        raise ValueError(
+        raise OptionError(
             f"a dataset of {len(files)} edge file(s) (the first: {first}) is read as one graph split over "
             "the workers: it needs partitions=N (--partitions N, a part per worker) and no personalization"
         )
@@ -64,7 +66,7 @@ def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
     if os.path.exists(artifact):
         return {"path": artifact, "seconds": 0.0, "device": None, "cached": True}
     if cluster_workers() == 0:
-        raise ValueError("a partitioned dataset needs a Dask cluster (run with --cluster or --scheduler)")
+        raise OptionError("a partitioned dataset needs a Dask cluster (run with --cluster or --scheduler)")
     from distributed import worker_client
 
     import graphs
@@ -79,7 +81,7 @@ def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
     return {"path": artifact, "seconds": seconds, "device": info.get("device"), "cached": False}
 
 
-def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) -> dict:
+def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) -> PageRankSummary:
     import pyarrow as pa
 
     import graphs
@@ -91,12 +93,14 @@ def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) ->
     check_result_file(out, "pagerank")
     write_parquet(table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token}), out)
     best = np.argsort(-x, kind="stable")[:top]
-    return {
-        "job": "pagerank", "out": out, "n": ingested["n"], "m": ingested["m"],
-        "top": [(vertex[i].item() if hasattr(vertex[i], "item") else vertex[i], float(x[i])) for i in best],
-        "pagerank_seconds": ranks["seconds"],
-        "device": ranks["device"] or worker_device(),
-        "cached": {"pagerank": ranks["cached"], "output": False},
-        "memory": {"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0,
-                   "device": ranks["device"] or worker_device()},
-    }  # fmt: skip
+    device = ranks["device"] or worker_device()
+    return PageRankSummary(
+        out=out,
+        n=ingested["n"],
+        m=ingested["m"],
+        top=[(vertex[i].item() if hasattr(vertex[i], "item") else vertex[i], float(x[i])) for i in best],
+        pagerank_seconds=ranks["seconds"],
+        device=device,
+        cached={"pagerank": ranks["cached"], "output": False},
+        memory={"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0, "device": device},
+    )

@@ -18,6 +18,7 @@ from operators.ppr import ppr_options
 
 from .job import Job
 from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
+from .summary import PPRSummary
 
 
 def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, tol=1e-6, chunk=100,
@@ -55,7 +56,7 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``queries``, ``parts``, mean seconds and iterations.
+        Its result is a ``PPRSummary``: ``out``, ``queries``, ``parts``, mean seconds and iterations.
     """
     checked = ppr_options(topk=topk, method=method, alpha=alpha, tol=tol, block=block)  # before any work
     workdir = Path(workdir or default_workdir())
@@ -87,20 +88,19 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     )
 
 
-def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
+def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummary:
     queries = sum(p["queries"] for p in parts)
     iterations = [i for p in parts for i in p["iterations"]]
-    return {
-        "job": "ppr",
-        "out": out,
-        "n": graph.n,
-        "m": graph.m,
+    return PPRSummary(
+        out=out,
+        n=graph.n,
+        m=graph.m,
         **opts,
-        "queries": queries,
-        "parts": len(parts),
-        "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
-        "iterations_mean": float(np.mean(iterations)) if iterations else None,
-        "models_first": parts[0]["models"] if parts else None,
-        "device": parts[0]["device"] if parts else worker_device(),
-        "first": parts[0]["first"] if parts else None,
-    }
+        queries=queries,
+        parts=len(parts),
+        query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
+        iterations_mean=float(np.mean(iterations)) if iterations else None,
+        models_first=parts[0]["models"] if parts else None,
+        device=parts[0]["device"] if parts else worker_device(),
+        first=parts[0]["first"] if parts else None,
+    )

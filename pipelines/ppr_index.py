@@ -20,11 +20,13 @@ from dask.base import tokenize
 
 import operators
 from graphs._device import to_device
+from graphs.errors import OptionError
 from operators.topk.index import index_options
 
 from .job import Job
 from .pagerank import _pagerank
 from .stages import GraphHandle, default_workdir, load_stage
+from .summary import IndexSummary
 
 MANIFEST = "ppr-index.json"
 
@@ -70,7 +72,7 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
     Returns
     -------
     Job
-        Its result is a summary dict: ``index`` (folder), ``n``, ``m``, walks, sizes and timings.
+        Its result is an ``IndexSummary``: ``folder``, ``n``, ``m``, walks, sizes and timings.
     """
     index_options(alpha=alpha, epsilon=epsilon, order=order)  # before anything runs
     delta_min = _delta_min(delta_min)
@@ -133,7 +135,7 @@ def _delta_min(value):
     except ValueError:
         k = math.nan
     if not k > 0:
-        raise ValueError(f"delta_min={value!r}: expected a number in (0, 1] or K/n with K > 0, e.g. '2/n'")
+        raise OptionError(f"delta_min={value!r}: expected a number in (0, 1] or K/n with K > 0, e.g. '2/n'")
     return f"{repr(k).removesuffix('.0')}/n" if per_n else index_options(delta_min=k)["delta_min"]
 
 
@@ -143,11 +145,11 @@ def _resolve_delta_min(value, n: int) -> float:
         return value
     resolved = float(value[:-2]) / n
     if resolved > 1:
-        raise ValueError(f"delta_min={value}: {resolved:g} is more than 1 for a graph of n={n} vertices")
+        raise OptionError(f"delta_min={value}: {resolved:g} is more than 1 for a graph of n={n} vertices")
     return resolved
 
 
-def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> dict:
+def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> IndexSummary:
     manifest = {
         "graph": graph.path,
         "graph_token": graph.token,
@@ -160,4 +162,5 @@ def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> dict:
     tmp = Path(folder) / f".{MANIFEST}.{os.getpid()}"
     tmp.write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, Path(folder) / MANIFEST)
-    return {"job": "ppr-index", "folder": folder, **manifest, **index.info}
+    known = IndexSummary._names()  # an index saved by another version may hold more or fewer counts
+    return IndexSummary(folder=folder, **manifest, **{k: v for k, v in index.info.items() if k in known})

@@ -16,6 +16,7 @@ from operators.simrank import simrank_options
 
 from .job import Job
 from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
+from .summary import SimRankSummary
 
 
 def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, clip=True, samples="bound",
@@ -48,7 +49,7 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``queries``, ``parts``, mean seconds per source.
+        Its result is a ``SimRankSummary``: ``out``, ``queries``, ``parts``, mean seconds per source.
     """
     k = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)["k"]  # before anything runs
     workdir = Path(workdir or default_workdir())
@@ -69,17 +70,16 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
                 first=first)  # fmt: skip
 
 
-def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
+def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> SimRankSummary:
     queries = sum(p["queries"] for p in parts)
-    return {
-        "job": "simrank",
-        "out": out,
-        "n": graph.n,
-        "m": graph.m,
+    return SimRankSummary(
+        out=out,
+        n=graph.n,
+        m=graph.m,
         **opts,
-        "queries": queries,
-        "parts": len(parts),
-        "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
-        "device": parts[0]["device"] if parts else worker_device(),
-        "first": parts[0]["first"] if parts else None,
-    }
+        queries=queries,
+        parts=len(parts),
+        query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
+        device=parts[0]["device"] if parts else worker_device(),
+        first=parts[0]["first"] if parts else None,
+    )

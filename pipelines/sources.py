@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from graphs import GraphFormatError, LabelError
+from graphs.errors import OptionError
 from operators._checks import check_count
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class RandomSources:
     def __init__(self, count: int, *, among: str = "all"):
         self.count = check_count("the number of random sources", count)
         if among not in self.AMONG:
-            raise ValueError(f"among must be one of {', '.join(map(repr, self.AMONG))}, got {among!r}")
+            raise OptionError(f"among must be one of {', '.join(map(repr, self.AMONG))}, got {among!r}")
         self.among = among
 
     def __repr__(self) -> str:
@@ -126,7 +127,7 @@ def sources_spec(sources, seed: int) -> tuple[tuple, int]:
     """
     if isinstance(sources, int | np.integer):
         v = int(sources)
-        raise ValueError(f"sources={v} is ambiguous: pass RandomSources({v}) for {v} random vertices,"
+        raise OptionError(f"sources={v} is ambiguous: pass RandomSources({v}) for {v} random vertices,"
                          f" or [{v}] for the vertex labelled {v}")  # fmt: skip
     if isinstance(sources, RandomSources):
         count, spec = sources.count, ("random", sources.count, seed)
@@ -138,7 +139,7 @@ def sources_spec(sources, seed: int) -> tuple[tuple, int]:
         spec = ("labels", np.atleast_1d(np.asarray(sources)))  # one label is a batch of one
         count = spec[1].size
     if count < 1:
-        raise ValueError("sources must name at least one vertex")
+        raise OptionError("sources must name at least one vertex")
     return spec, count
 
 
@@ -154,7 +155,7 @@ def resolve_sources(graph: GraphHandle, spec) -> np.ndarray:
             pool, what = np.flatnonzero(deg > 0), f"vertices with {among}-edges"
         size = pool if among == "all" else pool.size
         if count > size:
-            raise ValueError(f"{count} random sources asked for, but the graph has only {size} {what}")
+            raise OptionError(f"{count} random sources asked for, but the graph has only {size} {what}")
         return np.random.default_rng(seed).choice(pool, size=count, replace=False)
     if spec[0] == "labels":
         return g.internal_ids(spec[1])

@@ -19,6 +19,7 @@ import inspect
 from pathlib import Path
 
 from graphs import GraphFormatError
+from graphs.errors import OptionError
 
 JOBS = {  # job -> (module, builder, required keys besides job/input)
     "pagerank": ("pagerank", "pagerank_job", ()),
@@ -30,7 +31,7 @@ JOBS = {  # job -> (module, builder, required keys besides job/input)
 KEYS = ("job", "input", "sources", "k", "params", "out", "workdir")
 
 
-class SpecError(ValueError):
+class SpecError(OptionError):
     """A job spec that cannot be run: the message names the file, the key and what is allowed."""
 
 

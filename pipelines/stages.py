@@ -19,12 +19,14 @@ from dask.base import tokenize
 
 import graphs
 from cluster.worker import worker_device
+from graphs.errors import OptionError
 from operators._checks import check_count
 
 from . import _output, _state
 from ._output import write_atomic
 from .job import Job
 from .sources import resolve_sources, sources_spec
+from .summary import BatchSummary
 
 GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
 READ_OPTIONS = (
@@ -104,7 +106,7 @@ def parse_source(source):
     if not path.exists():
         raise FileNotFoundError(f"{text}: no such file (or generator spec like 'rmat:16', 'ba:n=1000,m=3')")
     if not (path.is_file() or path.is_dir()):  # a pipe (a shell's <(...)) can be read once, by this process
-        raise ValueError(
+        raise OptionError(
             f"{text}: not a regular file (a pipe?): a job's workers read its input, again on a re-run; "
             "write it to a file first (gzipped edge lists are read as they are)"
         )
@@ -117,10 +119,10 @@ def _check_generator(name: str, kwargs: dict, spec: str) -> None:
     allowed = [p for p in params if p != "device"]  # the worker's device, or the job's
     unknown = [k for k in kwargs if k not in allowed]
     if unknown:
-        raise ValueError(f"{spec}: unknown option {unknown[0]!r}; {name} takes {', '.join(allowed)}")
+        raise OptionError(f"{spec}: unknown option {unknown[0]!r}; {name} takes {', '.join(allowed)}")
     missing = [p for p in allowed if params[p].default is inspect.Parameter.empty and p not in kwargs]
     if missing:
-        raise ValueError(f"{spec}: {name} needs {' and '.join(missing)} (e.g. '{name}:{missing[0]}=...')")
+        raise OptionError(f"{spec}: {name} needs {' and '.join(missing)} (e.g. '{name}:{missing[0]}=...')")
 
 
 def _number(value: str, spec: str):
@@ -131,7 +133,7 @@ def _number(value: str, spec: str):
             pass
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
-    raise ValueError(f"{spec}: {value!r} is not a number")
+    raise OptionError(f"{spec}: {value!r} is not a number")
 
 
 def source_token(src) -> str:
@@ -150,12 +152,12 @@ def load_stage(source, *, workdir, read_options=None, reorder=None) -> tuple[das
     is saved (``graphs.reorder``): worth it when the graph serves many computations.
     """
     if reorder is not None and reorder not in graphs.reorder_orders():
-        raise ValueError(f"reorder must be one of {graphs.reorder_orders()} or None, got {reorder!r}")
+        raise OptionError(f"reorder must be one of {graphs.reorder_orders()} or None, got {reorder!r}")
     src = parse_source(source)
     options = {k: v for k, v in (read_options or {}).items() if v is not None}
     unknown = set(options) - set(READ_OPTIONS)
     if unknown:
-        raise ValueError(f"unknown read options {sorted(unknown)}; allowed: {READ_OPTIONS}")
+        raise OptionError(f"unknown read options {sorted(unknown)}; allowed: {READ_OPTIONS}")
     token = tokenize("load", source_token(src), sorted(options.items()), reorder)
     if Path(workdir).exists() and not Path(workdir).is_dir():
         raise NotADirectoryError(f"{workdir}: exists and is not a folder (expected the job's work folder)")
@@ -230,10 +232,10 @@ def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
     return {**summary, "resumed": False}
 
 
-def _finish(summarize, name, jtoken, graph, parts, out, opts) -> dict:
+def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
     summary = summarize(graph, parts, out, opts)
-    summary["resumed_parts"] = sum(bool(p.get("resumed")) for p in parts)
-    _output.finish(out, name, jtoken, [p["path"] for p in parts], summary)
+    summary.resumed_parts = sum(bool(p.get("resumed")) for p in parts)
+    _output.finish(out, name, jtoken, [p["path"] for p in parts], summary.to_dict())
     return summary
 
 

@@ -20,6 +20,7 @@ from dask.base import tokenize
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
+from graphs.errors import OptionError
 from operators._checks import check_count
 from operators.topk import topk_options
 
@@ -27,6 +28,7 @@ from . import _state
 from .job import Job
 from .ppr_index import MANIFEST, IndexHandle, _delta_min, _resolve_delta_min, index_job
 from .stages import GraphHandle, batch_job, write_parquet
+from .summary import TopkSummary
 
 
 def topk_ppr_job(
@@ -87,7 +89,7 @@ def topk_ppr_job(
     Returns
     -------
     Job
-        Its result is a summary dict: ``out``, ``queries``, ``parts``, ``query_seconds_mean`` (the
+        Its result is a ``TopkSummary``: ``out``, ``queries``, ``parts``, ``query_seconds_mean`` (the
         workers' time per source), ``latency_seconds_mean`` (a source's first round to its answer,
         over the sources that needed rounds), ``without_rounds`` (sources of small closed reach
         answered before any round: no out-edge to another vertex, or few vertices reachable), fallbacks,
@@ -117,7 +119,7 @@ def topk_ppr_job(
         workdir = Path(index)
     else:
         if source is None:
-            raise ValueError("give the graph (source) or a built index folder (index=...)")
+            raise OptionError("give the graph (source) or a built index folder (index=...)")
         alpha, epsilon = 0.8 if alpha is None else alpha, 0.5 if epsilon is None else epsilon
         options = dict(alpha=alpha, epsilon=epsilon, delta_min=delta_min, seed=seed, directed=directed)
         built = index_job(source, workdir=workdir, read_options=read_options, reorder=reorder, **options)
@@ -133,7 +135,7 @@ def topk_ppr_job(
 def _check_unused(index, manifest: dict, source, building: dict) -> None:
     """With a built index, the options that build one must not ask for anything else (they go unused)."""
     if source is not None:
-        raise ValueError(f"give the graph (source) or a built index folder (index={index!r}), not both")
+        raise OptionError(f"give the graph (source) or a built index folder (index={index!r}), not both")
     meta = json.loads((Path(manifest["index"]) / "meta.json").read_text())
     if building["delta_min"] is not None:
         building["delta_min"] = _resolve_delta_min(_delta_min(building["delta_min"]), manifest["n"])
@@ -141,12 +143,12 @@ def _check_unused(index, manifest: dict, source, building: dict) -> None:
             building["delta_min"] = meta["delta_min"]
     for name in ("alpha", "epsilon", "delta_min"):
         if building[name] is not None and building[name] != meta[name]:
-            raise ValueError(f"{name}={building[name]!r} differs from the {name} of the index in {index} "
+            raise OptionError(f"{name}={building[name]!r} differs from the {name} of the index in {index} "
                              f"({meta[name]!r}); build an index with it")  # fmt: skip
     graph = dict(workdir=None, directed=manifest["directed"], read_options=None, reorder=None)
     for name, have in graph.items():
         if building[name] != have and (building[name] or name == "directed"):
-            raise ValueError(f"{name}={building[name]!r} applies only when the job builds the index; "
+            raise OptionError(f"{name}={building[name]!r} applies only when the job builds the index; "
                              f"the one in {index} has its graph")  # fmt: skip
 
 
@@ -183,24 +185,23 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     )
 
 
-def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> dict:
+def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> TopkSummary:
     queries = sum(p["queries"] for p in parts)
     early = sum(p.get("without_rounds", 0) for p in parts)  # parts of an earlier version lack it
-    return {
-        "job": "topk-ppr",
-        "out": out,
-        "n": graph.n,
-        "m": graph.m,
-        "k": opts["k"],
-        "queries": queries,
-        "parts": len(parts),
-        "query_seconds_mean": sum(p["seconds"] for p in parts) / max(queries, 1),
-        "latency_seconds_mean": sum(p.get("latency", 0.0) for p in parts) / max(queries - early, 1),
-        "without_rounds": early,
-        "fallback": sum(p["fallback"] for p in parts),
-        "exact": sum(p["exact"] for p in parts),
-        "refine": bool(opts.get("refine", False)),
-        "refined": sum(p.get("refined", 0) for p in parts),
-        "device": parts[0]["device"] if parts else worker_device(),
-        "first": parts[0]["first"] if parts else None,
-    }
+    return TopkSummary(
+        out=out,
+        n=graph.n,
+        m=graph.m,
+        k=opts["k"],
+        queries=queries,
+        parts=len(parts),
+        query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
+        latency_seconds_mean=sum(p.get("latency", 0.0) for p in parts) / max(queries - early, 1),
+        without_rounds=early,
+        fallback=sum(p["fallback"] for p in parts),
+        exact=sum(p["exact"] for p in parts),
+        refine=bool(opts.get("refine", False)),
+        refined=sum(p.get("refined", 0) for p in parts),
+        device=parts[0]["device"] if parts else worker_device(),
+        first=parts[0]["first"] if parts else None,
+    )

@@ -25,6 +25,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import rand_u64, stream_key
+from graphs.errors import OptionError
 from operators._checks import check_choice
 
 MODELS = ("IC", "LT")
@@ -60,7 +61,7 @@ def weights_spec(weights):
     """A hashable description of ``weights`` ('wc', 'trivalency', 'graph' or a float in [0, 1])."""
     if isinstance(weights, Real) and not isinstance(weights, bool):
         if not 0.0 <= float(weights) <= 1.0:
-            raise ValueError(f"a uniform edge probability must be in [0, 1], got {weights}")
+            raise OptionError(f"a uniform edge probability must be in [0, 1], got {weights}")
         return float(weights)
     return check_choice("weights", weights, WEIGHTS)
 
@@ -90,12 +91,12 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
         p = xp.asarray(_trivalency(m, seed))[perm]
     elif spec == "graph":
         if w is None:
-            raise ValueError("weights='graph' needs a weighted graph (read it with weighted=True)")
+            raise OptionError("weights='graph' needs a weighted graph (read it with weighted=True)")
         p = w[perm].astype(np.float32)
         bad = xp.flatnonzero((p < 0) | (p > 1) | ~xp.isfinite(p))
         if bad.size:
             e = int(bad[0])
-            raise ValueError(
+            raise OptionError(
                 f"edge probabilities must be in [0, 1]: edge {_label(G, int(r_indices[e]))} -> "
                 f"{_label(G, int(r_dst[e]))} has weight {float(p[e])} ({bad.size} such edges)"
             )
@@ -107,7 +108,7 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
         over = xp.flatnonzero(sums > 1.0 + LT_SLACK)
         if over.size:
             v = int(over[0])
-            raise ValueError(
+            raise OptionError(
                 f"LT needs the in-edge weights of every vertex to sum to at most 1: vertex "
                 f"{_label(G, v)} sums to {float(sums[v]):.6g} ({over.size} vertices exceed 1); use "
                 "weights='wc' or rescale the weights"

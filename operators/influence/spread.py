@@ -10,6 +10,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
+from graphs.errors import OptionError
 from operators._checks import check_count, check_graph
 from operators.influence import cpu as _im_cpu
 from operators.influence.model import check_model, diffusion_model
@@ -51,7 +52,7 @@ def influence_spread(G: CSRGraph, seeds, *, model: str = "IC", weights="wc", n_s
     ids = to_host(ids).astype(np.int64)
     rounds_of = np.zeros(ids.size, dtype=np.int64) if seed_rounds is None else np.asarray(seed_rounds)
     if rounds_of.shape != ids.shape or (rounds_of.size and (rounds_of.min() < 0)):
-        raise ValueError(f"seed_rounds must hold one round >= 0 per seed ({ids.size}), got {seed_rounds!r}")
+        raise OptionError(f"seed_rounds must hold one round >= 0 per seed ({ids.size}), got {seed_rounds!r}")
     rounds = int(rounds_of.max()) + 1 if rounds_of.size else 1
     t0 = time.perf_counter()
     dm = diffusion_model(G, kind, weights, seed)

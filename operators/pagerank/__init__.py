@@ -8,6 +8,7 @@ import numpy as np
 
 from graphs import CSRGraph
 from graphs._device import array_module
+from graphs.errors import OptionError
 from operators._checks import (
     check_choice,
     check_count,
@@ -160,13 +161,13 @@ def pagerank(
 def check_weighted(G, weighted: bool | None) -> bool:
     """``weighted`` resolved against the graph: default when it has weights; True needs weights."""
     if weighted and not G.weighted:
-        raise ValueError("weighted=True, but the graph has no edge weights")
+        raise OptionError("weighted=True, but the graph has no edge weights")
     return G.weighted if weighted is None else bool(weighted)
 
 
 def check_dtype(dtype) -> np.dtype:
     if np.dtype(dtype) not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        raise OptionError(f"dtype must be float32 or float64, got {dtype}")
     return np.dtype(dtype)
 
 

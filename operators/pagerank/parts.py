@@ -19,6 +19,7 @@ import numba as nb
 import numpy as np
 
 from graphs._device import import_cupy
+from graphs.errors import OptionError
 
 
 def pagerank_bytes(n: int, m: int, *, weighted: bool, parts: int = 1, device: str = "gpu") -> int:
@@ -127,7 +128,7 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
     n, lo = part.n, part.lo
     dtype = np.dtype(dtype)
     if exchange not in ("halo", "broadcast", "allgather"):
-        raise ValueError(f"exchange must be 'halo', 'broadcast' or 'allgather', got {exchange!r}")
+        raise OptionError(f"exchange must be 'halo', 'broadcast' or 'allgather', got {exchange!r}")
     indices = cp.asarray(part.indices)
     w = cp.asarray(part.weights) if weighted else None
     inv = inverse_out(part, weighted, cp).astype(dtype)

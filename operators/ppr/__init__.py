@@ -16,6 +16,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
+from graphs.errors import MemoryLimitError, OptionError
 from operators._checks import (
     check_choice,
     check_count,
@@ -138,7 +139,7 @@ def ppr_options(
     """``ppr``'s scalar options checked and normalised (jobs call it before any work)."""
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        raise OptionError(f"dtype must be float32 or float64, got {dtype}")
     return dict(
         alpha=check_probability("alpha", alpha, closed_right=False),
         tol=check_positive("tol", tol),
@@ -192,15 +193,15 @@ def _collect(G, src, step, dtype, topk, info, threads=1):
 
 
 def _dense_result(G, rows: int, dtype):
-    """The (rows, n) result array, or a MemoryError that says what to do instead."""
+    """The (rows, n) result array, or a ``MemoryLimitError`` (a MemoryError) that says what to do instead."""
     xp = array_module(G.indptr)
     try:
         return xp.empty((rows, G.n), dtype=dtype)
     except MemoryError as err:  # CuPy's OutOfMemoryError is one too
         need = rows * G.n * np.dtype(dtype).itemsize / 2**30
-        raise MemoryError(f"ppr: the dense result of {rows} sources x {G.n:,} vertices ({need:,.1f} GiB of "
-                          f"{np.dtype(dtype).name}) does not fit on the {G.device}: pass topk= (top entries "
-                          f"only) or fewer sources per call") from err  # fmt: skip
+        raise MemoryLimitError(f"ppr: the dense result of {rows} sources x {G.n:,} vertices ({need:,.1f} GiB "
+                               f"of {np.dtype(dtype).name}) does not fit on the {G.device}: pass topk= (top "
+                               f"entries only) or fewer sources per call") from err  # fmt: skip
 
 
 def _label_dtype(G):

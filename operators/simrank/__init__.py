@@ -27,6 +27,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
+from graphs.errors import OptionError
 from operators._checks import check_count, check_graph, check_positive
 from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
@@ -147,7 +148,7 @@ def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
     counts = plan.allocate(xp, pi, total, c=c, epsilon=epsilon, clip=clip, in_degree=in_deg)
     drawn = int(counts.sum())
     if drawn > MAX_SAMPLES:
-        raise ValueError(
+        raise OptionError(
             f"epsilon={epsilon:g} with samples={samples!r} needs {drawn:.3g} walk pairs "
             f"(over {MAX_SAMPLES:.3g}); use a larger epsilon, samples='practical' or a number of samples"
         )
@@ -201,14 +202,14 @@ def simrank_options(*, k=100, c=0.6, epsilon=1e-3, samples="bound") -> dict:
 def _check_unit(name: str, value) -> float:
     value = check_positive(name, value)
     if not value < 1:
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+        raise OptionError(f"{name} must be in (0, 1), got {value!r}")
     return value
 
 
 def _check_samples(samples):
     if isinstance(samples, str):
         if samples not in plan.SAMPLES:
-            raise ValueError(f"samples must be one of {plan.SAMPLES} or a positive number, got {samples!r}")
+            raise OptionError(f"samples must be one of {plan.SAMPLES} or a positive number, got {samples!r}")
         return samples
     return check_positive("samples", samples)
 

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from graphs.errors import OptionError
+
 GROUP = 32
 # total samples in "practical" mode: c * K * log2(n / 0.01) / eps^2, the constants of the published
 # implementations whose timings the issue quotes (ClipSim's CUDA code and ExactSim's C++ code)
@@ -55,7 +57,7 @@ def allocate(xp, pi, total: float, *, c: float, epsilon: float, clip: bool, in_d
         counts = xp.where(large, cut, xp.where(pi <= small, 0.0, counts))
     counts = xp.where(in_degree >= 2, counts, 0.0)
     if counts.size and float(counts.max()) >= 2.0**62:
-        raise ValueError(f"{float(counts.max()):.3g} samples for one vertex: epsilon is too small")
+        raise OptionError(f"{float(counts.max()):.3g} samples for one vertex: epsilon is too small")
     return counts.astype(np.int64)
 
 

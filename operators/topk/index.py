@@ -27,6 +27,7 @@ import numpy as np
 from graphs import CSRGraph, reorder_orders
 from graphs._device import array_module, import_cupy, to_host
 from graphs._mix import stream_key
+from graphs.errors import MemoryLimitError, OptionError
 from operators._checks import check_graph, check_positive, check_probability, vertex_vector, warn_if_weighted
 from operators.pagerank.order import into, renumbered
 from operators.topk.cache import QueryCache
@@ -201,7 +202,7 @@ def build_ppr_index(
     G = check_graph(G)
     warn_if_weighted(G, "the top-k PPR index")
     if G.n < 2:
-        raise ValueError(f"the PPR index needs a graph with at least 2 vertices, got n={G.n}")
+        raise OptionError(f"the PPR index needs a graph with at least 2 vertices, got n={G.n}")
     o = index_options(
         alpha=alpha, epsilon=epsilon, delta_min=delta_min, p_fail=p_fail, budget=budget, order=order
     )
@@ -249,7 +250,7 @@ def build_ppr_index(
     except MemoryError as e:  # CuPy's OutOfMemoryError and thrust's bad_alloc are MemoryErrors
         walks, per = int(omega.sum()), WALK_BYTES[G.device]
         size = f"{walks * per / 2**30:.1f} GiB" if walks * per >= 2**30 else f"{walks * per / 2**20:.1f} MiB"
-        raise MemoryError(
+        raise MemoryLimitError(
             f"the PPR index of this graph (n={n:,}) needs {walks:,} walks at delta_min={delta_min:.3g} "
             f"({delta_min * n:g}/n): about {size} of {G.device} memory while they "
             f"are sorted ({per} bytes a walk), more than was free ({e}); a larger delta_min needs fewer "
@@ -286,7 +287,7 @@ def index_options(*, alpha=0.8, epsilon=0.5, delta_min=None, p_fail=None, budget
     """``build_ppr_index``'s scalar options checked (jobs call it before any work); None stays None."""
     positive = dict(closed_left=False)  # delta_min and p_fail divide: r_max and psi
     if order is not None and not (isinstance(order, str) and order in ("auto", *reorder_orders())):
-        raise ValueError(f"order must be one of {('auto', *reorder_orders())} or None, got {order!r}")
+        raise OptionError(f"order must be one of {('auto', *reorder_orders())} or None, got {order!r}")
     return dict(
         order=order,
         alpha=check_probability("alpha", alpha, closed_right=False),

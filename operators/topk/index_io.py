@@ -11,6 +11,7 @@ import numpy as np
 import graphs
 from graphs import CSRGraph, GraphFormatError, reorder
 from graphs._device import to_device, to_host
+from graphs.errors import OptionError
 from graphs.store import write_directory
 from operators._checks import check_graph
 
@@ -108,13 +109,15 @@ def load_ppr_index(path, G: CSRGraph | None = None, *, device: str | None = None
     meta_file = path / "meta.json"
     meta = _read_meta(meta_file, f"{path}: no PPR index here (missing meta.json)")
     if meta.get("format") != FORMAT or meta.get("version") not in range(1, VERSION + 1):
-        raise ValueError(
-            f"{meta_file}: expected format {FORMAT} version 1 to {VERSION}, "
-            f"found {meta.get('format')} version {meta.get('version')}"
+        raise GraphFormatError(
+            meta_file,
+            None,
+            f"expected format {FORMAT} version 1 to {VERSION}, "
+            f"found {meta.get('format')} version {meta.get('version')}",
         )
     if G is None:
         if meta.get("graph") is None:
-            raise ValueError(f"{path}: the index was saved without its graph; pass load_ppr_index(path, G)")
+            raise OptionError(f"{path}: the index was saved without its graph; pass load_ppr_index(path, G)")
         where = path / meta["graph"]
         if not (where / "meta.json").is_file():
             raise FileNotFoundError(f"{where}: the graph of the index at {path} is not there any more")
@@ -128,7 +131,7 @@ def load_ppr_index(path, G: CSRGraph | None = None, *, device: str | None = None
         G = reorder(G, by=perm)
     if meta["graph_token"] != G.token:
         built = meta["graph_token"] if source is None else f"{source} (renumbered: {meta['graph_token']})"
-        raise ValueError(
+        raise OptionError(
             f"{path}: the index was built for graph {built} (n={meta['n']}, m={meta['m']}), "
             f"not for this one ({G.token}, n={G.n}, m={G.m})"
         )

@@ -19,6 +19,7 @@ import weakref
 import numpy as np
 
 from cluster.comms import run_spmd, spmd_workers
+from graphs.errors import DeviceError, OptionError
 from graphs.partition import PartitionedGraph
 from operators._checks import vertex_vector
 from operators.errors import ConvergenceError
@@ -80,7 +81,7 @@ def pagerank(
         )
     o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
     if o["method"] == "push":
-        raise ValueError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
+        raise OptionError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
     weighted = check_weighted(PG, weighted)
     dtype = check_dtype(dtype)
     n, tol = PG.n, o["tol"]
@@ -153,7 +154,7 @@ def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weig
     if device == "auto":
         device = "gpu" if all(d == "gpu" for d in devices.values()) else "cpu"
     elif device == "gpu" and any(d != "gpu" for d in devices.values()):
-        raise RuntimeError(f"device='gpu', but these workers compute on the CPU: {devices}")
+        raise DeviceError(f"device='gpu', but these workers compute on the CPU: {devices}")
     parts = _place_parts(client, PG, workers)
     if device == "gpu":
         kw = dict(alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter, threshold=threshold,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -182,3 +184,106 @@ def test_demo_refuses_an_unknown_job_before_starting_a_cluster(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["graphjobs: error: --jobs: unknown job 'pagerang'; expected some of "
                    "pagerank, topk-ppr, ppr, influence, simrank"]  # fmt: skip
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("graphjobs: error: "), lines
+    return lines[0]
+
+
+def test_a_file_that_cannot_be_opened_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "missing.yaml"]) == 1  # open() raises: the file and the system's reason
+    line = _one_error_line(capsys.readouterr().err)
+    assert line == "graphjobs: error: missing.yaml: No such file or directory"
+    args = ["ppr", "rmat:8", "--sources", "ids.txt", "--workdir", str(tmp_path / "wd"), "--device", "cpu"]
+    assert main(args) == 1
+    assert "ids.txt: no such file" in _one_error_line(capsys.readouterr().err)
+    assert main(["pagerank", "nope.txt", "--workdir", str(tmp_path / "wd")]) == 1
+    assert "nope.txt: no such file" in _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pagerank", "rmat:8", "--alpha", "2"], "alpha must be in [0, 1], got 2.0"),
+        (["pagerank", "rmat:8", "--partitions", "0"], "partitions must be 'auto' or an int >= 1, got 0"),
+        (["ppr", "rmat:8", "--random", "3", "--chunk", "0"], "chunk must be an integer >= 1, got 0"),
+        (["pagerank", "rmat:scale=99"], "scale must be in 1..31, got 99"),
+        (["pagerank", "rmat:8", "--connect-timeout", "1"], "--connect-timeout applies only with --scheduler"),
+    ],
+)
+def test_a_bad_option_value_is_one_line_and_exit_1(tmp_path, capsys, args, message):
+    code = main([*args, "--workdir", str(tmp_path / "wd"), "--out", str(tmp_path / "o"), "--quiet"])
+    assert code == 1 and message in _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pagerank"], "graphjobs pagerank: error: the following arguments are required: input"),
+        (["pagerank", "e.txt", "--alpah", "0.9"], "graphjobs: error: unrecognized arguments: --alpah 0.9"),
+        (["ppr", "e.txt", "--random", "3", "--method", "fast"], "argument --method: invalid choice: 'fast'"),
+        (["pagerank", "e.txt", "--max-iter", "many"], "argument --max-iter: invalid int value: 'many'"),
+        (["pagerang", "e.txt"], "argument command: invalid choice: 'pagerang'"),
+    ],
+)
+def test_usage_errors_exit_1_with_the_usage_and_one_line(capsys, args, message):
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    assert done.value.code == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and lines[0].startswith("usage: graphjobs")
+    assert message in lines[-1] and lines[-1].startswith("graphjobs")
+    assert sum("error:" in line for line in lines) == 1
+
+
+def test_a_bug_shows_its_traceback_and_exits_2(tmp_path, capsys, monkeypatch):
+    """A KeyError inside a job is a bug, not a user error: its traceback, status 2 (not one line, 1)."""
+    import pipelines.ppr
+
+    def broken(graph, parts, out, opts):
+        raise KeyError("first")
+
+    monkeypatch.setattr(pipelines.ppr, "_summary", broken)
+    args = ["ppr", "rmat:8", "--random", "2", "--device", "cpu", "--quiet", "--workdir", str(tmp_path / "wd"),
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "KeyError: 'first'" in err
+    assert "graphjobs: error:" not in err and "internal error (please report it" in err
+
+
+@pytest.mark.parametrize("where", [[], ["--cluster"]])
+def test_json_prints_exactly_one_document_on_stdout(tmp_path, capsys, where):
+    """With --json stdout holds the summary and nothing else, also with a local cluster (whose dashboard
+    line goes to stderr)."""
+    out = str(tmp_path / "p.parquet")
+    args = ["pagerank", "rmat:scale=8,seed=3", "--json", "--device", "cpu", "--out", out, "--workdir",
+            str(tmp_path / "wd"), *where]  # fmt: skip
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)  # the whole of stdout: one JSON document
+    assert summary["job"] == "pagerank" and summary["n"] == 256 and summary["out"] == out
+    assert len(summary["top"]) == 10 and summary["memory"]["partitions"] == 1
+    assert summary["cached"] == {"pagerank": False, "output": False} and summary["device"] == "cpu"
+    df = pd.read_parquet(out)
+    best = df.sort_values("pagerank", ascending=False, kind="stable").head(10)
+    assert [v for v, _ in summary["top"]] == best.vertex.tolist()
+    if where:
+        assert "graphjobs: Dask dashboard at http" in captured.err
+
+
+def test_version(tmp_path):
+    import tomllib
+    from importlib.metadata import version
+
+    want = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    done = subprocess.run([sys.executable, "-m", "pipelines", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == f"graphjobs {version('graphjobs')}\n"
+    assert version("graphjobs") == want["version"]
+    from pipelines import cli
+
+    assert cli.version() == want["version"]

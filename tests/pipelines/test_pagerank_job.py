@@ -197,7 +197,7 @@ def test_progress_in_a_jupyter_kernel_without_ipywidgets(tmp_path, monkeypatch, 
     with make_cluster(1, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
         job = pipelines.pagerank_job(path, out=tmp_path / "o.parquet", workdir=tmp_path / "wd")
         summary = pipelines.run(job, client, progress=True)
-    last = capsys.readouterr().out.splitlines()[-1]
+    last = capsys.readouterr().err.splitlines()[-1]  # progress goes to standard error
     assert summary["n"] == 3 and "graphjobs-load 1/1" in last and "pagerank" in last
 
 
@@ -210,7 +210,7 @@ def test_progress_by_stage_on_the_local_scheduler(tmp_path, sync, capsys):
         path, pipelines.RandomSources(3), topk=2, out=tmp_path / "o", workdir=tmp_path / "wd", chunk=1
     )
     pipelines.run(job, progress=True)
-    out = capsys.readouterr().out  # not a terminal: whole lines, no redraws
+    out = capsys.readouterr().err  # progress on standard error; not a terminal: whole lines, no redraws
     assert "\r" not in out and out.endswith("\n")
     last = out.splitlines()[-1]
     counts = dict(part.rsplit(" ", 1) for part in last.split("] ", 1)[1].strip().split("  "))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -81,9 +82,10 @@ def test_exit_codes(tmp_path, capsys, monkeypatch):
     def broken(args):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(cli, "_run_spec", broken)
+    monkeypatch.setitem(cli.COMMANDS, "run", dataclasses.replace(cli.COMMANDS["run"], job=broken))
     assert main(["run", str(bad)]) == 2
-    assert "internal error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "internal error" in err and "Traceback" in err and "RuntimeError: a bug" in err
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,279 @@
+"""The result of every job: a ``Summary`` dataclass per job, with its human text and its JSON document.
+
+``pipelines.run(job)`` returns one. Its fields are typed attributes (``s.n``, ``s.queries``); ``s["n"]``
+reads the same attribute, for code written against the dicts jobs returned before. ``lines(seconds=...)``
+gives the lines the command line prints, ``to_dict()`` a plain dict (the job's name under ``"job"``, then
+every field), ``to_json()`` that dict as one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else str(v)
+
+
+@dataclass(kw_only=True)
+class Summary:
+    """What a job did: the graph's size and the job's own fields (see the subclasses)."""
+
+    job: ClassVar[str] = ""
+    n: int
+    m: int
+
+    def __getitem__(self, key: str) -> Any:
+        """``s[key]``: the field ``key`` (or the job's name for ``"job"``); KeyError for any other key."""
+        if key == "job" or key in self._names():
+            return getattr(self, key)
+        raise KeyError(key)
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def to_dict(self) -> dict:
+        """``{"job": name, field: value, ...}``, values as they are (not copied)."""
+        return {"job": self.job, **{name: getattr(self, name) for name in self._names()}}
+
+    def to_json(self) -> str:
+        """The summary as one JSON document (NumPy scalars as numbers, other objects as strings)."""
+        return json.dumps(self.to_dict(), default=_plain, indent=1)
+
+    def lines(self, *, seconds: float) -> list[str]:
+        """The lines a person reads, for a run that took ``seconds`` of wall time."""
+        raise NotImplementedError
+
+
+@dataclass(kw_only=True)
+class PageRankSummary(Summary):
+    """Global PageRank: ``out`` (Parquet file), the ``top`` (vertex, pagerank) pairs, the stage's
+    ``pagerank_seconds``, the ``device``, what was ``cached`` ({"pagerank": bool, "output": bool}) and the
+    ``memory`` plan ({"partitions", "estimate_bytes", "free_bytes", "device"}, or None)."""
+
+    job: ClassVar[str] = "pagerank"
+    out: str
+    top: list
+    pagerank_seconds: float
+    device: str
+    cached: dict
+    memory: dict | None = None
+
+    def lines(self, *, seconds: float) -> list[str]:
+        stage = "found in the workdir" if self.cached.get("pagerank") else f"{self.pagerank_seconds:.3f} s"
+        text = [
+            "",
+            f"{self.job}: n={self.n:,} vertices, m={self.m:,} edges, device={self.device}, {seconds:.2f} s "
+            f"(PageRank {stage})",
+            f"{'rank':>4}  {'vertex':>14}  {'pagerank':>12}",
+        ]
+        text += [f"{i:>4}  {v!s:>14}  {score:>12.6g}" for i, (v, score) in enumerate(self.top, start=1)]
+        mem = self.memory
+        if mem:
+            text.append(
+                f"memory: estimated {mem['estimate_bytes'] / 2**30:.2f} GiB per {mem['device']} worker, "
+                f"{mem['free_bytes'] / 2**30:.2f} GiB free: {mem['partitions']} partition(s)"
+            )
+        text.append(f"written: {self.out}")
+        return text
+
+
+@dataclass(kw_only=True)
+class IndexSummary(Summary):
+    """The kPAR index: its ``folder`` and manifest (``graph``, ``graph_token``, ``index``, ``directed``,
+    ``weighted``), the build's counts (``walks``, ``base_walks``, ``boosted``, ``high``, ``irw_pairs``),
+    ``seconds`` by step, the vertex ``order``, ``delta_min`` and ``build_seconds``."""
+
+    job: ClassVar[str] = "ppr-index"
+    folder: str
+    graph: str
+    graph_token: str
+    index: str
+    directed: bool
+    weighted: bool
+    walks: int
+    high: int
+    irw_pairs: int
+    delta_min: float
+    build_seconds: float
+    base_walks: int | None = None
+    boosted: int | None = None
+    seconds: dict = field(default_factory=dict)
+    order: str | None = None
+
+    @property
+    def out(self) -> str:
+        return self.folder
+
+    def lines(self, *, seconds: float) -> list[str]:
+        return [
+            "",
+            f"index: n={self.n:,} vertices, m={self.m:,} edges, {self.walks:,} walks, "
+            f"{self.irw_pairs:,} IRW pairs, |H|={self.high}, delta_min={self.delta_min:.3g}, {seconds:.2f} s",
+            f"written: {self.folder}",
+        ]
+
+
+@dataclass(kw_only=True)
+class BatchSummary(Summary):
+    """A job over a batch of sources: ``out`` (folder of Parquet parts), ``queries``, ``parts``,
+    ``query_seconds_mean``, the ``device``, the ``first`` source's (source, [(vertex, value), ...]) and
+    ``resumed_parts`` (parts an earlier run had finished)."""
+
+    out: str
+    queries: int
+    parts: int
+    query_seconds_mean: float
+    device: str
+    first: tuple | list | None = None
+    resumed_parts: int = 0
+
+    def describe(self) -> str:
+        """The job's own part of the summary line (after the time per source)."""
+        return ""
+
+    def lines(self, *, seconds: float) -> list[str]:
+        text = [
+            "",
+            f"{self.job}: {self.queries:,} sources, n={self.n:,}, m={self.m:,}, device={self.device}, "
+            f"{seconds:.2f} s ({1e3 * self.query_seconds_mean:.2f} ms per source{self.describe()})",
+        ]
+        if self.first is not None:
+            src, top = self.first
+            shown = ", ".join(f"{v} ({p:.4g})" for v, p in top if p > 0)  # score-0 vertices only fill the k
+            text.append(f"first source {src}: {shown or 'every score is 0'}")
+        resumed = f", {self.resumed_parts} of them finished by an earlier run" if self.resumed_parts else ""
+        text.append(f"written: {self.out} ({self.parts} parts{resumed})")
+        return text
+
+
+@dataclass(kw_only=True)
+class PPRSummary(BatchSummary):
+    """Personalized PageRank of a batch: the options (``topk``, ``method``, ``alpha``, ``tol``, ``seed``,
+    ``block``), ``iterations_mean`` and the push/pull ``models_first`` of the first source."""
+
+    job: ClassVar[str] = "ppr"
+    topk: int
+    method: str
+    alpha: float
+    tol: float
+    seed: int
+    block: int | None = None
+    iterations_mean: float | None = None
+    models_first: str | None = None
+
+    def describe(self) -> str:
+        return f", method={self.method}, models of the first: {self.models_first}"
+
+
+@dataclass(kw_only=True)
+class TopkSummary(BatchSummary):
+    """Top-k PPR queries on an index: ``k``, ``latency_seconds_mean`` (from a query's first round),
+    ``without_rounds``, the Monte-Carlo ``fallback`` and ``exact`` counts, ``refine`` and ``refined``."""
+
+    job: ClassVar[str] = "topk-ppr"
+    k: int
+    latency_seconds_mean: float
+    without_rounds: int
+    fallback: int
+    exact: int
+    refine: bool
+    refined: int
+
+    def describe(self) -> str:
+        return (
+            f", k={self.k}, {1e3 * self.latency_seconds_mean:.2f} ms a query from its first round, "
+            f"{self.fallback} Monte-Carlo fallbacks, {self.exact} exact ({self.without_rounds} before any "
+            "round)" + (f", {self.refined} refined at the k-th value" if self.refine else "")
+        )
+
+
+@dataclass(kw_only=True)
+class SimRankSummary(BatchSummary):
+    """Single-source SimRank of a batch: the options ``k``, ``c``, ``epsilon``, ``clip``, ``samples``,
+    ``seed``."""
+
+    job: ClassVar[str] = "simrank"
+    k: int
+    c: float
+    epsilon: float
+    clip: bool
+    samples: Any
+    seed: int
+
+    def describe(self) -> str:
+        return f", k={self.k}, epsilon={self.epsilon:g}, samples={self.samples}"
+
+
+@dataclass(kw_only=True)
+class InfluenceSummary(Summary):
+    """Influence maximization: ``out`` (CSV), the ``seeds`` with their ``rounds`` and ``gains``, the RR
+    estimate ``spread``, ``theta``, ``lower_bound``, ``rr_sets``, ``rr_size``, ``theta_capped``,
+    ``seconds`` by step, ``device``, ``workers`` and the simulated ``mc_spread`` ({"mean", "stderr",
+    "n_sim"}, or None)."""
+
+    job: ClassVar[str] = "influence"
+    out: str
+    seeds: list
+    rounds: list
+    gains: list
+    spread: float
+    theta: int
+    lower_bound: float
+    rr_sets: int
+    rr_size: int
+    theta_capped: bool
+    seconds: dict
+    device: str
+    workers: int
+    mc_spread: dict | None = None
+
+    def lines(self, *, seconds: float) -> list[str]:
+        mc = self.mc_spread
+        check = f", simulated {mc['mean']:.1f} +- {mc['stderr']:.1f}" if mc else ""
+        more = " ..." if len(self.seeds) > 10 else ""
+        return [
+            "",
+            f"influence: n={self.n:,}, m={self.m:,}, device={self.device}, {seconds:.2f} s "
+            f"(IMM {self.seconds['total']:.3f} s, theta={self.theta:,} RR samples"
+            f"{', capped' if self.theta_capped else ''})",
+            f"spread: RR estimate {self.spread:.1f}{check}",
+            "seeds: " + ", ".join(str(v) for v in self.seeds[:10]) + more,
+            f"written: {self.out}",
+        ]
+
+
+@dataclass(kw_only=True)
+class DemoRun:
+    """One job of the demo: its ``name``, the ``title`` shown before it, its ``summary`` and wall
+    ``seconds``."""
+
+    name: str
+    title: str
+    summary: Summary
+    seconds: float
+
+    def lines(self) -> list[str]:
+        return ["", f"== {self.title}", *self.summary.lines(seconds=self.seconds)]
+
+
+@dataclass(kw_only=True)
+class DemoSummary:
+    """The demo: its ``runs`` in order and the local cluster's ``dashboard`` address."""
+
+    job: ClassVar[str] = "demo"
+    runs: list[DemoRun] = field(default_factory=list)
+    dashboard: str = ""
+
+    def lines(self) -> list[str]:
+        return [line for run in self.runs for line in run.lines()] + ["", f"dashboard: {self.dashboard}"]
+
+    def to_dict(self) -> dict:
+        runs = [{"title": r.title, "seconds": r.seconds, "summary": r.summary.to_dict()} for r in self.runs]
+        return {"job": self.job, "runs": runs, "dashboard": self.dashboard}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), default=_plain, indent=1)

@@ -1,0 +1,81 @@
+"""User errors: one base class, the built-in bases callers expect, attributes that survive pickling."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import graphs
+from graphs import errors
+from operators import ConvergenceError, InsufficientMemoryError
+from pipelines import WorkdirLockedError
+from pipelines.spec import SpecError
+
+CASES = [
+    (
+        errors.GraphFormatError("e.txt", 7, "expected an integer"),
+        ValueError,
+        "e.txt, line 7: expected an integer",
+        {"path": "e.txt", "line": 7, "expected": "expected an integer"},
+    ),
+    (
+        errors.LabelError("2 label(s) not in the graph", [5, -1], 2),
+        KeyError,
+        "2 label(s) not in the graph",
+        {"labels": [5, -1], "count": 2},
+    ),
+    (
+        ConvergenceError("pagerank", 3, 0.5, 1e-6),
+        RuntimeError,
+        "pagerank did not converge in 3 iterations",
+        {"algorithm": "pagerank", "iterations": 3, "error": 0.5, "threshold": 1e-6},
+    ),
+    (
+        InsufficientMemoryError("ppr", 2**31, 2**30, "use fewer sources"),
+        MemoryError,
+        "ppr needs about 2.00 GiB but only 1.00 GiB are free; use fewer sources",
+        {"what": "ppr", "needed": 2**31, "available": 2**30, "hint": "use fewer sources"},
+    ),
+    (WorkdirLockedError("workdir wd is in use"), RuntimeError, "workdir wd is in use", {}),
+    (errors.OptionError("alpha must be in [0, 1], got 2"), ValueError, "alpha must be in [0, 1], got 2", {}),
+    (SpecError("job.yaml: key 'k' is not allowed"), ValueError, "job.yaml: key 'k' is not allowed", {}),
+    (errors.MissingDependencyError("pip install x"), ImportError, "pip install x", {}),
+    (errors.DeviceError("no CUDA device"), RuntimeError, "no CUDA device", {}),
+    (errors.MemoryLimitError("does not fit"), MemoryError, "does not fit", {}),
+    (errors.SchedulerUnreachableError("no scheduler"), OSError, "no scheduler", {}),
+]
+
+
+@pytest.mark.parametrize(("err", "base", "message", "attrs"), CASES, ids=[type(c[0]).__name__ for c in CASES])
+def test_user_errors_keep_their_bases_message_and_attributes_through_pickle(err, base, message, attrs):
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert isinstance(back, graphs.UserError) and isinstance(back, base)
+    assert message in str(back) and str(back) == str(err)
+    for name, value in attrs.items():
+        assert getattr(back, name) == value
+
+
+def test_option_checks_raise_option_errors_that_are_value_errors():
+    from operators._checks import check_choice, check_count, check_positive, check_probability
+
+    for check, args in (
+        (check_probability, ("alpha", 2.0)),
+        (check_positive, ("tol", -1.0)),
+        (check_count, ("k", 0)),
+        (check_choice, ("method", "x", ("a", "b"))),
+    ):
+        with pytest.raises(errors.OptionError) as info:
+            check(*args)
+        assert isinstance(info.value, ValueError) and args[0] in str(info.value)
+
+
+def test_a_missing_cupy_is_a_user_error_with_the_install_hint(monkeypatch):
+    from graphs import _device
+
+    monkeypatch.setattr(_device, "_cupy_module", lambda: None)
+    monkeypatch.setattr(_device, "gpu_available", lambda: False)
+    with pytest.raises(errors.MissingDependencyError) as info:
+        _device.resolve_device("gpu")
+    assert isinstance(info.value, ImportError) and "pip install 'graphjobs[gpu]'" in str(info.value)
