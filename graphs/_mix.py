@@ -127,7 +127,9 @@ extern "C" __global__ void gj_fingerprint_u64(const unsigned long long* x, long 
 )
 
 
-FINGERPRINT = Kernel(FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64"), defines=MIX_DEFINES)
+FINGERPRINT = Kernel(
+    FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64"), defines=MIX_DEFINES, label="fingerprint"
+)
 
 
 def _fingerprint_gpu(words) -> tuple[int, int]:

@@ -83,7 +83,7 @@ extern "C" __global__ void gj_rmat(int scale, long long m, double a, double ab, 
 """
 )
 
-RMAT = Kernel(RMAT_KERNEL, ("gj_rmat",), defines=MIX_DEFINES)
+RMAT = Kernel(RMAT_KERNEL, ("gj_rmat",), defines=MIX_DEFINES, label="rmat")
 
 
 def rmat(
