@@ -64,7 +64,7 @@ def fresh(path: str) -> str:
 
 def gpu_time(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 3):
     """Median seconds of ``fn`` measured with CUDA events."""
-    from graphs._device import event_seconds
+    from operators._gpu.launch import event_seconds
 
     times = event_seconds(fn, repeats=repeats, warmup=warmup)
     return statistics.median(times), times

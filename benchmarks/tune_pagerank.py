@@ -30,13 +30,19 @@ def main() -> None:
     import cupy as cp
     import cupyx.scipy.sparse as cps
 
+    from operators._gpu.registry import Kernel
     from operators.pagerank import gpu as pg
-    from operators.pagerank import kernels as _pagerank_cuda
     from operators.pagerank import pull as _pagerank_pull
 
     if args.diag == "nogather":  # keeps the index loads, drops the gathered value
-        _pagerank_cuda.COMMON_CUDA = _pagerank_cuda.COMMON_CUDA.replace(
-            "return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));", "return (double)u * 1e-30;"
+        pull = _pagerank_pull.PULL
+        _pagerank_pull.PULL = Kernel(
+            pull.source.replace(
+                "return (double)(u < (IDX)hot ? hot_c[u] : __ldg(&c_old[u]));", "return (double)u * 1e-30;"
+            ),
+            pull.names,
+            defines=pull.defines,
+            label="pagerank-pull-nogather",
         )
     configs = [(*(int(x) for x in c.split(":")), 1)[:3] for c in args.configs.split(",")]
     _pagerank_pull.TUNING["max_hot_bytes"] = 4 * max(hot for _, hot, _ in configs)

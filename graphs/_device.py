@@ -6,7 +6,6 @@ array or ``device='gpu'`` is actually used, and a missing CuPy gives one clear e
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import os
@@ -112,78 +111,3 @@ def to_device(a: Any, device: str) -> Any:
 
 def to_host(a: Any) -> Any:
     return to_device(a, "cpu")
-
-
-@functools.cache
-def get_kernel(
-    source: str, name: str, options: tuple[str, ...] = ("-std=c++17",), cooperative: bool = False
-) -> Any:
-    """The compiled CuPy RawKernel ``name`` of ``source``: built once per process and device;
-    ``cooperative`` launches it with cuLaunchCooperativeKernel (grid-wide barriers allowed).
-
-    CuPy compiles lazily on first launch for each device and caches the binary on disk, so one
-    RawKernel object per (source, name) is all the memoization needed.
-    """
-    cp = import_cupy()
-    return cp.RawKernel(source, name, options=options, enable_cooperative_groups=cooperative)
-
-
-L2_FETCH_LIMIT = 0x05  # cudaLimitMaxL2FetchGranularity
-
-
-@contextlib.contextmanager
-def l2_fetch_granularity(nbytes: int):
-    """Inside the block, the current GPU fetches ``nbytes`` from memory per L2 miss (a hint to the
-    driver, 64 bytes by default on an H100), then the value it had: for kernels whose reads are
-    scattered 8- or 16-byte records. The limit is the whole process's on that GPU, so the work of
-    other threads meanwhile runs under it too (only its speed can change)."""
-    runtime = import_cupy().cuda.runtime
-    before = runtime.deviceGetLimit(L2_FETCH_LIMIT)
-    if before != nbytes:
-        runtime.deviceSetLimit(L2_FETCH_LIMIT, nbytes)
-    try:
-        yield
-    finally:
-        if before != nbytes:
-            runtime.deviceSetLimit(L2_FETCH_LIMIT, before)
-
-
-def resident_blocks(kernel: Any, threads: int) -> int | None:
-    """Blocks of ``threads`` threads of RawKernel ``kernel`` resident at once on the whole GPU (what a
-    cooperative grid may hold), or None when this CuPy has no occupancy call. Asked once per kernel
-    (``get_kernel`` makes one object per source and name), block size and device."""
-    return _resident(kernel, threads, import_cupy().cuda.Device().id)
-
-
-@functools.cache
-def _resident(kernel: Any, threads: int, device: int) -> int | None:
-    cp = import_cupy()
-    cp.cuda.runtime.setDevice(device)  # a thread that has run no CUDA work yet has no current context
-    sms = int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
-    try:
-        return sms * cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
-    except AttributeError:
-        return None
-
-
-def event_seconds(fn, *, repeats: int, warmup: int) -> list[float]:
-    """Seconds of each of ``repeats`` runs of ``fn`` on the current stream, timed with CUDA events."""
-    cp = import_cupy()
-    for _ in range(warmup):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return times
-
-
-def launch_config(n_items: int, threads: int = 256, max_blocks: int = 65535 * 32) -> tuple[tuple, tuple]:
-    """Grid and block tuples for a 1-D launch over ``n_items`` (at least one block)."""
-    blocks = max(1, min(max_blocks, (int(n_items) + threads - 1) // threads))
-    return (blocks,), (threads,)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._device import get_kernel
+from ._kernel import Kernel
 
 MASK = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
 M1 = 0xBF58476D1CE4E5B9
 M2 = 0x94D049BB133111EB
 LANE = 0xD1B54A32D192ED03
+MIX_DEFINES = {"GJ_GOLDEN": f"0x{GOLDEN:X}ULL"}  # the CUDA of MIX_CUDA uses GOLDEN as GJ_GOLDEN
 
 _U_GOLDEN = np.uint64(GOLDEN)
 _U_M1 = np.uint64(M1)
@@ -81,9 +82,9 @@ def _fingerprint_cpu(words):
     return t0, t1
 
 
-# Shared device functions: prepended to every kernel that draws random numbers or hashes.
+# Shared device functions: prepended to every kernel that draws random numbers or hashes, whose
+# Kernel then takes MIX_DEFINES among its defines.
 MIX_CUDA = r"""
-#define GJ_GOLDEN 0x9E3779B97F4A7C15ULL
 __device__ __forceinline__ unsigned long long gj_mix64(unsigned long long z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
@@ -126,10 +127,15 @@ extern "C" __global__ void gj_fingerprint_u64(const unsigned long long* x, long 
 )
 
 
+FINGERPRINT = Kernel(
+    FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64"), defines=MIX_DEFINES, label="fingerprint"
+)
+
+
 def _fingerprint_gpu(words) -> tuple[int, int]:
     cp = __import__("cupy")
     name = "gj_fingerprint_u32" if words.dtype.itemsize == 4 else "gj_fingerprint_u64"
-    kernel = get_kernel(FINGERPRINT_KERNEL, name)
+    kernel = FINGERPRINT.get(name)
     out = cp.zeros(2, dtype=cp.uint64)
     blocks = int(min(4096, max(1, (words.size + 255) // 256)))
     kernel((blocks,), (256,), (words, np.int64(words.size), out))

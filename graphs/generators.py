@@ -11,8 +11,9 @@ import numpy as np
 
 from ._barabasi import barabasi_albert  # noqa: F401  (re-exported: one module of generators)
 from ._build import index_dtype
-from ._device import get_kernel, import_cupy, launch_config, resolve_device
-from ._mix import GOLDEN, M1, M2, MIX_CUDA, rand_unit, stream_key
+from ._device import import_cupy, resolve_device
+from ._kernel import Kernel, launch_config, sm_count
+from ._mix import GOLDEN, M1, M2, MIX_CUDA, MIX_DEFINES, rand_unit, stream_key
 from .csr import CSRGraph
 from .edges import assemble
 from .errors import OptionError
@@ -83,6 +84,8 @@ extern "C" __global__ void gj_rmat(int scale, long long m, double a, double ab, 
 """
 )
 
+RMAT = Kernel(RMAT_KERNEL, ("gj_rmat",), defines=MIX_DEFINES, label="rmat")
+
 
 def rmat(
     scale: int,
@@ -135,8 +138,8 @@ def rmat(
         cp = import_cupy()
         src, dst = cp.empty(m, dtype=cp.int32), cp.empty(m, dtype=cp.int32)
         w = cp.empty(m if weighted else 1, dtype=cp.float32)
-        grid, block = launch_config(m, 256, max_blocks=132 * 64)
-        get_kernel(RMAT_KERNEL, "gj_rmat")(
+        grid, block = launch_config(m, 256, max_blocks=sm_count() * 64)
+        RMAT.get("gj_rmat")(
             grid,
             block,
             (

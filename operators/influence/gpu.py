@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
+from graphs._mix import MIX_DEFINES
+from operators._gpu.device import sm_count
+from operators._gpu.registry import Kernel
 from operators.influence.greedy import cover, cover_index, greedy  # noqa: F401  (the backend interface of _im_cpu)
 from operators.influence.kernels import IM_DEVICE
 
@@ -29,8 +32,7 @@ def _free_bytes() -> int:
 
 
 def _grid(per_warp_bytes: int, want_warps: int):
-    cp = import_cupy()
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    sms = sm_count()
     budget = min(_BUDGET, _free_bytes() // 4)
     warps = int(max(8, min(sms * 64, want_warps, budget // max(per_warp_bytes, 1))))
     warps = -(-warps // 8) * 8
@@ -59,6 +61,15 @@ extern "C" __global__ void gj_im_gather(const int* pool, const long long* start,
 """
 )
 
+# gj_im_sample_block: 16 bytes of local memory per thread as the GPU compiles it (32 registers)
+SAMPLE = Kernel(
+    SAMPLE_KERNEL,
+    ("gj_im_sample", "gj_im_sample_block", "gj_im_gather"),
+    defines=MIX_DEFINES,
+    local_budget={"gj_im_sample_block": 16},
+    label="influence",
+)
+
 
 def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: bool):
     """One pass over ``jobs``: a warp per sample, or with ``block`` a block of 512 threads per sample."""
@@ -66,7 +77,7 @@ def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: 
     n = rev.indptr.size - 1
     words = (n + 31) // 32
     if block:
-        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        sms = sm_count()
         budget = min(_BUDGET, _free_bytes() // 4)
         groups = int(max(1, min(jobs.size, sms * 4, budget // (words * 4 + cap * 4))))
         grid, threads, name = (groups,), (512,), "gj_im_sample_block"
@@ -83,7 +94,7 @@ def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: 
             np.uint64(key), np.uint64(root_key), jobs, np.int64(jobs.size), counters[0:1], bitmaps,
             np.int64(words), scratch, np.int64(cap), pool, np.int64(pool_cap), counters[1:2], start,
             size)  # fmt: skip
-    get_kernel(SAMPLE_KERNEL, name)(grid, threads, args)
+    SAMPLE.get(name)(grid, threads, args)
     return pool, start, size
 
 
@@ -123,7 +134,7 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
     members = cp.empty(int(offsets[-1]), dtype=np.int32)
     for pool, start, size, done in passes:
         grid = (max(1, min(65535, (done.size + 7) // 8)),)
-        get_kernel(SAMPLE_KERNEL, "gj_im_gather")(
+        SAMPLE.get("gj_im_gather")(
             grid, (256,), (pool, start, size, offsets[done - j0], np.int64(done.size), members)
         )
     return members, offsets
@@ -172,6 +183,8 @@ extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* in
 """
 )
 
+CASCADES = Kernel(CASCADE_KERNEL, ("gj_im_cascades",), defines=MIX_DEFINES, label="influence-cascades")
+
 
 def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
     """Vertices active in at least one round, for each of ``count`` forward simulations."""
@@ -189,5 +202,5 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
     args = (fwd.indptr, fwd.indices, fwd.p, fwd.lo, np.int32(lt), np.int64(n),
             cp.asarray(seeds[order].astype(np.int32)), cp.asarray(sptr), np.int32(rounds), np.uint64(key),
             np.int64(count), nxt, bitmaps, np.int64(words), scratch, out)  # fmt: skip
-    get_kernel(CASCADE_KERNEL, "gj_im_cascades")(grid, block, args)
+    CASCADES.get("gj_im_cascades")(grid, block, args)
     return out

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
+from operators._gpu.device import sm_count
+from operators._gpu.registry import Kernel
 
 COVER_KERNEL = r"""
 // Sample id of every member: warp w writes w's id over its members (coalesced, any sample size).
@@ -56,9 +58,11 @@ extern "C" __global__ void gj_im_cover(const int* members, const long long* offs
 
 
 def _blocks(count: int, per_block: int) -> tuple[int]:
-    cp = import_cupy()
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    sms = sm_count()
     return (int(max(1, min(sms * 8, -(-count // per_block)))),)
+
+
+COVER = Kernel(COVER_KERNEL, ("gj_im_sample_ids", "gj_im_scatter", "gj_im_cover"), label="influence-greedy")
 
 
 def cover_index(members, offsets, n_elem: int):
@@ -74,10 +78,10 @@ def cover_index(members, offsets, n_elem: int):
     owners = cp.zeros(n_elem + 1, dtype=np.int64)
     cp.cumsum(counts, out=owners[1:])
     sid = cp.empty(members.size, dtype=np.int32)
-    get_kernel(COVER_KERNEL, "gj_im_sample_ids")(_blocks(count, 8), (256,), (offsets, np.int64(count), sid))
+    COVER.get("gj_im_sample_ids")(_blocks(count, 8), (256,), (offsets, np.int64(count), sid))
     fill = owners[:-1].astype(np.uint64)
     holders = cp.empty(members.size, dtype=np.int32)
-    get_kernel(COVER_KERNEL, "gj_im_scatter")(
+    COVER.get("gj_im_scatter")(
         _blocks(members.size, 256), (256,), (members, sid, np.int64(members.size), fill, holders)
     )
     return owners, holders, counts.astype(np.int32)
@@ -85,7 +89,7 @@ def cover_index(members, offsets, n_elem: int):
 
 def _cover(members, offsets, owners, holders, covered, counts, best, pick, gain) -> None:
     grid = _blocks(covered.size, 8)
-    get_kernel(COVER_KERNEL, "gj_im_cover")(
+    COVER.get("gj_im_cover")(
         grid, (256,), (members, offsets, owners, holders, best, covered, counts, pick, gain)
     )
 

@@ -12,10 +12,13 @@ import math
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy, launch_config
-from operators.pagerank.kernels import cuda_source
+from graphs._device import import_cupy
+from operators._gpu.device import sm_count
+from operators._gpu.launch import launch_config
+from operators._gpu.registry import Kernel
+from operators.pagerank.kernels import COMMON_CUDA, variant
 from operators.pagerank.order import back
-from operators.pagerank.pull import PULL_KERNEL, TUNING, fill_isolated, persistent_pull
+from operators.pagerank.pull import fill_isolated, persistent_pull
 
 THREADS = 256  # push kernels
 
@@ -50,23 +53,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_push_finish(VA
 """
 
 
-def kernel_sources() -> list[tuple[str, str, tuple[str, ...]]]:
-    """Every kernel variant this module can compile: (label, source, kernel names)."""
-    out = []
-    threads = int(TUNING["threads"])
-    for dtype in (np.float32, np.float64):
-        for weighted in (False, True):
-            for idx in (np.int32, np.int64):
-                tag = f"{np.dtype(dtype).name}-{'w' if weighted else 'u'}-{np.dtype(idx).name}"
-                wide = idx == np.int64
-                for cluster in (1, 8):
-                    src = cuda_source(PULL_KERNEL, dtype, weighted, idx, threads, wide, cluster, 16384)
-                    out.append((f"pull-c{cluster}-{tag}", src, ("gj_pagerank_pull",)))
-                push = cuda_source(PUSH_KERNEL, dtype, weighted, idx)
-                out.append((f"push-{tag}", push, ("gj_pagerank_push", "gj_pagerank_push_finish")))
-    from operators.pagerank.binned.gpu import kernel_sources as binned
-
-    return out + binned()
+PUSH = Kernel(
+    COMMON_CUDA + PUSH_KERNEL,
+    ("gj_pagerank_push", "gj_pagerank_push_finish"),
+    variants=tuple(
+        variant(dtype, weighted, idx, THREADS)
+        for dtype in (np.float32, np.float64)
+        for weighted in (False, True)
+        for idx in (np.int32, np.int64)
+    ),
+    label="pagerank-push",
+)
 
 
 def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold, dtype):
@@ -107,13 +104,14 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
             G, weighted, dtype, dummy, uniform
         )
     else:
-        src = cuda_source(PUSH_KERNEL, dtype, weighted, G.indices.dtype)
-        scatter, finish = get_kernel(src, "gj_pagerank_push"), get_kernel(src, "gj_pagerank_push_finish")
+        defines = variant(dtype, weighted, G.indices.dtype, THREADS)
+        scatter = PUSH.get("gj_pagerank_push", **defines)
+        finish = PUSH.get("gj_pagerank_push_finish", **defines)
         rows, _, _ = G.edges()
         w = G.weights if weighted else dummy.astype(cp.float32)
         accv = cp.zeros(n, dtype=dtype)
-        egrid, _ = launch_config(G.m, THREADS, max_blocks=132 * 32)
-        vgrid, _ = launch_config(n, THREADS, max_blocks=132 * 16)
+        egrid, _ = launch_config(G.m, THREADS, max_blocks=sm_count() * 32)
+        vgrid, _ = launch_config(n, THREADS, max_blocks=sm_count() * 16)
     acc[0, 0] = math.inf  # "error before the first iteration": never converged
     bufs_x, bufs_c = (x_old, x_new), (c_old, c_new)
     loop = cp.cuda.Event()

@@ -1,4 +1,4 @@
-"""CUDA code shared by the PageRank kernels, and the #defines that select one variant of them.
+"""CUDA code shared by the PageRank kernels, and the defines that select one variant of them.
 
 Every kernel fuses the per-vertex work of an iteration: the new value
 ``alpha * (sum + dsum * dw) + (1 - alpha) * p``, the next contribution ``x / outweight``, the L1 change
@@ -91,20 +91,16 @@ __device__ __forceinline__ double gj_gather(IDX u, const VAL* __restrict__ c_old
 """
 
 
-def cuda_source(body, dtype, weighted, idx, threads=256, wide_edges=False, cluster=1, hot_slice=0) -> str:
-    """Kernel ``body`` with the shared device code and the #defines of one variant."""
-    head = "".join(
-        f"#define {k} {v}\n"
-        for k, v in (
-            ("VAL", "float" if dtype == np.float32 else "double"),
-            ("IDX", "int" if idx == np.int32 else "long long"),
-            ("EIDX", "long long" if wide_edges else "int"),  # edge offsets: 32-bit while m < 2**31
-            ("VAL_IS_DOUBLE", int(dtype == np.float64)),
-            ("CLUSTER", cluster),
-            ("HOT_SLICE", max(1, hot_slice)),
-            ("WEIGHTED", int(weighted)),
-            ("THREADS", threads),
-            ("MIN_BLOCKS", 1 if (wide_edges or idx == np.int64) else max(1, 2048 // threads)),
-        )
-    )
-    return head + COMMON_CUDA + body
+def variant(dtype, weighted, idx, threads=256, wide_edges=False, cluster=1, hot_slice=0) -> dict:
+    """The defines of one variant of a kernel whose source starts with ``COMMON_CUDA``."""
+    return {
+        "VAL": "float" if dtype == np.float32 else "double",
+        "IDX": "int" if idx == np.int32 else "long long",
+        "EIDX": "long long" if wide_edges else "int",  # edge offsets: 32-bit while m < 2**31
+        "VAL_IS_DOUBLE": int(dtype == np.float64),
+        "CLUSTER": cluster,
+        "HOT_SLICE": max(1, hot_slice),
+        "WEIGHTED": int(weighted),
+        "THREADS": threads,
+        "MIN_BLOCKS": 1 if (wide_edges or idx == np.int64) else max(1, 2048 // threads),
+    }

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
-from operators.pagerank.kernels import cuda_source
+from graphs._device import import_cupy
+from operators._gpu.device import shared_memory_per_sm, sm_count
+from operators._gpu.registry import Kernel
+from operators.pagerank.kernels import COMMON_CUDA, variant
 
 # Pull kernel tunables, measured on the H100 with benchmarks/tune_pagerank.py: 1024-thread blocks, two
 # per SM; clusters of 2 blocks each caching 16,384 hot values (32,768 shared through distributed shared
@@ -15,7 +17,7 @@ TUNING = {"threads": 1024, "hot": 16384, "max_hot_bytes": 98304, "min_hot_share"
 # group of 32, 16, 8 or 1 lanes each (lower bounds below), then vertices with no edge at all.
 HUB_MIN = 1024
 CLASS_MIN = (128, 32, 8, 0)
-WCHUNK = 1024  # in-edges of a hub per warp work item (as in PULL_KERNEL)
+WCHUNK = 1024  # in-edges of a hub per warp work item
 
 PULL_KERNEL = r"""
 // Warps stride over warp-sized work items (no block barriers, no work counter). Items, in order:
@@ -25,7 +27,6 @@ PULL_KERNEL = r"""
 // same value: one thread computes it and their share of the error and dangling mass.
 // The values of the `hot` first vertices (the hubs, once the graph is ordered by degree) are copied
 // into shared memory so the gathers that hit them skip L2; streamed arrays are read evict-first.
-#define WCHUNK 1024
 #define PER_ITEM 4
 constexpr int kUnroll = WEIGHTED ? 2 : 4;  // weighted loops need more registers; 32 per thread at most
 template <int G> struct gj_lanes { static constexpr int value = G; };
@@ -189,6 +190,22 @@ def persistent_pull(G, weighted, dtype, dummy, closed_form_isolated: bool):
     return pull_launch(arrays, plan, G.n, G.m, hot_edges, weighted, dtype, dummy, closed_form_isolated)
 
 
+# variants compiled by the tests: every value and index type, weighted or not, without and with clusters
+PULL = Kernel(
+    COMMON_CUDA + PULL_KERNEL,
+    ("gj_pagerank_pull",),
+    defines={"WCHUNK": WCHUNK},
+    variants=tuple(
+        variant(dtype, weighted, idx, TUNING["threads"], idx == np.int64, cluster, 16384)
+        for dtype in (np.float32, np.float64)
+        for weighted in (False, True)
+        for idx in (np.int32, np.int64)
+        for cluster in (1, 8)
+    ),
+    label="pagerank-pull",
+)
+
+
 def pull_launch(arrays, plan, n, m_total, hot_out_edges, weighted, dtype, dummy, closed_form_isolated):
     """Compile and shape the pull kernel for in-edge ``arrays`` (indptr by global id, indices, weights)
     and their ``plan``; ``m_total`` and ``hot_out_edges`` size the shared-memory cache of hot values."""
@@ -200,8 +217,7 @@ def pull_launch(arrays, plan, n, m_total, hot_out_edges, weighted, dtype, dummy,
     hot, slice_ = _hot_size(n, hot_out_edges, m_total, dtype, cluster)
     cluster = cluster if hot else 1
     smem = (slice_ if cluster > 1 else hot) * dtype.itemsize
-    source = cuda_source(
-        PULL_KERNEL,
+    defines = variant(
         dtype,
         weighted,
         indices_t.dtype,
@@ -210,19 +226,12 @@ def pull_launch(arrays, plan, n, m_total, hot_out_edges, weighted, dtype, dummy,
         cluster=cluster,
         hot_slice=slice_,
     )
-    kernel = get_kernel(source, "gj_pagerank_pull")
+    kernel = PULL.get("gj_pagerank_pull", **defines)
     if smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    dev = cp.cuda.Device()
-    sms = dev.attributes["MultiProcessorCount"]
+    sms = sm_count()
     wide = m_local >= 2**31 or indices_t.dtype == np.int64  # 64-bit offsets: one block per SM (64 registers)
-    per_sm = (
-        1
-        if wide
-        else min(
-            2048 // threads, (dev.attributes["MaxSharedMemoryPerMultiprocessor"] - 2048) // (smem + 1280)
-        )
-    )
+    per_sm = 1 if wide else min(2048 // threads, (shared_memory_per_sm() - 2048) // (smem + 1280))
     per_sm = max(1, per_sm)
     wt = w_t if weighted else dummy.astype(cp.float32)
     head = (indptr_t, indices_t, wt)

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import event_seconds, get_kernel, import_cupy
+from graphs._device import import_cupy
+from operators._gpu.launch import event_seconds
+from operators._gpu.registry import Kernel
 
 CALIBRATE_KERNEL = r"""
 extern "C" __global__ void gj_cal_atomic(const long long* indptr, const int* indices, int n, double* x,
@@ -69,9 +71,10 @@ extern "C" __global__ void gj_cal_sweep(int n, const double* x, double* y) {
 }
 """
 
-
 SCALE = 20
 ROUNDS = 5  # the weights are the median of this many measurements
+
+CALIBRATE = Kernel(CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep"), label="ppr-calibrate")
 
 
 def measure_weights(model, scale: int = SCALE) -> tuple[float, float, float]:
@@ -85,7 +88,7 @@ def measure_weights(model, scale: int = SCALE) -> tuple[float, float, float]:
     x, y = cp.ones(g.n, np.float64), cp.zeros(g.n, np.float64)
     touched, count = cp.empty(g.n, np.int32), cp.zeros(1, np.int32)
     grid, block = (model.blocks,), (model.lanes * model.warps,)
-    kernel = lambda name: get_kernel(CALIBRATE_KERNEL, name)  # noqa: E731
+    kernel = CALIBRATE.get
     best = lambda launch: min(event_seconds(launch, repeats=5, warmup=1))  # noqa: E731  (warm-up compiles)
 
     def clear():  # every vertex starts at zero, as the residues that a push iteration receives

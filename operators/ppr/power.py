@@ -11,8 +11,10 @@ import numba as nb
 import numpy as np
 
 from graphs import CSRGraph
-from graphs._device import array_module, free_memory, get_kernel, launch_config
+from graphs._device import array_module, free_memory
 from operators._checks import check_count
+from operators._gpu.launch import launch_config
+from operators._gpu.registry import Kernel
 from operators.errors import ConvergenceError
 
 
@@ -94,6 +96,9 @@ extern "C" __global__ void gj_ppr_row_merge(const long long* ptr, const int* ind
 """
 
 
+MERGE = Kernel(MERGE_CUDA, ("gj_ppr_row_distinct", "gj_ppr_row_merge"), label="ppr-power-merge")
+
+
 def _cusparse_matrix(g):
     """The transition matrix over in-neighbours as a canonical cuSPARSE CSR (repeated edges summed), and
     the dangling mask. Built by two kernels into 12 bytes an entry: CuPy's own ``sum_duplicates``, which
@@ -107,13 +112,13 @@ def _cusparse_matrix(g):
         raise NotImplementedError("GPU power iteration supports graphs with fewer than 2**31 vertices")
     n, grid = np.int64(g.n), launch_config(g.n, 256, max_blocks=65535)
     cnt = cp.empty(g.n, dtype=cp.int64)
-    get_kernel(MERGE_CUDA, "gj_ppr_row_distinct")(*grid, (t.indptr, t.indices, n, cnt))
+    MERGE.get("gj_ppr_row_distinct")(*grid, (t.indptr, t.indices, n, cnt))
     nptr = cp.zeros(g.n + 1, dtype=cp.int64)
     cp.cumsum(cnt, out=nptr[1:])
     del cnt
     nnz = int(nptr[-1])
     cols, val = cp.empty(nnz, dtype=cp.int32), cp.empty(nnz, dtype=cp.float64)
-    get_kernel(MERGE_CUDA, "gj_ppr_row_merge")(*grid, (t.indptr, t.indices, deg, n, nptr, cols, val))
+    MERGE.get("gj_ppr_row_merge")(*grid, (t.indptr, t.indices, deg, n, nptr, cols, val))
     pt = csp.csr_matrix((val, cols, nptr), shape=(g.n, g.n))
     pt.has_canonical_format = True  # rows sorted, each entry once: the product need not sort a copy
     return pt, deg == 0

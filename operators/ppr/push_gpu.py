@@ -16,12 +16,14 @@ import threading
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy, resident_blocks
+from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
+from operators._gpu.launch import resident_blocks
+from operators._gpu.registry import Kernel
 from operators.ppr.cost import HYBRID, PULL, cost_model, frontier_rdw, light_degree
 from operators.ppr.pull_steps import PPR_PULL_DEVICE
 from operators.ppr.push_plan import MAX_ITEMS, build_plan, row_stride
-from operators.ppr.push_steps import PPR_STEP_DEVICE
+from operators.ppr.push_steps import PPR_STEP_DEVICE, STEP_DEFINES
 
 TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
 HEAD_ROWS = 128  # trace rows copied with the counters after each run (more: a second copy)
@@ -161,6 +163,38 @@ GJ_ROW_SUMS_ENTRY(float, f32)
 )
 
 
+# The fused solver runs 8 resident blocks of 256 threads per SM (its cost model's layout, and a
+# cooperative grid must be resident), which caps it at 32 registers: it may spill loop state to L1,
+# its choice of the next model (gj_ppr_next, mangled: called by one block once per iteration, off the hot
+# loops, and not inlined so that the loops keep their registers) too. A batch of sources adds registers
+# for its row arithmetic.
+PPR_PUSH = Kernel(
+    PPR_PUSH_KERNEL,
+    ("gj_ppr_solve_f32", "gj_ppr_solve_f64", "gj_ppr_solve_batch_f32", "gj_ppr_solve_batch_f64"),
+    defines=STEP_DEFINES,
+    spill_budget={
+        "gj_ppr_solve_f32": 64,
+        "gj_ppr_solve_f64": 80,
+        "gj_ppr_solve_batch_f32": 104,
+        "gj_ppr_solve_batch_f64": 128,
+        "_Z11gj_ppr_nextPjS_PKjS1_iiPiPdS3_iiddddiibb": 104,
+    },
+    local_budget={
+        "gj_ppr_solve_f32": 56,
+        "gj_ppr_solve_f64": 56,
+        "gj_ppr_solve_batch_f32": 56,
+        "gj_ppr_solve_batch_f64": 64,
+    },
+    cooperative=True,
+    label="ppr-push-pull",
+)
+PPR_INIT = Kernel(
+    PPR_INIT_KERNEL,
+    ("gj_ppr_init_f32", "gj_ppr_init_f64", "gj_row_sums_f32", "gj_row_sums_f64"),
+    label="ppr-init",
+)
+
+
 def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     """``run(sources, limit) -> (reserves (len(sources), n), iterations or None, models, residuals)``."""
     work = workspace(G, dtype, cost, batch)
@@ -188,9 +222,9 @@ def workspace(G, dtype, cost, batch: int = 1):
     tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max, dmax, bptr, bv = plan
     T = np.float64 if dtype == np.float64 else np.float32
     name = f"gj_ppr_solve_{'batch_' if batch > 1 else ''}{'f64' if T is np.float64 else 'f32'}"
-    kernel = get_kernel(PPR_PUSH_KERNEL, name, cooperative=True)
-    init = get_kernel(PPR_INIT_KERNEL, f"gj_ppr_init_{name[-3:]}")
-    row_sums = get_kernel(PPR_INIT_KERNEL, f"gj_row_sums_{name[-3:]}")
+    kernel = PPR_PUSH.get(name)
+    init = PPR_INIT.get(f"gj_ppr_init_{name[-3:]}")
+    row_sums = PPR_INIT.get(f"gj_row_sums_{name[-3:]}")
     n, nb, stride = G.n, cost.blocks, row_stride(G.n, cost)
     indptr, indices = G.indptr, G.indices  # not G: a run kept by the graph must not hold it (a cycle)
     if batch * stride > MAX_ITEMS:

@@ -13,17 +13,18 @@ statistics as it runs; after a push it first tries a bound (``gj_ppr_next``) and
 statistics in a pass of their own (``gj_push_stats``) only when the bound leaves the choice open.
 """
 
+from operators.ppr.cost import HYBRID, LANES, PULL, PUSH, WARPS
+
+# the defines of every Kernel whose source has PPR_STEP_DEVICE: W lanes of a warp, B warps of a block (the
+# cost model's), and the solver modes
+STEP_DEFINES = {"W": LANES, "B": WARPS, "PUSH": PUSH, "PULL": PULL, "HYBRID": HYBRID}
+
 PPR_STEP_DEVICE = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
-#define W 32
-#define B 8
 #define WB (W * B)
 #define RED_B 9u  // 1 + log2(W * B): a block reduction
 #define RED_W 6u  // 1 + log2(W): a warp reduction
-#define PUSH 0
-#define PULL 1
-#define HYBRID 2
 #define WANTED 2    // cnt[3] (the model) also says: push's statistics are wanted now,
 #define COUNTING 4  // or: the next merge counts them
 typedef unsigned int u32;

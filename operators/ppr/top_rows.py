@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import array_module, get_kernel, to_host
+from graphs._device import array_module, to_host
+from operators._gpu.registry import Kernel
 
 RANK_BITS = 24  # significant bits of a value that rank it (float32 has 24)
 _DROPPED = (1 << (53 - RANK_BITS)) - 1  # the float64 mantissa bits below them
@@ -106,10 +107,14 @@ extern "C" __global__ void gj_top_candidates(const VAL* block, long long ld, lon
 """
 
 
-def candidates_source(dtype) -> str:
-    """``CANDIDATES_CUDA`` for a block of ``dtype`` values."""
-    val = "float" if np.dtype(dtype) == np.float32 else "double"
-    return f"#define VAL {val}\n#define RANK_BITS {RANK_BITS}\n" + CANDIDATES_CUDA
+# VAL: the value type of the block
+CANDIDATES = Kernel(
+    CANDIDATES_CUDA,
+    ("gj_top_candidates",),
+    defines={"RANK_BITS": RANK_BITS},
+    variants=({"VAL": "float"}, {"VAL": "double"}),
+    label="top-rows",
+)
 
 
 def _candidates(block, bound, k: int):
@@ -120,7 +125,7 @@ def _candidates(block, bound, k: int):
     rows, n = block.shape
     cap = CAP_PER_K * k
     out = cp.zeros((rows, 1 + 2 * cap), dtype=cp.int64)
-    kernel = get_kernel(candidates_source(block.dtype), "gj_top_candidates")
+    kernel = CANDIDATES.get("gj_top_candidates", VAL="float" if block.dtype == np.float32 else "double")
     grid = (max(1, min(int(n + 255) // 256, 1024)), rows)
     ld = block.strides[0] // block.itemsize
     bound = cp.ascontiguousarray(bound, dtype=block.dtype)  # a column of the sorted maxima: strided

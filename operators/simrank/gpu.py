@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
-from graphs._mix import MIX_CUDA
+from graphs._device import import_cupy
+from graphs._mix import LANE, MIX_CUDA, MIX_DEFINES
+from operators._gpu.device import sm_count
+from operators._gpu.registry import Kernel
 
 SIMRANK_KERNEL = (
     MIX_CUDA
     + r"""
 #define FULL 0xffffffffu
-#define LANE_KEY 0xD1B54A32D192ED03ULL
 
 template <typename I>
 __device__ __forceinline__ long long gj_sr_pick(const long long* indptr, const I* indices, long long x,
@@ -115,19 +116,26 @@ GJ_SR_ENTRY(long long, i64)
 )
 
 
+SIMRANK = Kernel(
+    SIMRANK_KERNEL,
+    tuple(f"gj_sr_{k}_{t}" for k in ("meets", "pull") for t in ("i32", "i64")),
+    defines={**MIX_DEFINES, "LANE_KEY": f"0x{LANE:X}ULL"},
+    label="simrank",
+)
+
+
 def _suffix(indices) -> str:
     return "i64" if indices.dtype == np.int64 else "i32"
 
 
 def _pull(indptr, indices, x, out, *, sc, mean=False, diag=None, add=None, scale=0.0):
-    cp = import_cupy()
     n = indptr.size - 1
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    sms = sm_count()
     blocks = int(max(1, min(-(-n // 8), sms * 32)))
     null = np.uint64(0)
     args = (indptr, indices, x, np.int32(mean), null if diag is None else diag, null if add is None else add,
             np.float64(scale), np.float64(sc), np.int64(n), out)  # fmt: skip
-    get_kernel(SIMRANK_KERNEL, f"gj_sr_pull_{_suffix(indices)}")((blocks,), (256,), args)
+    SIMRANK.get(f"gj_sr_pull_{_suffix(indices)}")((blocks,), (256,), args)
 
 
 def hops(indptr, indices, in_degree, source: int, sc: float, L: int):
@@ -160,11 +168,11 @@ def meets(in_indptr, in_indices, key, cont, counts, pv, pg0, pg1):
     out = cp.zeros(counts.size, dtype=cp.uint64)
     if pv.size == 0:
         return out.astype(cp.int64)
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    sms = sm_count()
     warps = int(min(pv.size, sms * 64))
     blocks = -(-warps // 8)
     nxt = cp.zeros(1, dtype=cp.uint64)
     args = (in_indptr, in_indices, np.uint64(key), np.uint64(cont), counts, pv, pg0, pg1,
             np.int64(pv.size), nxt, out)  # fmt: skip
-    get_kernel(SIMRANK_KERNEL, f"gj_sr_meets_{_suffix(in_indices)}")((blocks,), (256,), args)
+    SIMRANK.get(f"gj_sr_meets_{_suffix(in_indices)}")((blocks,), (256,), args)
     return out.astype(cp.int64)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from graphs._device import l2_fetch_granularity
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
+from operators._gpu.launch import l2_fetch_granularity
 from operators._gpu.streams import StreamPool, exhaust
 
 # bytes fetched per L2 miss while a GPU batch's rounds run (64 by default): R-MAT 24 batch at k = 10 / 100 /

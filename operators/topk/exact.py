@@ -25,7 +25,8 @@ import time
 import numba as nb
 import numpy as np
 
-from graphs._device import array_module, get_kernel, import_cupy, to_host
+from graphs._device import array_module, import_cupy, to_host
+from operators._gpu.registry import Kernel
 from operators.topk.cpu import select_top
 
 EXACT_REACH = 256  # largest closed touched set solved densely (a 256 x 256 solve takes about 1 ms)
@@ -111,14 +112,15 @@ extern "C" __global__ void gj_lone_vertices(const long long* indptr, const IDX* 
 """
 
 
-def lone_source(indices_dtype) -> str:
-    """``LONE_CUDA`` for the graph's index type."""
-    return f"#define IDX {'long long' if indices_dtype == np.int64 else 'int'}\n" + LONE_CUDA
+# IDX: the graph's index type
+LONE = Kernel(
+    LONE_CUDA, ("gj_lone_vertices",), variants=({"IDX": "int"}, {"IDX": "long long"}), label="topk-lone"
+)
 
 
 def _lone_gpu(G) -> np.ndarray:
     cp = import_cupy()
-    kernel = get_kernel(lone_source(G.indices.dtype), "gj_lone_vertices")
+    kernel = LONE.get("gj_lone_vertices", IDX="long long" if G.indices.dtype == np.int64 else "int")
     lone = cp.empty(G.n, dtype=cp.uint8)
     kernel((max(1, min(4096, (G.n + 255) // 256)),), (256,), (G.indptr, G.indices, np.int64(G.n), lone))
     return lone.get()

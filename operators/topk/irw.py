@@ -14,7 +14,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from graphs._device import array_module, get_kernel, launch_config
+from graphs._device import array_module
+from operators._gpu.launch import launch_config
+from operators._gpu.registry import Kernel
 
 CUDA = r"""
 // key = end * n + start -> (end, start)
@@ -60,6 +62,9 @@ def _place_cpu(t, v, sig, ip1, ip2, starts):
             starts[ip2[e + 1] + i - before] = v[i]
 
 
+INVERT = Kernel(CUDA, ("gj_irw_split", "gj_irw_place"), label="irw-invert")
+
+
 def _split(key, n: int, ids):
     """(key // n, key % n) as ``ids`` arrays."""
     xp = array_module(key)
@@ -70,7 +75,7 @@ def _split(key, n: int, ids):
         _split_cpu(key, np.int64(n), t, v)
     elif key.size:
         args = (key, np.int64(key.size), np.int64(n), t, v)
-        get_kernel(CUDA, "gj_irw_split")(*launch_config(key.size), args)
+        INVERT.get("gj_irw_split")(*launch_config(key.size), args)
     return t, v
 
 
@@ -87,7 +92,7 @@ def _place(t, v, sig, ip1, ip2):
     elif t.size:
         incl = xp.cumsum(sig, dtype=np.int64)
         args = (t, v, sig, incl, ip1, ip2, np.int64(t.size), starts)
-        get_kernel(CUDA, "gj_irw_place")(*launch_config(t.size), args)
+        INVERT.get("gj_irw_place")(*launch_config(t.size), args)
     return starts
 
 

@@ -18,8 +18,10 @@ import math
 import numba as nb
 import numpy as np
 
-from graphs._device import array_module, get_kernel, launch_config
-from graphs._mix import MIX_CUDA, mix64, rand_unit
+from graphs._device import array_module
+from graphs._mix import MIX_CUDA, MIX_DEFINES, mix64, rand_unit
+from operators._gpu.launch import launch_config
+from operators._gpu.registry import Kernel
 
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -107,13 +109,21 @@ extern "C" __global__ void gj_irw_keys_i64(const long long* indptr, const long l
 )
 
 
+WALKS = Kernel(
+    WALKS_KERNEL,
+    ("gj_irw_walks_i32", "gj_irw_walks_i64", "gj_irw_keys_i32", "gj_irw_keys_i64"),
+    defines=MIX_DEFINES,
+    label="irw-walks",
+)
+
+
 def _walks_gpu(indptr, indices, wptr, key, stop, first, out, keys):
     kind = "keys" if keys else "walks"
     name = f"gj_irw_{kind}_{'i32' if indices.dtype == np.int32 else 'i64'}"
     grid, block = launch_config(int(out.size), 256)
     n = np.int64(wptr.size - 1)
     args = (indptr, indices, wptr, n, np.uint64(key), stop, np.int32(first), out)
-    get_kernel(WALKS_KERNEL, name)(grid, block, args)
+    WALKS.get(name)(grid, block, args)
 
 
 def _walks(indptr, indices, omega, key: int, alpha: float, first_step: bool, keys: bool):

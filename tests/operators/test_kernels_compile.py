@@ -1,187 +1,184 @@
-"""Every CUDA kernel source compiles for Hopper (sm_90) without register spills (needs nvcc, not a GPU),
-and the GPU's own compile (NVRTC, through CuPy) keeps each kernel's local memory within ``LOCAL_BUDGET``
-(marked gpu; that compile differs from nvcc's for two kernels).
+"""Every CUDA kernel of the registry (``operators._gpu.registry``), in every variant it lists, compiles for
+Hopper (sm_90) with no more register spills than its ``spill_budget`` (needs nvcc, not a GPU), and the
+GPU's own compile (NVRTC, through CuPy) keeps each entry function's local memory within its
+``local_budget`` (marked gpu; that compile differs from nvcc's for some kernels).
 
-Stated exceptions: the fused PPR solver runs 8 resident blocks of 256 threads per SM (its cost
-model's layout, and a cooperative grid must be resident), which caps it at 32 registers; it may spill
-loop state to L1, no more than ``SPILL_BUDGET`` bytes per entry function (measured with nvcc 13.0:
-60 / 76 bytes for one source in f32 / f64, 92 / 124 for a batch of sources, whose row arithmetic
-adds registers), and its choice of the next model, a function of its own, 76-80. The pull sweep of
-d52b2a0 raised them from 60 / 40 and 76 / 76; its solves are 1.5-3x faster per pull iteration and
-push's unchanged in same-machine A/Bs (benchmarks/results/ppr-pull-*.txt), spills included.
-The top-k entry pass (two blocks of 1,024 threads per SM, so 32 registers) may spill 16 bytes: with
-four entries per lane in flight it beat two (8 bytes) and one (none) in a same-call A/B
-(benchmarks/results/topk-entries-ways-ab-h100.txt).
+The registry itself is checked without a GPU: each declaration names exactly the ``gj_`` entry functions
+of its source, each define is written nowhere else in it, a define named like a
+constant of its module has that constant's value, and no module compiles CUDA outside the registry.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
-import numpy as np
 import pytest
 
-from graphs import _mix, generators
-from graphs._device import get_kernel
-from operators.influence import gpu as _im_gpu
-from operators.influence import greedy as _im_greedy_gpu
-from operators.pagerank import gpu as _pagerank_gpu
-from operators.ppr import calibrate as _ppr_calibrate
-from operators.ppr import power as _ppr_power
-from operators.ppr import push_gpu as _ppr_push_gpu
-from operators.ppr import top_rows as _top_rows
-from operators.simrank import gpu as _simrank_gpu
-from operators.topk import exact as _topk_exact
-from operators.topk import gpu as _topk_gpu
-from operators.topk import irw as _irw_invert
-from operators.topk import walks as _irw
-from operators.topk.gpu import bound as _topk_gpu_bound
-from operators.topk.gpu import entries as _topk_gpu_entries
-from operators.topk.gpu import estimate as _topk_gpu_estimate
-from operators.topk.gpu import frontier as _topk_gpu_frontier
-from operators.topk.gpu import push as _topk_gpu_push
-from operators.topk.gpu import refine as _topk_refine_gpu
-from operators.topk.gpu import refine_need as _topk_refine_need
-from operators.topk.gpu import seen as _topk_gpu_seen
-from operators.topk.gpu import select as _topk_gpu_select
+from graphs._kernel import Kernel
+from operators._gpu.registry import PACKAGES, all_kernels
 
 NVCC = shutil.which("nvcc")
-# gj_ppr_next (mangled): called by one block once per iteration, off the hot loops, and not inlined
-# so that the loops keep their registers
-SPILL_BUDGET = {"gj_ppr_solve_f32": 64, "gj_ppr_solve_f64": 80, "gj_ppr_solve_batch_f32": 104,
-                "gj_ppr_solve_batch_f64": 128, "gj_afp_push_persistent": 12, "gj_bound_entries_smem": 16,
-                "gj_bound_entries_split": 16,
-                "_Z11gj_ppr_nextPjS_PKjS1_iiPiPdS3_iiddddiibb": 104}  # fmt: skip
-# local memory per thread of an entry function as the GPU machine compiles it (CuPy 14.2's NVRTC 13.0 and
-# driver 13.0; 0 where unnamed): spilled registers and local arrays. Measured there; nvcc 13.0 reports the
-# same stack frames except gj_ppr_solve_batch_f32 (48) and gj_im_sample_block (0 bytes at 38 registers,
-# where the GPU's compile keeps 32 registers and 16 bytes local)
-LOCAL_BUDGET = {"gj_list_seen": 16, "gj_round_top": 32, "gj_im_sample_block": 16, "gj_bound_entries_smem": 16,
-                "gj_bound_entries_split": 16,
-                "gj_ppr_solve_f32": 56, "gj_ppr_solve_f64": 56,
-                "gj_ppr_solve_batch_f32": 56, "gj_ppr_solve_batch_f64": 64}  # fmt: skip
-SOURCES = [
-    ("fingerprint", _mix.FINGERPRINT_KERNEL, ("gj_fingerprint_u32", "gj_fingerprint_u64")),
-    ("rmat", generators.RMAT_KERNEL, ("gj_rmat",)),
-    *_pagerank_gpu.kernel_sources(),
-    (
-        "irw-walks",
-        _irw.WALKS_KERNEL,
-        ("gj_irw_walks_i32", "gj_irw_walks_i64", "gj_irw_keys_i32", "gj_irw_keys_i64"),
-    ),
-    ("irw-invert", _irw_invert.CUDA, ("gj_irw_split", "gj_irw_place")),
-    ("ppr-power-merge", _ppr_power.MERGE_CUDA, ("gj_ppr_row_distinct", "gj_ppr_row_merge")),
-    (
-        "topk-push",
-        _topk_gpu_frontier.FRONTIER_KERNELS,
-        ("gj_afp_push_tiles", "gj_afp_push_threads", "gj_afp_push_big", "gj_afp_frontier"),
-    ),
-    ("topk-push-persistent", _topk_gpu_push.PERSISTENT_KERNEL, ("gj_afp_push_persistent",)),
-    ("topk-list-seen", _topk_gpu_seen.LIST_SEEN_KERNEL, ("gj_list_seen",)),
-    (
-        "topk-query",
-        _topk_gpu.QUERY_KERNELS,
-        ("gj_query_clear", "gj_query_start"),
-    ),
-    ("topk-round-top", _topk_gpu_select.ROUND_TOP_KERNEL, ("gj_round_top",)),
-    ("topk-estimate", _topk_gpu_estimate.ESTIMATE_SOURCE, ("gj_compute_ppr", "gj_compute_big")),
-    ("topk-bound", _topk_gpu_bound.BOUND_SOURCE, ("gj_round_lists",)),
-    ("topk-bound-32", _topk_gpu_bound.bound_source(False, False), ("gj_round_lists",)),
-    (
-        "topk-entries",
-        _topk_gpu_entries.ENTRIES_SOURCE,
-        ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
-    ),
-    (
-        "topk-entries-32",
-        _topk_gpu_entries.entries_source(False, False),
-        ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
-    ),
-    ("topk-fallback", _topk_gpu_estimate.FALLBACK_KERNEL, ("gj_fallback_walks",)),
-    (
-        "topk-refine",
-        _topk_refine_gpu.REFINE_SOURCE,
-        (
-            "gj_refine_band",
-            "gj_refine_chunks",
-            "gj_refine_need",
-            "gj_refine_sum",
-            "gj_refine_reduce",
-        ),
-    ),
-    (
-        "topk-refine-need",
-        _topk_refine_need.NEED_SOURCE,
-        (
-            "gj_refine_weights",
-            "gj_refine_walk_sums",
-            "gj_refine_big",
-            "gj_refine_big_sum",
-            "gj_refine_scatter",
-        ),
-    ),
-    ("topk-lone", _topk_exact.lone_source(np.int32), ("gj_lone_vertices",)),
-    ("top-rows-f32", _top_rows.candidates_source(np.float32), ("gj_top_candidates",)),
-    ("top-rows-f64", _top_rows.candidates_source(np.float64), ("gj_top_candidates",)),
-    (
-        "ppr-push-pull",
-        _ppr_push_gpu.PPR_PUSH_KERNEL,
-        ("gj_ppr_solve_f32", "gj_ppr_solve_f64", "gj_ppr_solve_batch_f32", "gj_ppr_solve_batch_f64"),
-    ),
-    (
-        "ppr-init",
-        _ppr_push_gpu.PPR_INIT_KERNEL,
-        ("gj_ppr_init_f32", "gj_ppr_init_f64", "gj_row_sums_f32", "gj_row_sums_f64"),
-    ),
-    ("ppr-calibrate", _ppr_calibrate.CALIBRATE_KERNEL, ("gj_cal_atomic", "gj_cal_read", "gj_cal_sweep")),
-    ("influence", _im_gpu.SAMPLE_KERNEL, ("gj_im_sample", "gj_im_sample_block", "gj_im_gather")),
-    ("influence-cascades", _im_gpu.CASCADE_KERNEL, ("gj_im_cascades",)),
-    ("influence-greedy", _im_greedy_gpu.COVER_KERNEL, ("gj_im_sample_ids", "gj_im_scatter", "gj_im_cover")),
-    (
-        "simrank",
-        _simrank_gpu.SIMRANK_KERNEL,
-        tuple(f"gj_sr_{k}_{t}" for k in ("meets", "pull") for t in ("i32", "i64")),
-    ),
-]
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = tuple(k for k in all_kernels() if k.module.split(".")[0] in PACKAGES)
+VARIANTS = [(k, v) for k in KERNELS for v in k.variants]
+VARIANT_IDS = [f"{k.label}-{i}" for k in KERNELS for i in range(len(k.variants))]
+# an entry function, the names made by token pasting (``gj_ppr_solve_##S``) as their prefix
+ENTRY = re.compile(
+    r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(?:\w+\s+)?(gj_\w+?)(##\w+)?\s*\('
+)
+DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)(?:\s+(\S+))?", re.M)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-@pytest.mark.parametrize(("label", "source", "names"), SOURCES, ids=[s[0] for s in SOURCES])
-def test_kernel_compiles_without_spills(tmp_path, label, source, names):
-    src = tmp_path / f"{label}.cu"
-    src.write_text(source)
+@pytest.mark.parametrize(("kernel", "variant"), VARIANTS, ids=VARIANT_IDS)
+def test_kernel_compiles_without_spills(tmp_path, kernel, variant):
+    src = tmp_path / f"{kernel.label}.cu"
+    src.write_text(kernel.source)
+    command = [NVCC, "-arch=sm_90", *kernel.compile_options(**variant), "-cubin", "-Xptxas", "-v"]
     out = subprocess.run(
-        [
-            NVCC,
-            "-arch=sm_90",
-            "-std=c++17",
-            "-cubin",
-            "-Xptxas",
-            "-v",
-            "-o",
-            str(tmp_path / "k.cubin"),
-            str(src),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+        [*command, "-o", str(tmp_path / "k.cubin"), str(src)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stderr[-3000:]
     report = out.stderr
-    for name in names:
+    for name in kernel.names:
         assert f"Compiling entry function '{name}'" in report
     props = r"Function properties for (\w+)\n\s*\d+ bytes stack frame, (\d+) bytes spill stores"
     found = re.findall(props, report)
-    assert {name for name, _ in found} >= set(names), report
+    assert {name for name, _ in found} >= set(kernel.names), report
     for name, spill in found:
-        assert int(spill) <= SPILL_BUDGET.get(name, 0), f"{name}: {spill} bytes of spills\n{report}"
+        assert int(spill) <= kernel.spill_budget.get(name, 0), f"{name}: {spill} bytes of spills\n{report}"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("label", "source", "names"), SOURCES, ids=[s[0] for s in SOURCES])
-def test_kernel_local_memory_as_compiled_on_the_gpu(label, source, names):
-    local = {name: get_kernel(source, name).attributes["local_size_bytes"] for name in names}
-    over = {name: b for name, b in local.items() if b > LOCAL_BUDGET.get(name, 0)}
+@pytest.mark.parametrize(("kernel", "variant"), VARIANTS, ids=VARIANT_IDS)
+def test_kernel_local_memory_as_compiled_on_the_gpu(kernel, variant):
+    local = {n: kernel.get(n, **variant).attributes["local_size_bytes"] for n in kernel.names}
+    over = {n: b for n, b in local.items() if b > kernel.local_budget.get(n, 0)}
     assert not over, f"bytes of local memory per thread over budget: {over} (all: {local})"
+
+
+def test_the_registry_holds_every_kernel_package():
+    modules = {k.module for k in KERNELS}
+    assert {"graphs._mix", "graphs.generators"} <= modules
+    for package in ("pagerank", "ppr", "topk", "influence", "simrank"):
+        assert any(m.startswith(f"operators.{package}.") for m in modules), package
+    labels = [k.label for k in KERNELS]
+    assert len(labels) == len(set(labels))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=[k.label for k in KERNELS])
+def test_a_declaration_names_exactly_the_entry_functions_of_its_source(kernel):
+    entries = ENTRY.findall(kernel.source)
+    exact = {name for name, pasted in entries if not pasted}
+    prefixes = {name for name, pasted in entries if pasted}
+    assert exact | prefixes, kernel.label
+    assert all(n.startswith("gj_") for n in kernel.names)
+    assert exact <= set(kernel.names), exact - set(kernel.names)
+    for name in kernel.names:
+        assert name in exact or any(name.startswith(p) for p in prefixes), f"{kernel.label}: {name}"
+    for prefix in prefixes:
+        assert any(n.startswith(prefix) for n in kernel.names), f"{kernel.label}: {prefix}##"
+
+
+def test_no_entry_function_is_declared_twice():
+    names = [n for k in KERNELS for n in k.names]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=[k.label for k in KERNELS])
+def test_defines_are_written_once(kernel):
+    written = {name for name, _ in DEFINE.findall(kernel.source)}
+    keys = set(kernel.defines) | {key for v in kernel.variants for key in v}
+    assert not keys & written, f"{kernel.label}: #define in the source and -D both: {keys & written}"
+    for v in kernel.variants:  # a variant's set is whole: it gives every key any other variant gives
+        assert set(v) == set(kernel.variants[0]), kernel.label
+
+
+def _int_constants(module: str) -> dict[str, int]:
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    if not path.exists():
+        path = path.with_suffix("") / "__init__.py"
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        for target, value in _pairs(targets, getattr(node, "value", None)):
+            try:
+                v = ast.literal_eval(value)
+            except ValueError:
+                continue
+            if isinstance(target, ast.Name) and target.id.isupper() and type(v) is int:
+                out[target.id] = v
+    return out
+
+
+def _pairs(targets, value):
+    for t in targets:
+        if isinstance(t, ast.Tuple) and isinstance(value, ast.Tuple) and len(t.elts) == len(value.elts):
+            yield from zip(t.elts, value.elts, strict=True)
+        else:
+            yield t, value
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=[k.label for k in KERNELS])
+def test_a_define_named_like_a_python_constant_has_its_value(kernel):
+    import importlib
+
+    module = importlib.import_module(kernel.module)
+    for key, value in {**kernel.defines, **kernel.variants[0]}.items():
+        for name in (key, key.removeprefix("GJ_")):
+            python = getattr(module, name, None)
+            if type(python) is int and name.isupper():
+                got = _c_int(value)
+                assert got == python, f"{kernel.label}: -D{key}={value}, {kernel.module}.{name} = {python}"
+
+
+def _c_int(value) -> int | None:
+    """A define's value as an integer (a C literal such as ``0x9E37ULL`` too), else None."""
+    if isinstance(value, int):
+        return int(value)
+    try:
+        return int(str(value).rstrip("uUlL"), 0)
+    except ValueError:
+        return None
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=[k.label for k in KERNELS])
+def test_no_source_writes_a_python_constant_of_its_module_as_a_define(kernel):
+    constants = _int_constants(kernel.module)
+    for name, value in DEFINE.findall(kernel.source):
+        python = constants.get(name, constants.get(name.removeprefix("GJ_")))
+        assert python is None, f"{kernel.label}: #define {name} {value} beside {kernel.module}'s {python}"
+
+
+def test_cuda_is_built_only_through_the_registry():
+    """``RawKernel``, ``RawModule`` and ``get_kernel`` are called only in the registry's module; no source is
+    assembled from f-string ``#define`` lines; no SM count is written out."""
+    allowed = {ROOT / "graphs" / "_kernel.py"}
+    bad = []
+    for package in (*PACKAGES, "pipelines", "cluster", "benchmarks"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            text = path.read_text()
+            if path not in allowed and re.search(r"\b(RawKernel|RawModule|get_kernel)\s*\(", text):
+                bad.append(f"{path.relative_to(ROOT)}: compiles CUDA")
+            if re.search(r"""\bf(["'])[^\n]*#define""", text):
+                bad.append(f"{path.relative_to(ROOT)}: f-string #define")
+            if re.search(r"max_blocks=\d+ \*", text):
+                bad.append(f"{path.relative_to(ROOT)}: a written-out SM count")
+    assert not bad, bad
+
+
+def test_defines_reach_the_compiler_as_options():
+    k = Kernel('extern "C" __global__ void gj_t(IDX* x) { x[0] = N; }', "gj_t", defines={"N": 3, "F": True})
+    assert k.names == ("gj_t",) and k.label == "gj_t" and k.module == __name__
+    assert k.compile_options() == ("-std=c++17", "-DN=3", "-DF=1")
+    assert k.define_options(IDX="long long", N=4) == ("-DN=4", "-DF=1", "-DIDX=long long")
+    with pytest.raises(KeyError):
+        k.get("gj_other")
+    with pytest.raises(ValueError, match="gj_"):
+        Kernel("", ("t",))
+    with pytest.raises(ValueError, match="macro"):
+        Kernel("", ("gj_t",), defines={"A B": 1})

@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from graphs._build import expand_rows
-from graphs._device import get_kernel, import_cupy, launch_config
+from graphs._device import import_cupy
+from operators._gpu.device import sm_count
+from operators._gpu.launch import launch_config
+from operators._gpu.registry import Kernel
 
 LAYOUT_KERNELS = r"""
 // Layout build: the sort key of every in-edge from its int32 source and row (renumbered by `rank` when
@@ -41,6 +44,9 @@ extern "C" __global__ void gj_binned_place(const long long* __restrict__ key,
 """
 
 
+LAYOUT = Kernel(LAYOUT_KERNELS, ("gj_binned_keys", "gj_binned_place"), label="binned-layout")
+
+
 def edge_keys(indptr_t, indices_t, rank, nbins: int, chunk_bits: int, bin_bits: int):
     """``_pagerank_binned``'s sort keys on the GPU (int64, one per in-edge)."""
     cp = import_cupy()
@@ -48,12 +54,12 @@ def edge_keys(indptr_t, indices_t, rank, nbins: int, chunk_bits: int, bin_bits: 
     key = cp.empty(m, dtype=cp.int64)
     if m:
         row = expand_rows(indptr_t, m).astype(cp.int32, copy=False)
-        grid, block = launch_config(m, 256, max_blocks=132 * 32)
+        grid, block = launch_config(m, 256, max_blocks=sm_count() * 32)
         renumber = rank is not None
         rank = rank if renumber else cp.zeros(1, dtype=cp.int64)
         args = (indices_t.astype(cp.int32, copy=False), row, rank, np.int32(renumber), np.int64(m),
                 np.int64(nbins), np.int32(chunk_bits), np.int32(bin_bits), key)  # fmt: skip
-        get_kernel(LAYOUT_KERNELS, "gj_binned_keys")(grid, block, args)
+        LAYOUT.get("gj_binned_keys")(grid, block, args)
     return key
 
 
@@ -62,11 +68,11 @@ def place_edges(key, shift, chunk_bits: int, bin_bits: int, out: dict, weights_t
     m = int(key.size)
     if not m:
         return
-    grid, block = launch_config(m, 256, max_blocks=132 * 32)
+    grid, block = launch_config(m, 256, max_blocks=sm_count() * 32)
     cp = import_cupy()
     weighted = weights_t is not None
     none_f, none_i = cp.zeros(1, dtype=cp.float32), cp.zeros(1, dtype=cp.int64)
     args = (key, shift, np.int64(m), np.int32(chunk_bits), np.int32(bin_bits), out["src"], out["dst"],
             np.int32(weighted), weights_t if weighted else none_f, order if weighted else none_i,
             out["w"] if weighted else none_f)  # fmt: skip
-    get_kernel(LAYOUT_KERNELS, "gj_binned_place")(grid, block, args)
+    LAYOUT.get("gj_binned_place")(grid, block, args)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
+from operators._gpu.device import l2_cache_bytes
+from operators._gpu.registry import Kernel
 from operators.pagerank.binned import TUNING, binned_order, build_bytes, kept_layout
-from operators.pagerank.kernels import cuda_source
+from operators.pagerank.kernels import COMMON_CUDA, variant
 
 FILL_THREADS, SUM_THREADS = 1024, 512
 
@@ -168,30 +170,35 @@ extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(
 """
 
 
-def binned_sources(dtype, weighted: bool) -> tuple[str, str]:
-    """Sources of the fill and the sum kernel for values of ``dtype``."""
+def binned_variant(dtype, weighted: bool, threads: int) -> dict:
+    """The defines of the fill (``FILL_THREADS``) or the sum kernel (``SUM_THREADS``) for values of
+    ``dtype``: ``TUNING``'s bits and sum blocks for its size."""
     dtype = np.dtype(dtype)
     bits = TUNING[dtype.itemsize]
-    defs = f"#define CHUNK_BITS {bits['chunk_bits']}\n#define BIN_BITS {bits['bin_bits']}\n"
-    defs += f"#define SUM_BLOCKS {TUNING['sum_blocks'][dtype.itemsize]}\n" + VALS_CUDA
-    fill = cuda_source(defs + FILL_KERNEL, dtype, weighted, np.int32, FILL_THREADS)
-    return fill, cuda_source(defs + SUM_KERNEL, dtype, weighted, np.int32, SUM_THREADS)
+    return {
+        **variant(dtype, weighted, np.int32, threads),
+        "CHUNK_BITS": bits["chunk_bits"],
+        "BIN_BITS": bits["bin_bits"],
+        "SUM_BLOCKS": TUNING["sum_blocks"][dtype.itemsize],
+    }
 
 
-def kernel_sources() -> list[tuple[str, str, tuple[str, ...]]]:
-    """Every variant of the two kernels: (label, source, kernel names)."""
-    out = []
-    for dtype in (np.float32, np.float64):
-        for weighted in (False, True):
-            fill, summ = binned_sources(dtype, weighted)
-            tag = f"{np.dtype(dtype).name}-{'w' if weighted else 'u'}"
-            out += [
-                (f"binned-fill-{tag}", fill, ("gj_binned_fill",)),
-                (f"binned-sum-{tag}", summ, ("gj_binned_sum",)),
-            ]
-    from operators.pagerank.binned.build import LAYOUT_KERNELS
+def _variants(threads: int) -> tuple[dict, ...]:
+    return tuple(binned_variant(d, w, threads) for d in (np.float32, np.float64) for w in (False, True))
 
-    return [*out, ("binned-layout", LAYOUT_KERNELS, ("gj_binned_keys", "gj_binned_place"))]
+
+FILL = Kernel(
+    COMMON_CUDA + VALS_CUDA + FILL_KERNEL,
+    ("gj_binned_fill",),
+    variants=_variants(FILL_THREADS),
+    label="binned-fill",
+)
+SUM = Kernel(
+    COMMON_CUDA + VALS_CUDA + SUM_KERNEL,
+    ("gj_binned_sum",),
+    variants=_variants(SUM_THREADS),
+    label="binned-sum",
+)
 
 
 def binned_fits(n: int, dtype) -> bool:
@@ -217,7 +224,7 @@ def binned_pays(n: int, m: int, hot: float, dtype, weighted: bool) -> bool:
     if np.dtype(dtype) != np.float32 or m == 0 or not binned_fits(n, dtype):
         return False
     cp = import_cupy()
-    l2 = cp.cuda.Device().attributes["L2CacheSize"]
+    l2 = l2_cache_bytes()
     if n * 4 <= (l2 // 2 if hot >= TUNING["order_below"] else l2 // 4):
         return False
     free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
@@ -242,8 +249,8 @@ def layout_step(lay: dict, weighted: bool, dtype, lo: int = 0):
     bits = TUNING[dtype.itemsize]
     if (lay["chunk_bits"], lay["bin_bits"]) != (bits["chunk_bits"], bits["bin_bits"]):
         raise ValueError(f"the layout's chunk and bin bits are not those of {dtype.name}'s kernels")
-    src_fill, src_sum = binned_sources(dtype, weighted)
-    fill, summ = get_kernel(src_fill, "gj_binned_fill"), get_kernel(src_sum, "gj_binned_sum")
+    fill = FILL.get("gj_binned_fill", **binned_variant(dtype, weighted, FILL_THREADS))
+    summ = SUM.get("gj_binned_sum", **binned_variant(dtype, weighted, SUM_THREADS))
     smem_fill = dtype.itemsize << bits["chunk_bits"]
     smem_sum = (dtype.itemsize << bits["bin_bits"]) + 4 * (2 * lay["chunks"] + 1)
     fill.max_dynamic_shared_size_bytes = smem_fill

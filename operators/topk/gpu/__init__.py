@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
+from operators._gpu.device import sm_count
+from operators._gpu.registry import Kernel
 from operators.topk.gpu import graph as graph_rounds
 from operators.topk.gpu.bound import BY_VERTEX_H, select_and_bound_gpu
 from operators.topk.gpu.entries import bound_smem_plan, segment_count
 from operators.topk.gpu.estimate import compute_ppr_gpu, fallback_gpu
 from operators.topk.gpu.frontier import BIG_DEGREE, TSIZE, push_frontiers
 from operators.topk.gpu.lists import round_constants
-from operators.topk.gpu.push import QP_S, VERTEX_CUDA, persistent_blocks, push_persistent
+from operators.topk.gpu.push import QP_S, VERTEX_CUDA, VERTEX_DEFINES, persistent_blocks, push_persistent
 from operators.topk.gpu.refine import refine_launch_gpu, refine_read_gpu
 from operators.topk.gpu.seen import list_seen, seen_tiles_buffer
 from operators.topk.gpu.select import launch_round_top, read_round_top
@@ -71,13 +73,18 @@ extern "C" __global__ void gj_query_start(const double* qp, gj_vertex* vs, unsig
     stats[0] = stats[1] = stats[2] = 0;
 }
 """
-QUERY_KERNELS = (
-    f"#define DENSE_CLEAR {DENSE_CLEAR}\n#define DENSE_SEEN {DENSE_SEEN}\n" + VERTEX_CUDA + QUERY_CUDA
+QUERY_KERNELS = VERTEX_CUDA + QUERY_CUDA
+
+QUERY = Kernel(
+    QUERY_KERNELS,
+    ("gj_query_clear", "gj_query_start"),
+    defines={**VERTEX_DEFINES, "DENSE_CLEAR": DENSE_CLEAR, "DENSE_SEEN": DENSE_SEEN},
+    label="topk-query",
 )
 
 
 def _kernel(name):
-    return get_kernel(QUERY_KERNELS, name)
+    return QUERY.get(name)
 
 
 class GPUQuery:
@@ -126,7 +133,7 @@ class GPUQuery:
         self.stats = cp.zeros(3, dtype=cp.uint64)
         self.round_top = None  # the buffers of ``round_top`` for the last k
         self.round_tops = {}  # and for every k so far (a captured round holds their addresses)
-        self.sm_blocks = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        self.sm_blocks = sm_count()
         self.blocks = persistent_blocks()  # fewer when several queries run at once
         self.in_flight = 1  # queries running at once on the GPU (``_topk_batch``)
         self.replay = False  # rounds as CUDA graphs where they may be (set by ``_topk_batch`` for queries)

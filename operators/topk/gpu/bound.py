@@ -21,14 +21,12 @@ pass reads of the index is built once per index (``_topk_gpu_lists``).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from graphs._device import get_kernel
 from operators._gpu.blocks import SCAN_CUDA
-from operators.topk.gpu.entries import WIDE_ENTRIES, bound_entries, hword_typedef
-from operators.topk.gpu.push import PUSH_DEVICE, QP_TAU
+from operators._gpu.registry import Kernel
+from operators.topk.gpu.entries import TYPES_CUDA, WIDE_ENTRIES, bound_entries, entry_types
+from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, QP_TAU
 
 BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its lane or warp
 
@@ -114,15 +112,14 @@ extern "C" __global__ void gj_round_lists(const int* touched, const int* ntouche
 """
 
 
-@functools.cache  # one string per variant: get_kernel's cache then hashes it once, not every round
-def bound_source(wide: bool, narrow: bool = True) -> str:
-    """``gj_round_lists``, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``,
-    and 16-bit H entries when ``narrow`` (``_topk_gpu_lists.pack_entries``)."""
-    head = f"typedef {'long long' if wide else 'int'} gj_eoff;\n" + hword_typedef(narrow)
-    return head + PUSH_DEVICE + SCAN_CUDA + BOUND_CUDA
-
-
-BOUND_SOURCE = bound_source(False)
+# ``gj_round_lists``, its variants ``entry_types(wide, narrow)``
+BOUND = Kernel(
+    TYPES_CUDA + PUSH_DEVICE + SCAN_CUDA + BOUND_CUDA,
+    ("gj_round_lists",),
+    defines=PUSH_DEFINES,
+    variants=(entry_types(False, True), entry_types(False, False)),
+    label="topk-bound",
+)
 
 
 def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
@@ -159,4 +156,4 @@ def _round_args(q, exclude_h: bool):
         args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
                 np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
         entries = (args, wide, narrow)
-    return get_kernel(bound_source(wide, narrow), "gj_round_lists"), lists, entries
+    return BOUND.get("gj_round_lists", **entry_types(wide, narrow)), lists, entries

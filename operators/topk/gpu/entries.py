@@ -29,8 +29,10 @@ import functools
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
+from operators._gpu.device import shared_memory_optin, shared_memory_per_sm
+from operators._gpu.registry import Kernel
 
 BOUND_CHUNK = 8192  # consecutive H entries a warp takes at once, a search each (512: R-MAT 24 14-16% slower)
 BOUND_SPREAD = (
@@ -210,24 +212,36 @@ extern "C" __global__ void gj_bound_entries(GJ_ENTRY_PARAMS, int) {
 """
 
 
-def hword_typedef(narrow: bool) -> str:
-    """gj_hword, an H entry: 16 bits when ``narrow``, else 32 (``_topk_gpu_lists.pack_entries``)."""
-    return f"typedef {'unsigned short' if narrow else 'unsigned'} gj_hword;\n"
+def entry_types(wide: bool, narrow: bool = True) -> dict:
+    """The defines of the types ``gj_eoff`` (an entry's place in a round's sequence: 64-bit when ``wide``)
+    and ``gj_hword`` (an H entry: 16 bits when ``narrow``, else 32; ``_topk_gpu_lists.pack_entries``)."""
+    return {"GJ_EOFF": "long long" if wide else "int", "GJ_HWORD": "unsigned short" if narrow else "unsigned"}
 
 
-@functools.cache  # one string per variant: get_kernel's cache then hashes it once, not every round
-def entries_source(wide: bool, narrow: bool = True) -> str:
-    """The kernels, with gj_eoff (an entry's place in a round's sequence) 64-bit when ``wide``, and 16-bit
-    H entries when ``narrow``."""
-    head = f"#define BOUND_CHUNK {BOUND_CHUNK}\n#define MAX_SEGMENTS {MAX_SEGMENTS}\n"
-    head += (
-        f"#define GJ_WAYS {BOUND_WAYS}\n#define GJ_FAST {BOUND_FAST}\n#define BOUND_SPREAD {BOUND_SPREAD}\n"
-    )
-    head += f"typedef {'long long' if wide else 'int'} gj_eoff;\n" + hword_typedef(narrow)
-    return head + SCAN_CUDA + ENTRIES_CUDA
+TYPES_CUDA = "typedef GJ_EOFF gj_eoff;\ntypedef GJ_HWORD gj_hword;\n"
 
 
-ENTRIES_SOURCE = entries_source(False)
+def entries_variant(wide: bool, narrow: bool = True) -> dict:
+    """One variant of ``ENTRIES``: ``entry_types`` and the entries per lane and step inside one list."""
+    return {**entry_types(wide, narrow), "GJ_FAST": BOUND_FAST}
+
+
+# the entry pass runs two blocks of 1,024 threads per SM, so 32 registers: with four entries per lane in
+# flight (GJ_WAYS) its shared-copy kernels spill 16 bytes (nvcc, sm_90), and beat two (8) and one (none)
+ENTRIES = Kernel(
+    TYPES_CUDA + SCAN_CUDA + ENTRIES_CUDA,
+    ("gj_bound_entries_smem", "gj_bound_entries_split", "gj_bound_entries"),
+    defines={
+        "BOUND_CHUNK": BOUND_CHUNK,
+        "MAX_SEGMENTS": MAX_SEGMENTS,
+        "GJ_WAYS": BOUND_WAYS,
+        "BOUND_SPREAD": BOUND_SPREAD,
+    },
+    variants=(entries_variant(False, True), entries_variant(False, False)),
+    spill_budget={"gj_bound_entries_smem": 16, "gj_bound_entries_split": 16},
+    local_budget={"gj_bound_entries_smem": 16, "gj_bound_entries_split": 16},
+    label="topk-entries",
+)
 
 
 def bound_entries(q, args, wide: bool, narrow: bool) -> None:
@@ -244,7 +258,7 @@ def bound_entries(q, args, wide: bool, narrow: bool) -> None:
             per = min(per_sm, fit) if q.in_flight == 1 else 1
             return kernel, (q.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), smem
         return (
-            get_kernel(entries_source(wide, narrow), "gj_bound_entries"),
+            ENTRIES.get("gj_bound_entries", **entries_variant(wide, narrow)),
             (q.sm_blocks * 8,),
             (256,),
             (*args, np.int32(0)),
@@ -260,13 +274,12 @@ def bound_smem_plan(nh: int) -> tuple[int, int, int]:
     """Shared memory of one block of ``gj_bound_entries_smem`` (a float copy of est_h's first ``ncache``
     entries: all of H when it fits), how many such blocks of 1,024 threads run on an SM at once (0: no
     copy; est_h is added to directly) and ``ncache``."""
-    dev = import_cupy().cuda.Device()
     static = 8 * (MAX_SEGMENTS + 1) + 1024
-    ncache = min(max(nh, 1), (dev.attributes["MaxSharedMemoryPerBlockOptin"] - static) // 4)
+    ncache = min(max(nh, 1), (shared_memory_optin() - static) // 4)
     smem = 4 * ncache
     if ncache < min(max(nh, 1), MIN_CACHE):
         return smem, 0, 0
-    per_sm = max(1, min(2, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (smem + static + 1024)))
+    per_sm = max(1, min(2, shared_memory_per_sm() // (smem + static + 1024)))
     return smem, per_sm, ncache
 
 
@@ -276,7 +289,7 @@ def _smem_kernel(device: int, wide: bool, split: bool = False, narrow: bool = Tr
     before, a query over a smaller H could lower it under a concurrent larger one), and how many of its
     blocks of 1,024 threads the registers let run on an SM at once."""
     name = "gj_bound_entries_split" if split else "gj_bound_entries_smem"
-    kernel = get_kernel(entries_source(wide, narrow), name)
+    kernel = ENTRIES.get(name, **entries_variant(wide, narrow))
     optin = import_cupy().cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
     kernel.max_dynamic_shared_size_bytes = optin - kernel.attributes["shared_size_bytes"]
     return kernel, max(1, 65536 // (1024 * kernel.attributes["num_regs"]))

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
-from graphs._mix import MIX_CUDA
+from graphs._device import import_cupy
+from graphs._mix import MIX_CUDA, MIX_DEFINES
 from operators._gpu.blocks import SCAN_CUDA
-from operators.topk.gpu.push import VERTEX_CUDA
+from operators._gpu.registry import Kernel
+from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES
 from operators.topk.walks import WALK_CUDA
 
 BIG_STEPS = 32  # a tile's steps over one start list, beyond which a block takes the list
@@ -90,6 +91,10 @@ extern "C" __global__ void gj_fallback_walks(const long long* indptr, const int*
 """
 )
 
+ESTIMATE = Kernel(
+    ESTIMATE_SOURCE, ("gj_compute_ppr", "gj_compute_big"), defines=VERTEX_DEFINES, label="topk-estimate"
+)
+
 
 def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
     """pi0 (+ the residue's own share) + IRW walk sums (+ H part) of the ``offset + ncand`` vertices
@@ -108,9 +113,12 @@ def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
         return small, big
 
     small, big = q.launch_args(("ppr", offset, tsize), make)
-    get_kernel(ESTIMATE_SOURCE, "gj_compute_ppr")((q.sm_blocks * 4,), (256,), small)
+    ESTIMATE.get("gj_compute_ppr")((q.sm_blocks * 4,), (256,), small)
     if big is not None:
-        get_kernel(ESTIMATE_SOURCE, "gj_compute_big")((q.sm_blocks * 2,), (256,), big)
+        ESTIMATE.get("gj_compute_big")((q.sm_blocks * 2,), (256,), big)
+
+
+FALLBACK = Kernel(FALLBACK_KERNEL, ("gj_fallback_walks",), defines=MIX_DEFINES, label="topk-fallback")
 
 
 def fallback_gpu(q, walks_per_mass: float, key: int):
@@ -129,7 +137,7 @@ def fallback_gpu(q, walks_per_mass: float, key: int):
     if total:
         g = q.index.graph
         grid = (max(1, min(q.sm_blocks * 8, (total + 255) // 256)),)
-        get_kernel(FALLBACK_KERNEL, "gj_fallback_walks")(
+        FALLBACK.get("gj_fallback_walks")(
             grid, (256,),
             (g.indptr, g.indices, verts, rv / nv, wptr, np.int64(verts.size), np.uint64(key),
              np.float64(1.0 - q.index.params.alpha), est, ret),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel
-from operators.topk.gpu.push import PUSH_DEVICE, THREADS
+from operators._gpu.registry import Kernel
+from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, THREADS
 
 TSIZE = 8
 BIG_DEGREE = 8192
@@ -100,7 +100,14 @@ extern "C" __global__ void gj_afp_frontier(const int* touched, const int* ntouch
         gj_regenerate(i, touched, vs, rmax, next, ncount);
 }
 """
-FRONTIER_KERNELS = f"#define TSIZE {TSIZE}\n#define BIG_DEGREE {BIG_DEGREE}\n" + PUSH_DEVICE + FRONTIER_CUDA
+FRONTIER_KERNELS = PUSH_DEVICE + FRONTIER_CUDA
+
+FRONTIER = Kernel(
+    FRONTIER_KERNELS,
+    ("gj_afp_push_tiles", "gj_afp_push_threads", "gj_afp_push_big", "gj_afp_frontier"),
+    defines={**PUSH_DEFINES, "TSIZE": TSIZE, "BIG_DEGREE": BIG_DEGREE},
+    label="topk-push",
+)
 
 
 def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
@@ -109,7 +116,7 @@ def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
     q.load_thresholds(adaptive)
 
     def kernel(name):
-        return get_kernel(FRONTIER_KERNELS, name)
+        return FRONTIER.get(name)
 
     grid = (q.sm_blocks * 4,)
     c[:3] = 0

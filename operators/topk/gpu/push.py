@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy, resident_blocks
 from operators._gpu.blocks import SCAN_CUDA
+from operators._gpu.device import sm_count
+from operators._gpu.launch import resident_blocks
+from operators._gpu.registry import Kernel
 
 THREADS = 256
 # persistent push: edges of a lane whose atomic adds are in flight together, and blocks per SM (85
@@ -42,20 +44,16 @@ VERTEX_CUDA = r"""
 // as a float rounded down (GPUQuery.load_thresholds) and its flags (bit 0: next frontier, 1: touched,
 // 2: claimed, so that the reserve pi0 is read and cleared only where one was written)
 struct __align__(16) gj_vertex { double r; float thr; int mark; };
-// a query's parameters of the round in device memory (GPUQuery.qp), so that the round's launches can be
-// replayed as a CUDA graph: r_max, tau, the source
-#define GJ_QP_RMAX 0
-#define GJ_QP_TAU 1
-#define GJ_QP_S 2
 """
+# a query's parameters of the round in device memory (GPUQuery.qp), so that the round's launches can be
+# replayed as a CUDA graph: r_max, tau, the source; the defines of every Kernel whose source has VERTEX_CUDA
+VERTEX_DEFINES = {"GJ_QP_RMAX": QP_RMAX, "GJ_QP_TAU": QP_TAU, "GJ_QP_S": QP_S}
 
 PUSH_DEVICE = (
-    f"#define PUSH_BATCH {PUSH_BATCH}\n"
-    + VERTEX_CUDA
+    VERTEX_CUDA
     + r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
-#define GJ_T 256
 __device__ __forceinline__ void gj_append(int* list, int* count, int value) {
     cg::coalesced_group g = cg::coalesced_threads();
     int base = 0;
@@ -113,6 +111,8 @@ __device__ __forceinline__ void gj_regenerate(long long i, const int* touched, g
 }
 """
 )
+# the defines of every Kernel whose source has PUSH_DEVICE (GJ_T: threads of its blocks)
+PUSH_DEFINES = {**VERTEX_DEFINES, "PUSH_BATCH": PUSH_BATCH, "GJ_T": THREADS}
 
 PERSISTENT_CUDA = r"""
 // Every frontier of one round in one cooperative launch (grid-wide barriers between the steps).
@@ -226,16 +226,21 @@ extern "C" __global__ void __launch_bounds__(GJ_T, PUSH_PER_SM) gj_afp_push_pers
 """
 CHUNK = 256  # consecutive frontier edges per warp and step of the persistent push
 MAX_BLOCKS = 1024  # blocks of the persistent push at most (s_start lives in shared memory)
-PERSISTENT_KERNEL = (
-    f"#define CHUNK {CHUNK}\n#define MAX_BLOCKS {MAX_BLOCKS}\n#define PUSH_PER_SM {PUSH_PER_SM}\n"
-    + PUSH_DEVICE
-    + SCAN_CUDA
-    + PERSISTENT_CUDA
+PERSISTENT_KERNEL = PUSH_DEVICE + SCAN_CUDA + PERSISTENT_CUDA
+
+# gj_afp_push_persistent may spill 12 bytes (nvcc, sm_90) at PUSH_PER_SM blocks per SM
+PERSISTENT = Kernel(
+    PERSISTENT_KERNEL,
+    ("gj_afp_push_persistent",),
+    defines={**PUSH_DEFINES, "CHUNK": CHUNK, "MAX_BLOCKS": MAX_BLOCKS, "PUSH_PER_SM": PUSH_PER_SM},
+    spill_budget={"gj_afp_push_persistent": 12},
+    cooperative=True,
+    label="topk-push-persistent",
 )
 
 
 def persistent_kernel():
-    return get_kernel(PERSISTENT_KERNEL, "gj_afp_push_persistent", cooperative=True)
+    return PERSISTENT.get("gj_afp_push_persistent")
 
 
 def persistent_blocks(streams: int = 1) -> int:
@@ -243,7 +248,7 @@ def persistent_blocks(streams: int = 1) -> int:
     in flight (a cooperative grid must be resident as a whole)."""
     resident = resident_blocks(persistent_kernel(), THREADS)
     if resident is None:  # no occupancy call in this CuPy: __launch_bounds__ guarantees PUSH_PER_SM
-        resident = PUSH_PER_SM * int(import_cupy().cuda.Device().attributes["MultiProcessorCount"])
+        resident = PUSH_PER_SM * sm_count()
     return max(1, min(resident, MAX_BLOCKS) // max(1, streams))
 
 

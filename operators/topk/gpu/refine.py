@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
+from operators._gpu.registry import Kernel
 from operators.topk.cpu import tie_order
 from operators.topk.gpu import graph as graph_rounds
-from operators.topk.gpu.push import VERTEX_CUDA
+from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES
 from operators.topk.gpu.refine_need import RP_S, NeedBuffers, estimate_need
 from operators.topk.refine import REFINE_Z, band_cap, merge
 
@@ -152,10 +153,7 @@ extern "C" __global__ void gj_refine_reduce(const int* band, const int* nband, i
 REFINE_PARTS = 1 << 18  # partial sums of a band's chunks (the chunks grow to fit)
 # the refinement's per-query values in its parameter block (``_Shared.rp``)
 RP = dict(RP_COUNT=0, RP_RHO=1, RP_KTH=2, RP_VK=3, RP_TAU=4, RP_S=RP_S)
-REFINE_SOURCE = "".join((
-    f"#define REFINE_PARTS {REFINE_PARTS}\n", *(f"#define {name} {i}\n" for name, i in RP.items()),
-    VERTEX_CUDA, SCAN_CUDA, REFINE_KERNELS,
-))  # fmt: skip
+REFINE_SOURCE = VERTEX_CUDA + SCAN_CUDA + REFINE_KERNELS
 
 
 class _Shared:
@@ -215,6 +213,14 @@ def refine_launch_gpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z
     q.done.record()
 
 
+REFINE = Kernel(
+    REFINE_SOURCE,
+    ("gj_refine_band", "gj_refine_chunks", "gj_refine_need", "gj_refine_sum", "gj_refine_reduce"),
+    defines={"REFINE_PARTS": REFINE_PARTS, **RP, **VERTEX_DEFINES},
+    label="topk-refine",
+)
+
+
 def _refine_kernels(q, key, make) -> None:
     """The refinement's copies and launches on the current stream, their arguments made once per
     workspace and configuration ``key`` (by ``make``)."""
@@ -225,12 +231,12 @@ def _refine_kernels(q, key, make) -> None:
     runtime.memcpyAsync(*copies[0], runtime.memcpyHostToDevice, stream)
     runtime.memsetAsync(*copies[1], stream)
     grid = (q.sm_blocks * 4,)
-    get_kernel(REFINE_SOURCE, "gj_refine_band")(grid, (256,), band)
-    get_kernel(REFINE_SOURCE, "gj_refine_chunks")((1,), (256,), chunks)
-    get_kernel(REFINE_SOURCE, "gj_refine_need")(grid, (256,), need)
+    REFINE.get("gj_refine_band")(grid, (256,), band)
+    REFINE.get("gj_refine_chunks")((1,), (256,), chunks)
+    REFINE.get("gj_refine_need")(grid, (256,), need)
     estimate_need(q, q.refine_shared.need, q.refine_shared.rp)
-    get_kernel(REFINE_SOURCE, "gj_refine_sum")(grid, (256,), sums)
-    get_kernel(REFINE_SOURCE, "gj_refine_reduce")(grid, (256,), reduce)
+    REFINE.get("gj_refine_sum")(grid, (256,), sums)
+    REFINE.get("gj_refine_reduce")(grid, (256,), reduce)
     runtime.memcpyAsync(*copies[2], runtime.memcpyDeviceToHost, stream)
 
 

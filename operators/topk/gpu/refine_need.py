@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
+from operators._gpu.registry import Kernel
 from operators.topk.gpu.estimate import BIG_STEPS
 from operators.topk.gpu.frontier import TSIZE
-from operators.topk.gpu.push import VERTEX_CUDA
+from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES
 from operators.topk.refine import SAMPLE_FROM, SAMPLE_STRIDE
 
 RP_S = 5  # the source's place in the refinement's parameter block (``_topk_refine_gpu.RP``)
@@ -150,24 +151,17 @@ extern "C" __global__ void gj_refine_scatter(const int* need, const int* nneed, 
 """
 
 
-def need_source(big_list: int, big_chunk: int) -> str:
-    """The need kernels with lists of more than ``big_list`` entries read in chunks of ``big_chunk``
-    (``NEED_SOURCE``: the defaults; tests take the chunked path with small ones)."""
-    return "".join((
-        f"#define BIG_LIST {big_list}\n#define BIG_CHUNK {big_chunk}\n#define BIG_SHIFT {BIG_SHIFT}\n",
-        f"#define SAMPLE_FROM {SAMPLE_FROM}\n#define SAMPLE_STRIDE {SAMPLE_STRIDE}\n#define RP_S {RP_S}\n",
-        VERTEX_CUDA, NEED_KERNELS,
-    ))  # fmt: skip
-
-
-NEED_SOURCE = need_source(BIG_LIST, BIG_CHUNK)
+def need_variant() -> dict:
+    """The variant of ``NEED`` launched: lists of more than ``BIG_LIST`` entries read in chunks of
+    ``BIG_CHUNK`` (module values, read at the launch; tests take the chunked path with small ones)."""
+    return {"BIG_LIST": BIG_LIST, "BIG_CHUNK": BIG_CHUNK}
 
 
 class NeedBuffers:
     """A workspace's need-list buffers: marks and walk weights (both zero between queries), the counts
     (``counts``: the band's size and the need list's, int32 each, then the long lists' counter; zeroed
     before each refinement), and the long lists' slots and chunk sums, sized for the index's lists of
-    more than BIG_LIST entries read (NEED_SOURCE's BIG_LIST and BIG_CHUNK)."""
+    more than BIG_LIST entries read (``need_variant``)."""
 
     def __init__(self, q):
         cp = import_cupy()
@@ -185,18 +179,37 @@ class NeedBuffers:
         self.part = cp.empty(max(int(((long_lists + BIG_CHUNK - 1) // BIG_CHUNK).sum()), 1), dtype=cp.float64)
 
 
+NEED = Kernel(
+    VERTEX_CUDA + NEED_KERNELS,
+    ("gj_refine_weights", "gj_refine_walk_sums", "gj_refine_big", "gj_refine_big_sum", "gj_refine_scatter"),
+    defines={
+        "BIG_SHIFT": BIG_SHIFT,
+        "SAMPLE_FROM": SAMPLE_FROM,
+        "SAMPLE_STRIDE": SAMPLE_STRIDE,
+        "RP_S": RP_S,
+        **VERTEX_DEFINES,
+    },
+    variants=(need_variant(),),
+    label="topk-refine-need",
+)
+
+
+def _kernel(name: str):
+    return NEED.get(name, **need_variant())
+
+
 def estimate_need(q, nb: NeedBuffers, rp) -> None:
     """Queue the estimates of the ``nb.nneed`` vertices listed in ``q.ids`` past H into ``q.bigval`` (the
     dense estimates) on the current stream, their walk parts through ``q.est`` past H; marks and weights
     are cleared (the arguments made once per workspace)."""
     weights, walk_sums, big, big_sum, scatter = q.launch_args(("refine-need",), lambda: _args(q, nb, rp))
     grid = (q.sm_blocks * 4,)
-    get_kernel(NEED_SOURCE, "gj_refine_weights")(grid, (256,), (*weights, np.int32(1), nb.w))
-    get_kernel(NEED_SOURCE, "gj_refine_walk_sums")(grid, (256,), walk_sums)
-    get_kernel(NEED_SOURCE, "gj_refine_big")(grid, (256,), big)
-    get_kernel(NEED_SOURCE, "gj_refine_big_sum")(grid, (256,), big_sum)
-    get_kernel(NEED_SOURCE, "gj_refine_weights")(grid, (256,), (*weights, np.int32(0), nb.w))
-    get_kernel(NEED_SOURCE, "gj_refine_scatter")(grid, (256,), scatter)
+    _kernel("gj_refine_weights")(grid, (256,), (*weights, np.int32(1), nb.w))
+    _kernel("gj_refine_walk_sums")(grid, (256,), walk_sums)
+    _kernel("gj_refine_big")(grid, (256,), big)
+    _kernel("gj_refine_big_sum")(grid, (256,), big_sum)
+    _kernel("gj_refine_weights")(grid, (256,), (*weights, np.int32(0), nb.w))
+    _kernel("gj_refine_scatter")(grid, (256,), scatter)
 
 
 def _args(q, nb: NeedBuffers, rp):

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy
+from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
-from operators.topk.gpu.push import PUSH_DEVICE, THREADS
+from operators._gpu.registry import Kernel
+from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, THREADS
 
 LIST_SEEN_CUDA = r"""
 // a 16-byte word of flags (vertices 16 w to 16 w + 15) as a 16-bit mask, bit i for vertex 16 w + i; a
@@ -108,7 +109,16 @@ extern "C" __global__ void __launch_bounds__(GJ_T, 4) gj_list_seen(const uint4* 
 """
 SEEN_AHEAD = 4  # words of flags a thread loads at once while counting (one in each of as many tiles)
 SEEN_TILES = 8  # tiles per block, about: more balance them better, fewer make every block's scan shorter
-LIST_SEEN_KERNEL = f"#define SEEN_AHEAD {SEEN_AHEAD}\n" + PUSH_DEVICE + SCAN_CUDA + LIST_SEEN_CUDA
+LIST_SEEN_KERNEL = PUSH_DEVICE + SCAN_CUDA + LIST_SEEN_CUDA
+
+LIST_SEEN = Kernel(
+    LIST_SEEN_KERNEL,
+    ("gj_list_seen",),
+    defines={**PUSH_DEFINES, "SEEN_AHEAD": SEEN_AHEAD},
+    local_budget={"gj_list_seen": 16},
+    cooperative=True,
+    label="topk-list-seen",
+)
 
 
 def list_seen(q) -> None:
@@ -117,7 +127,7 @@ def list_seen(q) -> None:
     def make():
         nw = q.seen_words.size // 16
         tw = THREADS * max(1, -(-nw // (THREADS * SEEN_TILES * q.blocks)))
-        kernel = get_kernel(LIST_SEEN_KERNEL, "gj_list_seen", cooperative=True)
+        kernel = LIST_SEEN.get("gj_list_seen")
         args = (q.seen_words, np.int64(q.seen.size), np.int64(tw), q.touched, q.counts[3:], q.seen_tiles)
         return kernel, args
 

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import get_kernel, import_cupy, resident_blocks
+from graphs._device import import_cupy
+from operators._gpu.launch import resident_blocks
+from operators._gpu.registry import Kernel
 from operators.topk.cpu import select_top, tie_order
 
 HEAD = 8  # record (6), entries above the k-th value, ties at it
 THREADS = 256
 BLOCKS = 32  # a small grid: lists are |H| + candidates long, and its barriers cost less
 
-ROUND_TOP_KERNEL = (
-    f"#define HEAD {HEAD}\n"
-    + r"""
+ROUND_TOP_KERNEL = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 
@@ -102,11 +102,19 @@ extern "C" __global__ void __launch_bounds__(256) gj_round_top(const double* est
     for (long long i = tid; i < 4 * 256; i += stride) hist[i] = 0;
 }
 """
+
+ROUND_TOP = Kernel(
+    ROUND_TOP_KERNEL,
+    ("gj_round_top",),
+    defines={"HEAD": HEAD},
+    local_budget={"gj_round_top": 32},
+    cooperative=True,
+    label="topk-round-top",
 )
 
 
 def _kernel():
-    return get_kernel(ROUND_TOP_KERNEL, "gj_round_top", cooperative=True)
+    return ROUND_TOP.get("gj_round_top")
 
 
 class RoundTop:

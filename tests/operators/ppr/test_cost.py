@@ -253,12 +253,11 @@ def test_gpu_push_micro_benchmark_does_what_the_push_does():
     it receives, exactly once (what the solver's atomics with a read-back do)."""
     import cupy as cp
 
-    from graphs._device import get_kernel
-    from operators.ppr.calibrate import CALIBRATE_KERNEL
+    from operators.ppr.calibrate import CALIBRATE
 
     g = graphs.rmat(12, seed=4, device="gpu")
     x, touched, count = cp.zeros(g.n), cp.full(g.n, -1, np.int32), cp.zeros(1, np.int32)
-    kernel = get_kernel(CALIBRATE_KERNEL, "gj_cal_atomic")
+    kernel = CALIBRATE.get("gj_cal_atomic")
     kernel((64,), (256,), (g.indptr, g.indices, np.int32(g.n), x, touched, count))
     in_deg = np.bincount(g.indices.get(), minlength=g.n)
     np.testing.assert_array_equal(x.get(), in_deg)

@@ -210,9 +210,8 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
         monkeypatch.setattr(lists, "NARROW_H", 0)
     if wide:
         monkeypatch.setattr(bound, "WIDE_ENTRIES", 0)
-    if fast:  # fresh caches of the kernel source, restored with the module's after the test
+    if fast:  # a fresh cache of the kernels (their variant), restored with the module's after the test
         monkeypatch.setattr(entries, "BOUND_FAST", fast)
-        monkeypatch.setattr(entries, "entries_source", functools.cache(entries.entries_source.__wrapped__))
         monkeypatch.setattr(entries, "_smem_kernel", functools.cache(entries._smem_kernel.__wrapped__))
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)

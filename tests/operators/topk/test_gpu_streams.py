@@ -54,12 +54,13 @@ def _check_every_round(monkeypatch):
     """Queue the checks after every round of every GPU query; returns a function that sums them."""
     import cupy as cp
 
-    from graphs._device import get_kernel
+    from operators._gpu.registry import Kernel
     from operators.topk.gpu import GPUQuery
-    from operators.topk.gpu.push import VERTEX_CUDA
+    from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES
 
     names = ("gj_check_source", "gj_check_list", "gj_check_count")
-    source, listed, count = (get_kernel(VERTEX_CUDA + CHECK_KERNELS, n) for n in names)
+    checks = Kernel(VERTEX_CUDA + CHECK_KERNELS, names, defines=VERTEX_DEFINES, label="test-round-checks")
+    source, listed, count = (checks.get(n) for n in names)
     tallies = {}
     launch = GPUQuery.estimate_launch
 

@@ -95,7 +95,6 @@ def test_gpu_long_lists_in_chunks_match_the_numpy_evaluation(monkeypatch):
 
     monkeypatch.setattr(need, "BIG_LIST", 16)
     monkeypatch.setattr(need, "BIG_CHUNK", 32)
-    monkeypatch.setattr(need, "NEED_SOURCE", need.need_source(16, 32))
     assert _check_band("gpu") > 0
 
 
@@ -225,15 +224,15 @@ def test_gpu_refinement_replayed_as_a_graph_answers_as_launched_directly(monkeyp
     assert got and all(v is not gr._CAPTURE and v is not gr._DIRECT for v in got)
 
     idx.forget_workspaces()
-    scatter = need.get_kernel
+    scatter = need._kernel
 
-    def no_capture(source, name):  # a launch that a capture cannot take
+    def no_capture(name):  # a launch that a capture cannot take
         import cupy as cp
 
         if name == "gj_refine_scatter" and cp.cuda.get_current_stream().is_capturing():
             raise RuntimeError("not capturable")
-        return scatter(source, name)
+        return scatter(name)
 
-    monkeypatch.setattr(need, "get_kernel", no_capture)
+    monkeypatch.setattr(need, "_kernel", no_capture)
     check(topk_ppr(idx, srcs, k=200, refine=True, streams=1), direct)
     assert refine_graphs([workspace(idx)]) == [gr._DIRECT]

@@ -348,7 +348,7 @@ def test_gpu_batch_sets_the_l2_fetch_granularity_and_restores_it(rmat13, monkeyp
     raises; a smaller call leaves the hint alone."""
     import cupy as cp
 
-    from graphs._device import L2_FETCH_LIMIT, l2_fetch_granularity
+    from operators._gpu.launch import L2_FETCH_LIMIT, l2_fetch_granularity
     from operators.topk import batch
 
     runtime = cp.cuda.runtime
