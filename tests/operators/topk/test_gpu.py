@@ -9,6 +9,7 @@ import pytest
 import graphs
 from graphs._device import to_host
 from operators import build_ppr_index, topk_ppr
+from operators.topk.cache import QueryCache
 from tests.operators.topk.test_index import _host
 from tests.operators.topk.test_topk_ppr import _sources
 
@@ -205,7 +206,7 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
 
     # the index's round constants are built again here, and the index's own put back after the test
     lists.round_constants(rmat16_gpu)
-    monkeypatch.delitem(rmat16_gpu.__dict__, "_round_constants")
+    monkeypatch.delitem(rmat16_gpu.cache._items, "round_constants")
     if words == 32:
         monkeypatch.setattr(lists, "NARROW_H", 0)
     if wide:
@@ -312,7 +313,7 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
         est=cp.asarray(np.concatenate((est, [-1.0] * 5))),  # entries past the list are not read
         counts=cp.asarray(counts), est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
         stats=cp.asarray([5, 6, 7], dtype=cp.uint64), record=None, round_top=None, round_tops={},
-        index=SimpleNamespace(perm=None),  # ties by these ids (an index in its graph's numbering)
+        index=SimpleNamespace(perm=None, cache=QueryCache()),  # ties by these ids (its graph's numbering)
     )  # fmt: skip
     for _ in range(2):  # the buffers are reused: counters must be left at zero
         q.counts[6] = size - offset

@@ -112,7 +112,7 @@ def test_gpu_batch_on_streams_keeps_each_touched_list_whole(rmat18, monkeypatch,
     names = ("source", "count", "mass outside", "unseen listed", "order")
     assert failed == 0, dict(zip(names, wrong, strict=True))
     if as_graphs:  # the pooled workspaces replayed their rounds
-        pool = idx.__dict__["_stream_pool"]
+        pool = idx.cache.get("stream_pool")
         assert any(
             g is not gr._CAPTURE and g is not gr._DIRECT for _, w in pool._free for g in w.graphs.values()
         )

@@ -219,7 +219,7 @@ def test_gpu_refinement_replayed_as_a_graph_answers_as_launched_directly(monkeyp
     monkeypatch.setattr(gr, "GRAPHS", True)
     for streams in (1, 1, 3):
         check(topk_ppr(idx, srcs, k=200, refine=True, streams=streams), direct)
-    pool = [w for _, w in idx.__dict__["_stream_pool"]._free]
+    pool = [w for _, w in idx.cache.get("stream_pool")._free]
     got = refine_graphs([workspace(idx), *pool])
     assert got and all(v is not gr._CAPTURE and v is not gr._DIRECT for v in got)
 

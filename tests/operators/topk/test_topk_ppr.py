@@ -173,7 +173,7 @@ def test_gpu_streams_answer_as_one_at_a_time(rmat13):
     one = topk_ppr(idx, srcs, k=50, streams=1)
     for _ in range(2):
         many = topk_ppr(idx, srcs, k=50, streams=4)
-        assert idx._stream_pool.size == 4  # one workspace per stream, reused by the second call
+        assert idx.cache.get("stream_pool").size == 4  # one workspace per stream, reused by the second call
         same = [list(x) == list(y) for x, y in zip(one.vertices, many.vertices, strict=True)]
         assert np.mean(same) >= 0.95  # atomic float adds may reorder near-ties
         np.testing.assert_allclose(many.ppr, one.ppr, rtol=1e-6)
@@ -209,7 +209,7 @@ def test_gpu_batch_replays_rounds_as_graphs(rmat13, monkeypatch):
         ]
 
     def pooled():  # the workspaces of several queries in flight, made by the first such batch
-        pool = idx.__dict__.get("_stream_pool")
+        pool = idx.cache.get("stream_pool")
         return [w for _, w in (pool._free if pool else ())]
 
     direct = {}
@@ -313,14 +313,14 @@ def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
     try:
         numba.set_num_threads(1)
         one = topk_ppr(idx, srcs, k=50)
-        assert "_cpu_spares" not in idx.__dict__
+        assert "cpu_spares" not in idx.cache
         numba.set_num_threads(2)
         bytes_per_vertex = batch.CPU_WORKSPACE_BYTES
         assert threads.cpu_threads(idx.graph.n, bytes_per_vertex, 40) == 2
         assert threads.cpu_threads(idx.graph.n, bytes_per_vertex, 1) == 1
         for _ in range(2):
             two = topk_ppr(idx, srcs, k=50)
-            assert len(idx._cpu_spares[1]) == 1  # one spare workspace, reused by the second call
+            assert len(idx.cache.get("cpu_spares")[1]) == 1  # one spare workspace, reused by the second call
             for field in ("vertices", "ppr", "rounds", "pushes", "candidates", "exact"):
                 np.testing.assert_array_equal(getattr(two, field), getattr(one, field))
 
@@ -336,7 +336,7 @@ def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
         monkeypatch.setattr(cpu.CPUQuery, "push", broken)
         with pytest.raises(RuntimeError, match="a query failed"):
             topk_ppr(idx, srcs, k=50)
-        assert len(idx._cpu_spares[1]) == 1  # lent back after the failure
+        assert len(idx.cache.get("cpu_spares")[1]) == 1  # lent back after the failure
     finally:
         numba.set_num_threads(before)
 
