@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs, in one call (see ../shared/gpu/README.md):
-#   bash benchmarks/gpu.sh [stash] [cugraph] [rapids] [tests] [gputest FILES] [democheck] [bench]
-#                          [-- args for benchmarks.run]
+#   bash benchmarks/gpu.sh [stash] [cugraph] [rapids] [tests] [gputest FILES] [democheck] [copyrate]
+#                          [basebench] [bench] [-- args for benchmarks.run]
+# copyrate: the GPU's device-to-device copy rate, measured here (bytes read + written per second).
+# basebench: benchmarks.run with the same args on an earlier tree unpacked in ./.base (git-ignored;
+#   BASE_COMMIT names it in the results:
+#   git archive --prefix=.base/ COMMIT | tar x), so that its figures stand beside bench's in one run.
 # democheck: every demo job on all visible GPUs and on one, outputs compared (benchmarks/compare_demo.py).
 # Needs ./.whl (bash ../shared/gpu/fetch-wheels.sh) and, for the SNAP tests, ./.data with the
 # datasets; both git-ignored and named in the device tool's `carry`. Logs and JSON lines go to $OUT.
@@ -88,6 +92,15 @@ for w in "${what[@]}"; do
         && python3 -m benchmarks.compare_demo /tmp/demo-all /tmp/demo-one --allow-differing 0.002 | tee "$OUT/democheck.log"
       status=$((status | ${PIPESTATUS[0]})) ;;
     alltests) python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/all-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    copyrate) python3 -c "
+import cupy as cp
+a = cp.empty(2**32, dtype=cp.uint8); b = cp.empty_like(a); b[...] = a
+start, stop = cp.cuda.Event(), cp.cuda.Event(); start.record()
+for _ in range(20): b[...] = a
+stop.record(); stop.synchronize(); s = cp.cuda.get_elapsed_time(start, stop) / 1e3
+print(f'device-to-device copy: {2 * 20 * a.nbytes / s / 1e12:.2f} TB/s (bytes read + written)')" 2>&1 | tee "$OUT/copyrate.log" ;;
+    basebench) (cd .base && GRAPHJOBS_COMMIT=${BASE_COMMIT:-base} PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.run --device gpu --out "$OUT/bench-base.jsonl" "$@") \
+        2>&1 | tee "$OUT/bench-base.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     bench) python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     *) echo "unknown step $w"; exit 2 ;;
   esac
