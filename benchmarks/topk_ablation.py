@@ -47,7 +47,7 @@ def ablation(rep: Reporter, name: str, g, *, ks=(100, 1000), queries=10) -> None
             topk_ppr(idx, srcs[:2], k=k, streams=1, **switches)  # warm-up (compilation)
             res = topk_ppr(idx, srcs, k=k, streams=1, **switches)
             ms = float(np.median(res.seconds)) * 1e3
-            prec = [precision_at_k(exact[i], g.internal_ids(res.vertices[i]), k) for i in range(len(srcs))]
+            prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
             base = base or {"impl": f"kpar {ABLATION[0][0]} k={k} {device}", "median": ms}
             rep.emit(
                 bench="topk-ablation", graph=name, impl=f"kpar {label} k={k} {device}", median=ms, unit="ms",

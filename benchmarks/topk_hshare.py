@@ -37,7 +37,7 @@ def _queries(g, idx, srcs, many, exact, k: int, passes: int) -> str:
     one = topk_ppr(idx, srcs, k=k, streams=1)
     ms = one.seconds * 1e3
     checked = topk_ppr(idx, srcs[: len(exact)], k=k, streams=1)
-    prec = np.mean([precision_at_k(x, g.internal_ids(checked.vertices[i]), k) for i, x in enumerate(exact)])
+    prec = np.mean([precision_at_k(x, g.internal_ids(checked.row(i)[0]), k) for i, x in enumerate(exact)])
     rates = []
     for _ in range(passes):
         cp.cuda.Device().synchronize()

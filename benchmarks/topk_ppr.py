@@ -111,9 +111,9 @@ def run_graph(
     for k in ks:
         topk_ppr(idx, srcs[:2], k=k)  # warm-up (compilation)
         res = topk_ppr(idx, srcs, k=k, streams=1)  # latency: one query at a time
-        prec = [precision_at_k(exact[i], g.internal_ids(res.vertices[i]), k) for i in range(len(srcs))]
+        prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
         latency[k] = (float(np.median(res.seconds * 1e3)), float(np.mean(prec)))
-        ndcg = [ndcg_at_k(exact[i], g.internal_ids(res.vertices[i]), k) for i in range(len(srcs))]
+        ndcg = [ndcg_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
         ms = res.seconds * 1e3
         extra = {}
         if name in FORA_TOP1000_MS and k == 1000:
@@ -216,7 +216,7 @@ def _more_walks(rep, g, idx, srcs, exact, latency, many, with_edges, mult, commo
     for k, (base_ms, base_prec) in latency.items():
         topk_ppr(more, srcs[:2], k=k)
         res = topk_ppr(more, srcs, k=k, streams=1)
-        prec = [precision_at_k(exact[i], g.internal_ids(res.vertices[i]), k) for i in range(len(srcs))]
+        prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
         t0 = time.perf_counter()
         topk_ppr(more, many, k=k)
         _sync(g.device)

@@ -62,7 +62,7 @@ def run_graph(rep: Reporter, name: str, g, batch: int) -> None:
         for refine in (False, True, True, False):  # latency in both orders; the second of each counts
             topk_ppr(idx, srcs[:2], k=k, refine=refine)
             res = topk_ppr(idx, srcs, k=k, streams=1, refine=refine)
-            ids = [g.internal_ids(res.vertices[i]) for i in range(len(srcs))]
+            ids = [g.internal_ids(res.row(i)[0]) for i in range(len(srcs))]
             prec = np.array([precision_at_k(exact[i], ids[i], k) for i in range(len(srcs))])
             err = [np.abs(res.ppr[i] / np.maximum(exact[i][v], 1e-300) - 1).mean() for i, v in enumerate(ids)]
             got[refine] = dict(

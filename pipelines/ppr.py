@@ -56,7 +56,9 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
     Returns
     -------
     Job
-        Its result is a ``PPRSummary``: ``out``, ``queries``, ``parts``, mean seconds and iterations.
+        Its result is a ``PPRSummary``: ``out``, ``queries``, ``parts``, mean seconds and iterations,
+        ``sources_short`` (sources with fewer than ``topk`` rows: only vertices of positive PPR are
+        written) and ``compile_seconds`` (the workers' one-time compilation, not in the seconds).
     """
     checked = ppr_options(topk=topk, method=method, alpha=alpha, tol=tol, block=block)  # before any work
     workdir = Path(workdir or default_workdir())
@@ -76,11 +78,14 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     labels = to_host(g.ids)[ids] if g.ids is not None else np.asarray(ids)
     info: dict = {}
     vertices, values = operators.ppr(g, labels, info=info, **opts)
-    first = write_ranked(labels, vertices, values, "ppr", path)
+    counts = np.asarray(info["counts"], dtype=np.int64)
+    first = write_ranked(labels, vertices, values, counts, "ppr", path)
     return dict(
         path=path,
         queries=len(labels),
-        seconds=float(sum(info["seconds"])),
+        seconds=float(sum(info["seconds"])),  # without the one-time compilation (compile_seconds)
+        compile_seconds=float(info["compile_seconds"]),
+        short=int((counts < vertices.shape[1]).sum()),
         iterations=[i for i in info["iterations"] if i is not None],
         models=info["models"][0],
         device=g.device,
@@ -99,6 +104,8 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummar
         queries=queries,
         parts=len(parts),
         query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
+        sources_short=sum(p.get("short", 0) for p in parts),
+        compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
         iterations_mean=float(np.mean(iterations)) if iterations else None,
         models_first=parts[0]["models"] if parts else None,
         device=parts[0]["device"] if parts else worker_device(),

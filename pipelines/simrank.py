@@ -33,7 +33,8 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
         graph's labels; an integer label goes in a list), or ``RandomSources(N)`` for N distinct random
         vertices (by ``seed``).
     k : int
-        Most similar vertices kept per source (the source itself excluded).
+        Most similar vertices kept per source (the source itself excluded; only those of positive
+        score are written).
     out : path
         Folder of Parquet partitions ``part-NNNNN.parquet`` (source, rank, vertex, simrank).
     c, epsilon, clip, samples, seed
@@ -49,7 +50,9 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
     Returns
     -------
     Job
-        Its result is a ``SimRankSummary``: ``out``, ``queries``, ``parts``, mean seconds per source.
+        Its result is a ``SimRankSummary``: ``out``, ``queries``, ``parts``, mean seconds per source,
+        ``sources_short`` (sources with fewer than k rows) and ``compile_seconds`` (the workers'
+        one-time compilation, not in the seconds).
     """
     k = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)["k"]  # before anything runs
     workdir = Path(workdir or default_workdir())
@@ -65,9 +68,10 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids]
     res = operators.simrank_topk(g, labels, **opts)
-    first = write_ranked(labels, res.vertices, res.scores, "simrank", path)
+    first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)
     return dict(path=path, queries=len(labels), seconds=float(res.seconds.sum()), device=g.device,
-                first=first)  # fmt: skip
+                first=first, compile_seconds=float(res.compile_seconds),
+                short=int((res.counts < res.vertices.shape[1]).sum()))  # fmt: skip
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> SimRankSummary:
@@ -80,6 +84,8 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> SimRankSu
         queries=queries,
         parts=len(parts),
         query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
+        sources_short=sum(p.get("short", 0) for p in parts),
+        compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
         device=parts[0]["device"] if parts else worker_device(),
         first=parts[0]["first"] if parts else None,
     )

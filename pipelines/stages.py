@@ -21,6 +21,7 @@ import graphs
 from cluster.worker import worker_device
 from graphs.errors import OptionError
 from operators._checks import check_count
+from operators._ranked import long_rows
 
 from . import _output, _state
 from ._output import write_atomic
@@ -239,19 +240,28 @@ def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
     return summary
 
 
-def write_ranked(labels, vertices, values, name: str, path) -> tuple:
-    """Write rows (source, rank, vertex, ``name``) of per-source rankings to Parquet at ``path``; return
-    the first source with its top five (vertex, value) pairs, for job summaries."""
+def write_ranked(labels, vertices, values, counts, name: str, path) -> tuple:
+    """Write rows (source, rank, vertex, ``name``) of per-source rankings to Parquet at ``path``, only the
+    ``counts[i]`` real rows of source i (``operators._ranked``); return the first source with its top
+    five (vertex, value) pairs, for job summaries."""
     import pyarrow as pa
 
-    k = vertices.shape[1]
+    source, rank, vertex, value = long_rows(labels, vertices, values, counts)
     column = lambda a: a.tolist() if a.dtype == object else a  # noqa: E731
     table = pa.table({
-        "source": column(np.repeat(labels, k)),
-        "rank": np.tile(np.arange(1, k + 1, dtype=np.int32), len(labels)),
-        "vertex": column(vertices.ravel()),
-        name: values.ravel().astype(np.float64),
+        "source": column(source),
+        "rank": rank,
+        "vertex": column(vertex),
+        name: value.astype(np.float64),
     })  # fmt: skip
     write_parquet(table, path)
+    return first_rows(labels, vertices, values, counts)
+
+
+def first_rows(labels, vertices, values, counts) -> tuple:
+    """The first source with its top five real (vertex, value) pairs, for job summaries."""
     item = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731
-    return item(labels[0]), [(item(v), float(p)) for v, p in zip(vertices[0][:5], values[0][:5], strict=True)]
+    top = min(5, int(counts[0]))
+    return item(labels[0]), [
+        (item(v), float(p)) for v, p in zip(vertices[0][:top], values[0][:top], strict=True)
+    ]

@@ -120,8 +120,10 @@ class IndexSummary(Summary):
 @dataclass(kw_only=True)
 class BatchSummary(Summary):
     """A job over a batch of sources: ``out`` (folder of Parquet parts), ``queries``, ``parts``,
-    ``query_seconds_mean``, the ``device``, the ``first`` source's (source, [(vertex, value), ...]) and
-    ``resumed_parts`` (parts an earlier run had finished)."""
+    ``query_seconds_mean``, the ``device``, the ``first`` source's (source, [(vertex, value), ...]),
+    ``resumed_parts`` (parts an earlier run had finished), ``sources_short`` (sources with fewer than k
+    rows: only vertices of positive value are listed) and ``compile_seconds`` (the workers' one-time
+    compilation, in none of the per-source seconds)."""
 
     out: str
     queries: int
@@ -130,6 +132,8 @@ class BatchSummary(Summary):
     device: str
     first: tuple | list | None = None
     resumed_parts: int = 0
+    sources_short: int = 0
+    compile_seconds: float = 0.0
 
     def describe(self) -> str:
         """The job's own part of the summary line (after the time per source)."""
@@ -143,8 +147,14 @@ class BatchSummary(Summary):
         ]
         if self.first is not None:
             src, top = self.first
-            shown = ", ".join(f"{v} ({p:.4g})" for v, p in top if p > 0)  # score-0 vertices only fill the k
-            text.append(f"first source {src}: {shown or 'every score is 0'}")
+            shown = ", ".join(f"{v} ({p:.4g})" for v, p in top if p > 0)
+            text.append(f"first source {src}: {shown or 'no vertex of positive score'}")
+        if self.sources_short:
+            text.append(
+                f"{self.sources_short:,} sources have fewer than k rows (fewer vertices of positive score)"
+            )
+        if self.compile_seconds:
+            text.append(f"one-time compilation: {self.compile_seconds:.2f} s (not in the per-source times)")
         resumed = f", {self.resumed_parts} of them finished by an earlier run" if self.resumed_parts else ""
         text.append(f"written: {self.out} ({self.parts} parts{resumed})")
         return text

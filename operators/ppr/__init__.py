@@ -26,6 +26,7 @@ from operators._checks import (
     warn_if_weighted,
 )
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
+from operators._ranked import padded_labels, real_counts
 from operators.errors import ConvergenceError
 from operators.ppr import power as _ppr_power
 from operators.ppr.cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
@@ -84,7 +85,9 @@ def ppr(
     topk : int, optional
         Return only the ``topk`` largest entries of each row, on the host, ranked by value to 24
         significant bits (values that differ only below them, as batches may leave them, tie), ties
-        by vertex id.
+        by vertex id. Only positive entries are listed: a row with fewer than ``topk`` of them (a
+        source that reaches fewer vertices) has them first, then slots of label -1 and value 0,
+        never a vertex (``info['counts']``: each row's positive entries).
     seed : int
         Seed of the Monte Carlo walks.
     block : int, optional
@@ -103,7 +106,10 @@ def ppr(
     info : dict, optional
         Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
         ``L`` pull), ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
-        are those of the source's batch, seconds divided by its size).
+        are those of the source's batch, seconds divided by its size), with ``topk`` the ``counts``
+        of listed entries, and ``compile_seconds``: the first call on a graph with a method, dtype,
+        ``topk`` and ``block`` first solves its first batch once untimed, so that the Numba functions
+        and CUDA kernels are compiled before the sources' seconds start (0 on later calls).
 
     Returns
     -------
@@ -129,8 +135,8 @@ def ppr(
         step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost, block, len(src))
         if G.device == "cpu":  # several sources at once on threads
             with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
-                return _collect(G, src, step, dtype, topk, info, threads)
-    return _collect(G, src, step, dtype, topk, info)
+                return _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
+    return _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block))
 
 
 def ppr_options(
@@ -151,11 +157,13 @@ def ppr_options(
     )
 
 
-def _collect(G, src, step, dtype, topk, info, threads=1):
+def _collect(G, src, step, dtype, topk, info, threads=1, warm=None):
     """Run ``step`` over blocks of sources; keep dense rows, or only the top entries of each. With
-    ``threads`` > 1 (the CPU's push, pull and hybrid: a source a step), that many sources at once."""
+    ``threads`` > 1 (the CPU's push, pull and hybrid: a source a step), that many sources at once.
+    The first call on ``G`` with the options ``warm`` runs the first step once untimed (``_warm_up``)."""
     dense = None if topk else _dense_result(G, len(src), dtype)  # before any work: it may not fit
     parts = {}
+    compile_seconds = _warm_up(G, src, step, dtype, topk, warm)
 
     def solve(lo, **serial):
         t0 = time.perf_counter()
@@ -183,6 +191,9 @@ def _collect(G, src, step, dtype, topk, info, threads=1):
         for key in ("iterations", "models", "residual"):
             stats[key] += extra.get(key, [None] * hi)
         stats["seconds"] += [took] * hi
+    if topk:
+        stats["counts"] = [int(c) for r in tops for c in r[2]]
+    stats["compile_seconds"] = compile_seconds
     if info is not None:
         info.update(stats)
     if not topk:
@@ -208,13 +219,28 @@ def _label_dtype(G):
     return to_host(G.ids).dtype if G.ids is not None else np.int64
 
 
+def _warm_up(G, src, step, dtype, topk, key) -> float:
+    """Seconds of the first step (and top-entry selection) run once, untimed, when ``G`` has not run
+    one with the options ``key`` yet: it compiles what the timed steps then run; 0 otherwise."""
+    seen = G.derived("ppr-warmed", lambda g: set())
+    if key is None or key in seen or not len(src):
+        return 0.0
+    t0 = time.perf_counter()
+    block = step(src)[0]
+    if topk:
+        _top_entries(G, block.astype(dtype, copy=False), topk)
+    seen.add(key)
+    return time.perf_counter() - t0
+
+
 def _top_entries(G, block, k):
-    """Labels and values of the k largest entries of each row (``_top_rows``: ties to the smaller id)."""
+    """Labels, values and counts of the k largest positive entries of each row (``_top_rows``: ties to
+    the smaller id; -1 and 0 after a row's positive entries)."""
     verts, vals = top_entries(block, k)
+    counts = real_counts(vals)
     if G.ids is None:
-        return verts, vals
-    xp = array_module(G.ids)
-    return to_host(G.ids[xp.asarray(verts)]), vals
+        return verts, vals, counts
+    return padded_labels(to_host(G.ids), verts, counts), vals, counts
 
 
 def _montecarlo(G, ids, alpha, walks, seed):

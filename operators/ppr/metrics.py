@@ -6,15 +6,17 @@ import numpy as np
 
 
 def precision_at_k(exact, returned, k: int, *, rtol: float = 1e-9) -> float:
-    """Share of the k returned vertices (internal ids) that belong to the true top k.
+    """Share of the true top k found among the returned vertices (internal ids, at most k).
 
     With ties at the k-th value every vertex whose exact PPR equals it counts as a true top-k vertex
-    (``rtol`` relative slack), so the score does not depend on how ties were broken.
+    (``rtol`` relative slack), so the score does not depend on how ties were broken. A source with fewer
+    than k vertices of positive PPR has only those as its top k: the share is of them.
     """
     exact = np.asarray(exact, dtype=np.float64)
     returned = np.asarray(returned)[:k]
     kth = np.partition(exact, exact.size - k)[exact.size - k]
-    return float((exact[returned] >= kth * (1 - rtol)).sum()) / k
+    found = (exact[returned] >= kth * (1 - rtol)) & (exact[returned] > 0)
+    return float(found.sum()) / max(min(k, int((exact > 0).sum())), 1)
 
 
 def ndcg_at_k(exact, returned, k: int) -> float:

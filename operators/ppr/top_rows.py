@@ -11,8 +11,8 @@ of any k or more distinct entries of a row is at most the row's k-th largest, so
 ``16 k`` strided chunks of the row (columns congruent mod ``16 k``) give a lower bound of the k-th
 largest; only the positive entries at or above it are copied to the host and sorted there. One kernel
 appends them to a few slots per row, copied back in one piece (a row with more of them than slots is
-redone from a mask of the block). A row with fewer than k positive entries gets its zeros of the
-smallest columns after them.
+redone from a mask of the block). A row with fewer than k positive entries has only those: the slots
+after them hold column -1 (PAD_VERTEX) and value 0.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from graphs._device import array_module, to_host
 from operators._gpu.registry import Kernel
+from operators._ranked import PAD_VERTEX, clear_padding
 
 RANK_BITS = 24  # significant bits of a value that rank it (float32 has 24)
 _DROPPED = (1 << (53 - RANK_BITS)) - 1  # the float64 mantissa bits below them
@@ -38,10 +39,11 @@ def rank_key(a):
 
 
 def top_entries(block, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Columns (int64) and values of the k largest entries of each row, on the host, largest first."""
-    if array_module(block) is np:
-        return _top_cpu(block, k)
-    return _top_gpu(block, k)
+    """Columns (int64) and values of the k largest positive entries of each row, on the host, largest
+    first; (-1, 0) in the slots after a row's positive entries."""
+    verts, vals = _top_cpu(block, k) if array_module(block) is np else _top_gpu(block, k)
+    clear_padding(verts, vals)
+    return verts, vals
 
 
 def _top_cpu(block: np.ndarray, k: int):
@@ -156,12 +158,10 @@ def _top_gpu(block, k: int):
 
 def _fill(verts, vals, c, v, n: int, k: int) -> None:
     """A row's top k from its first ``take`` (sorted) entries; with fewer than k positive entries,
-    zeros of the smallest other columns follow."""
+    padding (PAD_VERTEX, 0) follows."""
     take = min(k, c.size)
     verts[:take], vals[:take] = c[:take], v[:take]
-    if take < k:  # every positive entry is in: zeros of the smallest columns follow
-        free = np.setdiff1d(np.arange(min(n, k + take)), c, assume_unique=True)
-        verts[take:] = free[: k - take]
+    verts[take:], vals[take:] = PAD_VERTEX, 0
 
 
 def _top_gpu_mask(block, k: int):

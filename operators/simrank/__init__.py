@@ -29,6 +29,7 @@ from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_count, check_graph, check_positive
+from operators._ranked import clear_padding, long_rows, padded_labels
 from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
 
@@ -38,24 +39,33 @@ MAX_SAMPLES = 2e13  # about 10 minutes of walks on an H100
 
 @dataclass
 class SimRankTopk:
-    """Answers of a batch: row i holds source i's top k (original labels, decreasing score)."""
+    """Answers of a batch: row i holds source i's top k (original labels, decreasing score).
+
+    Only vertices of positive score are listed: source i has ``counts[i]`` real rows (at most k, and 0
+    for a source without in-neighbours, which is similar to no other vertex), first in its row of
+    ``vertices`` and ``scores``; the slots after them hold vertex -1 and score 0 (never a vertex id).
+    ``row(i)`` and ``to_frame()`` give the real rows only. ``seconds`` excludes the one-time warm-up
+    of the first call on a graph (compilation), which is ``compile_seconds``.
+    """
 
     sources: np.ndarray
     vertices: np.ndarray
     scores: np.ndarray
     seconds: np.ndarray
+    counts: np.ndarray
+    compile_seconds: float = 0.0
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(vertices, scores) of source i's real rows, in decreasing score."""
+        c = int(self.counts[i])
+        return self.vertices[i, :c], self.scores[i, :c]
 
     def to_frame(self):
-        """Long table with columns source, rank, vertex, simrank (pandas)."""
+        """Long table with columns source, rank, vertex, simrank (pandas): the real rows only."""
         import pandas as pd
 
-        b, k = self.vertices.shape
-        return pd.DataFrame({
-            "source": np.repeat(self.sources, k),
-            "rank": np.tile(np.arange(1, k + 1, dtype=np.int32), b),
-            "vertex": self.vertices.reshape(-1),
-            "simrank": self.scores.reshape(-1),
-        })  # fmt: skip
+        source, rank, vertex, score = long_rows(self.sources, self.vertices, self.scores, self.counts)
+        return pd.DataFrame({"source": source, "rank": rank, "vertex": vertex, "simrank": score})
 
 
 def simrank(G: CSRGraph, source, *, c: float = 0.6, epsilon: float = 1e-3, clip: bool = True,
@@ -106,7 +116,10 @@ def simrank_topk(G: CSRGraph, sources, *, k: int = 100, c: float = 0.6, epsilon:
     """The k vertices most similar to each source (the source excluded), by ``simrank``.
 
     Parameters are those of ``simrank``; ``sources`` is a label or a sequence of labels and ``k``
-    is capped at n - 1. Ties are broken by internal vertex id. Returns a ``SimRankTopk``.
+    is capped at n - 1. Ties are broken by internal vertex id. Returns a ``SimRankTopk``: only vertices
+    of positive score are listed (``counts``), so a source with fewer than k such vertices has fewer
+    rows. The first call on a graph first compiles the kernels by an untimed query of few samples from
+    the vertex of highest in-degree (``compile_seconds``); ``seconds`` are the sources' own.
     """
     G = check_graph(G)
     o = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)
@@ -117,6 +130,9 @@ def simrank_topk(G: CSRGraph, sources, *, k: int = 100, c: float = 0.6, epsilon:
     verts = np.empty((ids.size, k), dtype=np.int64)
     scores = np.empty((ids.size, k), dtype=np.float64)
     secs = np.empty(ids.size, dtype=np.float64)
+    warm = 0.0
+    if ids.size and not G.has_derived("simrank-warmed"):  # compile before any source is timed
+        warm = G.derived("simrank-warmed", lambda g: _warm_up(g, c=c, epsilon=epsilon, clip=bool(clip)))
     for row, sid in enumerate(ids.tolist()):
         t0 = time.perf_counter()
         s = _single(G, sid, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed, info=None)
@@ -125,7 +141,20 @@ def simrank_topk(G: CSRGraph, sources, *, k: int = 100, c: float = 0.6, epsilon:
         order = xp.lexsort(xp.stack([top, -s[top]]))
         verts[row], scores[row] = to_host(top[order]), to_host(s[top[order]])
         secs[row] = time.perf_counter() - t0
-    return SimRankTopk(labels, G.ids[verts], scores, secs)
+    counts = clear_padding(verts, scores)  # score 0: not similar, no answer
+    return SimRankTopk(labels, padded_labels(G.ids, verts, counts), scores, secs, counts, warm)
+
+
+WARM_SAMPLES = 1000.0  # meeting samples of the warm-up query (enough that the sampling kernel runs)
+
+
+def _warm_up(G: CSRGraph, *, c, epsilon, clip) -> float:
+    """One query with WARM_SAMPLES samples from the vertex of highest in-degree, so that the Numba
+    functions and CUDA kernels of ``_single`` are compiled; its seconds."""
+    t0 = time.perf_counter()
+    sid = int(G.in_degree().argmax())
+    _single(G, sid, c=c, epsilon=epsilon, clip=clip, samples=WARM_SAMPLES, seed=0, info=None)
+    return time.perf_counter() - t0
 
 
 def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):

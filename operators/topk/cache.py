@@ -16,6 +16,7 @@ KEYS = {
     "tie_order": "(perm, inv) on the host: ties ranked by the graph's own ids",
     "cpu_query_constants": "(max(d_out, 1), ones, scaled omega) shared by the CPU workspaces",
     "round_constants": "RoundConstants shared by the GPU workspaces (inverse omega, H lists, packed H)",
+    "warmed": "True once a call has compiled the query's functions and kernels (``topk_ppr``'s warm-up)",
 }
 
 

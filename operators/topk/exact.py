@@ -27,6 +27,7 @@ import numpy as np
 
 from graphs._device import array_module, import_cupy, to_host
 from operators._gpu.registry import Kernel
+from operators._ranked import PAD_VERTEX
 from operators.topk.cpu import select_top
 
 EXACT_REACH = 256  # largest closed touched set solved densely (a 256 x 256 solve takes about 1 ms)
@@ -35,7 +36,7 @@ EXACT_REACH = 256  # largest closed touched set solved densely (a 256 x 256 solv
 def closed_reach_topk(G, reach, s: int, alpha: float, k: int, order=(None, None)):
     """Vertices (internal ids) and PPR of the top k from ``s`` when ``reach`` (host ids, every touched
     vertex, each pushed at least once) is closed under out-edges; None when it is not. ``order``:
-    ``tie_order`` of the index, whose ids rank ties and the PPR-0 vertices after T."""
+    ``tie_order`` of the index, whose ids rank ties. With |T| < k the slots after T hold PAD_VERTEX and 0."""
     t = np.sort(np.asarray(reach, dtype=np.int64))
     nt = t.size
     xp = array_module(G.indptr)
@@ -56,14 +57,11 @@ def closed_reach_topk(G, reach, s: int, alpha: float, k: int, order=(None, None)
     rhs = np.zeros(nt)
     rhs[s_local] = 1.0 - alpha
     x = np.maximum(np.linalg.solve(np.eye(nt) - alpha * m, rhs), 0.0)
-    perm, inv = order
-    best = select_top(t, x, min(k, nt), perm)
+    best = select_top(t, x, min(k, nt), order[0])
     verts, vals = t[best], x[best]
-    if nt < k:  # then vertices outside T (PPR 0), the smallest ids first
-        taken = t if perm is None else perm[t]
-        rest = np.setdiff1d(np.arange(min(G.n, k + nt)), taken)[: k - nt]
-        rest = rest if inv is None else inv[rest]
-        verts, vals = np.concatenate([verts, rest]), np.concatenate([vals, np.zeros(k - nt)])
+    if nt < k:  # no vertex outside T has PPR > 0: the slots after T are padding
+        verts = np.concatenate([verts, np.full(k - nt, PAD_VERTEX, dtype=np.int64)])
+        vals = np.concatenate([vals, np.zeros(k - nt)])
     return verts, vals
 
 
@@ -126,18 +124,13 @@ def _lone_gpu(G) -> np.ndarray:
     return lone.get()
 
 
-def lone_topk(sources: np.ndarray, k: int, n: int, order=(None, None)):
-    """Top k (internal ids, PPR) of lone sources: the source (PPR 1), then the smallest other ids
-    (PPR 0; ``order`` as in ``closed_reach_topk``), as ``closed_reach_topk`` orders them; rows follow
-    ``sources``."""
-    perm, inv = order
-    s = np.asarray(sources, dtype=np.int64).reshape(-1, 1)
-    own = s if perm is None else perm[s]
-    rest = np.arange(min(k, n) - 1, dtype=np.int64)[None, :]
-    rest = rest + (rest >= own)
-    verts = np.concatenate([s, rest if inv is None else inv[rest]], axis=1)
+def lone_topk(sources: np.ndarray, k: int, n: int):
+    """Top k (internal ids, PPR) of lone sources, rows following ``sources``: the source (PPR 1), then
+    padding (PAD_VERTEX, 0), as ``closed_reach_topk`` answers them."""
+    s = np.asarray(sources, dtype=np.int64)
+    verts = np.full((s.size, min(k, n)), PAD_VERTEX, dtype=np.int64)
     vals = np.zeros(verts.shape)
-    vals[:, 0] = 1.0
+    verts[:, 0], vals[:, 0] = s, 1.0
     return verts, vals
 
 
@@ -215,7 +208,7 @@ def without_rounds(G, src, k, alpha, out, delta_init, order) -> np.ndarray:
     done = lone_sources(G, src)
     if done.any():  # pi(s, s) = 1
         at = np.flatnonzero(done)
-        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n, order)
+        out.vertices[at], out.ppr[at] = lone_topk(src[at], k, G.n)
         out.exact[at], out.delta[at] = True, delta_init
     reaches, host = small_reaches(G, src, np.flatnonzero(~done))
     out.seconds[:] = (time.perf_counter() - t0) / max(src.size, 1)

@@ -79,4 +79,6 @@ def test_on_a_real_local_cluster(tmp_path):
         summary = pipelines.run(job, client, progress=False)
         assert summary["queries"] == 12 and summary["parts"] == 4
     df = pd.read_parquet(tmp_path / "o")
-    assert df.source.nunique() == 12 and len(df) == 48
+    rows = df.groupby("source").size()  # a source without in-neighbours lists none; others may list fewer
+    assert df.source.nunique() <= 12 and (df.simrank > 0).all() and rows.max() == 4 and len(df) == rows.sum()
+    assert summary.sources_short == 12 - int((rows == 4).sum()) > 0

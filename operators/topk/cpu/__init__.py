@@ -51,7 +51,7 @@ def _rank(key, ids):
 def tie_order(index):
     """``(perm, inv)`` on the host for an index that holds a renumbered copy of its graph (vertex i of
     the copy is vertex perm[i] of the graph, and inv[perm[i]] = i), else ``(None, None)``: answers rank
-    ties, and fill with PPR-0 vertices, by the graph's own ids. Kept with the index."""
+    ties by the graph's own ids. Kept with the index."""
 
     def make():
         if index.perm is None:

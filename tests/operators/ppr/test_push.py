@@ -100,10 +100,19 @@ def test_topk_and_dtype(device):
     assert labels.shape == values.shape == (2, 3)
     for i in range(2):
         order = np.lexsort((np.arange(g.n), -dense[i]))[:3]
+        order[dense[i, order] == 0] = -1  # only vertices the source reaches are listed
         assert labels[i].tolist() == order.tolist()
-        np.testing.assert_allclose(values[i], dense[i, order])
-    labels, values = ppr(g, [6], tol=1e-12, topk=50)  # more than n: every vertex, zeros last by id
-    assert labels.shape == (1, g.n) and values[0, -1] == 0.0
+        np.testing.assert_allclose(values[i], np.where(order >= 0, dense[i, order], 0))
+    info = {}
+    labels, values = ppr(g, [6], tol=1e-12, topk=50, info=info)  # more than n: every vertex it reaches
+    reached = int((dense[1] > 0).sum())
+    assert labels.shape == (1, g.n) and reached < g.n and info["counts"] == [reached]
+    assert labels[0, :reached].tolist() == np.lexsort((np.arange(g.n), -dense[1]))[:reached].tolist()
+    assert (
+        (values[0, :reached] > 0).all()
+        and (labels[0, reached:] == -1).all()
+        and (values[0, reached:] == 0).all()
+    )
     f32 = ppr(g, [0], tol=1e-9, dtype=np.float32)
     assert f32.dtype == np.float32
     np.testing.assert_allclose(to_host(f32)[0], dense[0], atol=1e-6)

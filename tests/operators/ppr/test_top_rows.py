@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.ppr.top_rows import CHUNKS_PER_K, RANK_BITS, _top_cpu, top_entries
+from operators.ppr.top_rows import CHUNKS_PER_K, RANK_BITS, top_entries
 
 
 def _key(row):  # the value to RANK_BITS significant bits, rounded toward zero (math.frexp, by hand)
@@ -17,8 +17,9 @@ def _oracle(block, k):
     verts, vals = [], []
     for row in block:
         order = np.lexsort((np.arange(row.size), -_key(row)))[:k]  # largest first, ties to the smaller column
-        verts.append(order)
-        vals.append(row[order])
+        real = row[order] > 0  # only positive entries are listed: column -1 and value 0 after them
+        verts.append(np.where(real, order, -1))
+        vals.append(np.where(real, row[order], 0))
     return np.array(verts), np.array(vals)
 
 
@@ -27,7 +28,7 @@ def _blocks(rng):
     heavy = rng.pareto(1.5, size=(4, n)) * (rng.random((4, n)) < 0.3)  # power law, 70% zeros
     heavy[1, ::7] = heavy[1, 3]  # many ties
     heavy[2] = 0.0
-    heavy[2, [5, 900, 77]] = [0.5, 0.25, 0.5]  # fewer positives than k: zeros by column follow
+    heavy[2, [5, 900, 77]] = [0.5, 0.25, 0.5]  # fewer positives than k: padding follows
     heavy[3] = np.round(heavy[3], 1)  # ties everywhere
     # values equal but for their last bits tie (as one PPR row from two batches may come out); the
     # larger ones at the larger columns, so that ranking by the exact value would give other columns
@@ -57,6 +58,11 @@ def test_cpu_top_entries_match_a_full_sort(k):
         want_v, want_x = _oracle(block, k)
         np.testing.assert_array_equal(verts, want_v)
         np.testing.assert_array_equal(vals, want_x)
+        short = (block > 0).sum(axis=1) < k  # (row 2 of the heavy blocks from k = 10)
+        assert (verts[short] == -1).any(axis=1).all() and (vals[verts >= 0] > 0).all()
+        assert (vals[verts == -1] == 0).all() and (
+            (verts >= 0).sum(axis=1) == np.minimum(k, (block > 0).sum(1))
+        ).all()
 
 
 @pytest.mark.gpu
@@ -73,7 +79,7 @@ def test_gpu_top_entries_match_the_cpu(k, slots, monkeypatch):
 
     for block in [*_blocks(np.random.default_rng(k)), _near_ties()]:
         verts, vals = top_entries(cp.asarray(block), k)
-        want_v, want_x = _top_cpu(block, k)
+        want_v, want_x = top_entries(block, k)  # the CPU's, padding included
         np.testing.assert_array_equal(verts, want_v)
         np.testing.assert_array_equal(vals, want_x)
         strided = cp.zeros((block.shape[0], block.shape[1] + 13), dtype=block.dtype)  # a view, as ppr's rows

@@ -352,7 +352,7 @@ def test_the_index_holds_its_graph_in_degree_order(device):
     exact = to_host(ppr(g, sources, method="power", tol=1e-10))
     for index in (idx, plain):
         res = topk_ppr(index, sources, k=20)
-        prec = [precision_at_k(exact[i], g.internal_ids(res.vertices[i]), 20) for i in range(len(sources))]
+        prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), 20) for i in range(len(sources))]
         assert np.mean(prec) >= 0.95
     with pytest.raises(ValueError, match="order must be one of"):
         build_ppr_index(g, order="random")

@@ -153,8 +153,8 @@ def test_refine_raises_precision_at_the_kth_value(device):
     got = {}
     for refine in (False, True):
         res = topk_ppr(idx, srcs, k=500, refine=refine)
-        prec = [precision_at_k(exact[i], res.vertices[i], 500) for i in range(len(srcs))]
-        err = [np.abs(res.ppr[i] / exact[i][res.vertices[i]] - 1).mean() for i in range(len(srcs))]
+        prec = [precision_at_k(exact[i], res.row(i)[0], 500) for i in range(len(srcs))]
+        err = [np.abs(res.row(i)[1] / exact[i][res.row(i)[0]] - 1).mean() for i in range(len(srcs))]
         got[refine] = (np.mean(prec), np.mean(err), res.refined)
     assert (got[False][2] == 0).all() and (got[True][2] > 0).all()
     assert got[True][0] >= 0.997 and got[True][0] > got[False][0], got

@@ -21,12 +21,12 @@ def _accuracy(g, idx, sources, k, **kw):
     prec, ndcg, good, total = [], [], 0, 0
     p = idx.params
     for i in range(len(sources)):
-        ids = g.internal_ids(res.vertices[i])
+        ids = g.internal_ids(res.row(i)[0])
         prec.append(precision_at_k(exact[i], ids, k))
         ndcg.append(ndcg_at_k(exact[i], ids, k))
         d = res.delta[i]
         covered = exact[i][ids] >= max(d, math.sqrt(d * p.delta_min))
-        err = np.abs(res.ppr[i] - exact[i][ids]) <= p.epsilon * exact[i][ids]
+        err = np.abs(res.row(i)[1] - exact[i][ids]) <= p.epsilon * exact[i][ids]
         good += int((err & covered).sum())
         total += int(covered.sum())
     return np.mean(prec), np.mean(ndcg), good / max(total, 1), res
@@ -402,7 +402,8 @@ def test_small_closed_reach_is_answered_exactly(device, probe, monkeypatch):
     """Sources that reach few vertices (a self-loop only, no out-edge, a 4-vertex component with a
     double edge, a self-loop and a dangling vertex) get their exact PPR, not ten failed rounds and the
     fallback: all before any round, or, without the search before the rounds (``probe`` False), the
-    third after one round; the other vertices follow with PPR 0, smallest ids first."""
+    third after one round; they list exactly the vertices they reach, and the slots after them are
+    padding (vertex -1, PPR 0) that ``row`` and ``to_frame`` leave out."""
     import networkx as nx
 
     from operators.topk import exact as _topk_exact
@@ -429,9 +430,13 @@ def test_small_closed_reach_is_answered_exactly(device, probe, monkeypatch):
         np.testing.assert_allclose(
             res.ppr[i, : len(reach)], [exact[v] for v in res.vertices[i, : len(reach)]], atol=1e-10
         )
+        assert res.counts[i] == len(reach) < k and (res.ppr[i, : len(reach)] > 0).all()
         assert (np.diff(res.ppr[i]) <= 0).all() and (res.ppr[i, len(reach) :] == 0).all()
-        rest = [v for v in range(306) if v not in reach][: k - len(reach)]
-        assert res.vertices[i, len(reach) :].tolist() == rest
+        assert (res.vertices[i, len(reach) :] == -1).all()
+        np.testing.assert_array_equal(res.row(i)[0], res.vertices[i, : len(reach)])
+    assert res.counts[3] == k
+    frame = res.to_frame()
+    assert len(frame) == res.counts.sum() and (frame.ppr > 0).all() and (frame.vertex >= 0).all()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -463,8 +468,9 @@ def test_sources_without_out_edges_are_answered_at_once(device, monkeypatch):
         assert res.exact[::2].all() and (res.pushes[::2] == 0).all() and (res.pushes[1::2] > 0).all()
         for row, s in ((0, first), (2, last), (4, loops)):
             assert res.vertices[row, 0] == s and res.ppr[row, 0] == 1.0 and (res.ppr[row, 1:] == 0).all()
-            others = np.sort(ids[ids != s])  # internal ids follow the labels' order here
-            assert res.vertices[row, 1:].tolist() == others[: k - 1].tolist()
+            assert res.counts[row] == 1 and (res.vertices[row, 1:] == -1).all()
+            assert res.row(row)[0].tolist() == [s]
+        assert (res.counts[1::2] > 1).all()
     nxg = nx.MultiDiGraph(list(zip(labels[src].tolist(), labels[dst].tolist(), strict=True)))
     nxg.add_nodes_from(labels.tolist())
     for s in (last, loops):
@@ -484,7 +490,7 @@ def test_delta_jumps_skip_rounds_not_accuracy():
     assert (many.delta <= one.delta * (1 + 1e-12)).all()
     exact = to_host(ppr(g, srcs, method="power", tol=1e-10))
     for res in (one, many):
-        prec = [precision_at_k(exact[i], g.internal_ids(res.vertices[i]), 200) for i in range(len(srcs))]
+        prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), 200) for i in range(len(srcs))]
         assert np.mean(prec) >= 0.95
 
 

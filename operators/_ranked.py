@@ -1,0 +1,51 @@
+"""Per-source rankings of at most k rows (top-k PPR, ``ppr(topk=)``, SimRank top-k): the shared contract.
+
+A ranking is a pair of (sources, k) arrays, vertices and values, each row in decreasing value. Only
+rows of positive value are real: a source that reaches fewer than k vertices (value 0 for the rest)
+has fewer. Its ``count`` real rows come first; every slot after them holds vertex PAD_VERTEX and value 0,
+never a vertex id. The long tables (``long_rows``) and the jobs' Parquet files hold the real rows only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PAD_VERTEX = -1  # the vertex of a slot after a source's real rows
+
+
+def real_counts(values: np.ndarray) -> np.ndarray:
+    """Per row of ``values`` (host, (sources, k), decreasing), how many leading entries are positive."""
+    values = np.asarray(values)
+    if values.ndim != 2 or values.shape[1] == 0:
+        return np.zeros(values.shape[0] if values.ndim else 0, dtype=np.int64)
+    positive = values > 0
+    return np.where(positive.all(axis=1), values.shape[1], positive.argmin(axis=1)).astype(np.int64)
+
+
+def clear_padding(vertices: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Set every slot after a row's real rows to (PAD_VERTEX, 0), in place; returns the counts."""
+    counts = real_counts(values)
+    pad = np.arange(values.shape[1]) >= counts[:, None]
+    if pad.any():
+        vertices[pad] = PAD_VERTEX
+        values[pad] = 0
+    return counts
+
+
+def padded_labels(ids: np.ndarray, vertices: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The labels ``ids[v]`` of the internal ids ``vertices``, PAD_VERTEX in the slots after ``counts``."""
+    pad = np.arange(vertices.shape[1]) >= np.asarray(counts)[:, None]
+    labels = np.asarray(ids)[np.where(pad, 0, vertices)]
+    if pad.any():
+        labels = labels if labels.dtype.kind in "iO" else labels.astype(object)  # -1 fits
+        labels[pad] = PAD_VERTEX
+    return labels
+
+
+def long_rows(sources, vertices, values, counts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(source, rank, vertex, value) columns of the real rows only, sources in order, ranks from 1."""
+    counts = np.asarray(counts, dtype=np.int64)
+    k = vertices.shape[1]
+    real = (np.arange(k) < counts[:, None]).reshape(-1)
+    rank = np.tile(np.arange(1, k + 1, dtype=np.int32), len(counts))[real]
+    return np.repeat(np.asarray(sources), counts), rank, vertices.reshape(-1)[real], values.reshape(-1)[real]
