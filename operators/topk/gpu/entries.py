@@ -94,7 +94,7 @@ __device__ __forceinline__ unsigned gj_warp_or(unsigned bits) {
 // empty. The list of the first entry is found by binary search; after that the warp keeps the next 32
 // lists in its lanes (a window): the lists starting inside a step are a ballot, each entry's list the
 // count of them starting at or before it, and the window moves on by that count. No lane walks list
-// by list (a divergent walk with a division per list before).
+// by list (that would be a divergent walk with a division per list).
 template <bool SPLIT, typename T>
 __device__ __forceinline__ void gj_bound_add(GJ_ENTRY_PARAMS, T* acc, int ncache) {
     __shared__ long long s_base[MAX_SEGMENTS + 1];
@@ -282,8 +282,8 @@ def bound_smem_plan(nh: int) -> tuple[int, int, int]:
 
 @functools.cache
 def _smem_kernel(device: int, wide: bool, split: bool = False, narrow: bool = True):
-    """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (set per round
-    before, a query over a smaller H could lower it under a concurrent larger one), and how many of its
+    """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (once per device: set
+    per round, a query over a smaller H could lower it under a concurrent larger one), and how many of its
     blocks of 1,024 threads the registers let run on an SM at once."""
     name = "gj_bound_entries_split" if split else "gj_bound_entries_smem"
     kernel = ENTRIES.get(name, **entries_variant(wide, narrow))
