@@ -21,9 +21,8 @@ from graphs._device import free_memory, import_cupy
 from operators._checks import check_count
 from operators.errors import InsufficientMemoryError
 
-# Below this many vertices at most 4 queries at once, from here at most 8: a small graph's queries
-# share the GPU well among 4 streams, a large graph's rounds leave room for more (tuned on the benchmark
-# graphs, benchmarks/RESULTS.md, top-k section).
+# Below this many vertices at most 4 queries at once, from here at most 8 (tuned on the benchmark graphs:
+# benchmarks/RESULTS.md, top-k section).
 WIDE_FROM = 1 << 23
 # ... but from this k on, 4 there too: each query then touches more of the graph, and 8 at once contend
 # for the L2 (benchmarks/RESULTS.md, top-k section).
