@@ -25,8 +25,12 @@ class NcclComm:
 
     def _dtype(self, a):
         nccl = self._nccl
-        types = {np.float32: nccl.NCCL_FLOAT32, np.float64: nccl.NCCL_FLOAT64, np.int64: nccl.NCCL_INT64,
-                 np.int32: nccl.NCCL_INT32}  # fmt: skip
+        types = {
+            np.float32: nccl.NCCL_FLOAT32,
+            np.float64: nccl.NCCL_FLOAT64,
+            np.int64: nccl.NCCL_INT64,
+            np.int32: nccl.NCCL_INT32,
+        }
         try:
             return types[a.dtype.type]
         except KeyError:
@@ -182,8 +186,15 @@ def spmd_workers(client, count: int) -> list[str]:
     return workers[:count]
 
 
-def run_spmd(client, fn, args: list[tuple], *, workers: list[str] | None = None, name: str = "spmd",
-             clique: str | None = None):  # fmt: skip
+def run_spmd(
+    client,
+    fn,
+    args: list[tuple],
+    *,
+    workers: list[str] | None = None,
+    name: str = "spmd",
+    clique: str | None = None,
+):
     """Run ``fn(comm, *args[r])`` on worker ``r`` for every ``r`` at once, with an NCCL communicator.
 
     Parameters
@@ -219,9 +230,18 @@ def run_spmd(client, fn, args: list[tuple], *, workers: list[str] | None = None,
     tag = uuid.uuid4().hex[:8]
     futures = [
         client.submit(
-            _rank_task, fn, uid, r, size, clique, *args[r], workers=[w], allow_other_workers=False,
-            pure=False, key=f"graphjobs-{name}-{tag}-{r}",
+            _rank_task,
+            fn,
+            uid,
+            r,
+            size,
+            clique,
+            *args[r],
+            workers=[w],
+            allow_other_workers=False,
+            pure=False,
+            key=f"graphjobs-{name}-{tag}-{r}",
         )
         for r, w in enumerate(workers)
-    ]  # fmt: skip
+    ]
     return client.gather(futures)

@@ -117,8 +117,10 @@ def _check_options(kw: dict, use_gpu: bool) -> None:
         near = difflib.get_close_matches(name, sorted(known), n=1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         owner = classes[0].__name__
-        raise TypeError(f"make_cluster got an unknown option {name!r} (an option of neither {owner} nor its"
-                        f" workers){hint}")  # fmt: skip
+        raise TypeError(
+            f"make_cluster got an unknown option {name!r} (an option of neither {owner} nor its"
+            f" workers){hint}"
+        )
 
 
 def _restoring_scheduler(make):
@@ -162,10 +164,12 @@ def connect(address: str | None = None, *, security=None, timeout: float | None 
 
     from graphs.errors import OptionError, SchedulerUnreachableError  # not at import: see cluster.worker
 
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not timeout > 0):  # fmt: skip
-        raise OptionError(f"timeout must be a number of seconds > 0 (or None for dask's default), "
-                         f"got {timeout!r}")  # fmt: skip
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
+        raise OptionError(
+            f"timeout must be a number of seconds > 0 (or None for dask's default), got {timeout!r}"
+        )
     if address:
         if kw:
             raise OptionError(f"cluster options {sorted(kw)} apply only without a scheduler address")
@@ -173,16 +177,21 @@ def connect(address: str | None = None, *, security=None, timeout: float | None 
             wait = {} if timeout is None else {"timeout": timeout}  # Client(timeout=None) would wait forever
             client = _restoring_scheduler(lambda: Client(address, security=security, **wait))
         except ValueError as exc:  # e.g. "invalid literal for int() with base 10: '8786x'"
-            raise OptionError(f"scheduler address {address!r}: {exc} (expected HOST:PORT or"
-                             " PROTOCOL://HOST:PORT, e.g. tcp://10.0.0.5:8786)") from exc  # fmt: skip
+            raise OptionError(
+                f"scheduler address {address!r}: {exc} (expected HOST:PORT or"
+                " PROTOCOL://HOST:PORT, e.g. tcp://10.0.0.5:8786)"
+            ) from exc
         except OSError as exc:
             raise SchedulerUnreachableError(
                 f"no Dask scheduler answered at {address!r} ({exc}); is one running there, e.g. started by "
                 "`graphjobs cluster`?"
             ) from exc
         client.register_plugin(GraphjobsWorker("auto"))
-        print(f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}", file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            f"graphjobs: connected to {address}; dashboard at {client.dashboard_link}",
+            file=sys.stderr,
+            flush=True,
+        )
         return client
     if timeout is not None:
         raise OptionError("timeout applies only with a scheduler address")

@@ -18,13 +18,17 @@ def tls(ca_file: str | None, cert: str | None, key: str | None):
         raise OptionError("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
     from distributed.security import Security
 
-    roles = {f"tls_{r}_{part}": v for r in ("client", "scheduler", "worker") for part, v in (("cert", cert),
-             ("key", key))}  # fmt: skip
+    roles = {
+        f"tls_{r}_{part}": v
+        for r in ("client", "scheduler", "worker")
+        for part, v in (("cert", cert), ("key", key))
+    }
     return Security(tls_ca_file=ca_file, require_encryption=True, **roles)
 
 
-def serve(*, gpus: int | None, workers: int | None, host: str, port: int, dashboard: str, security=None,
-          until=None) -> None:  # fmt: skip
+def serve(
+    *, gpus: int | None, workers: int | None, host: str, port: int, dashboard: str, security=None, until=None
+) -> None:
     """Start ``make_cluster`` (GPU workers when ``gpus`` > 0), print where to reach it, run until
     SIGINT or SIGTERM (or until ``until()`` is true, polled every 0.2 s), then close it.
 
@@ -35,8 +39,9 @@ def serve(*, gpus: int | None, workers: int | None, host: str, port: int, dashbo
 
     device = "auto" if gpus is None else ("gpu" if gpus > 0 else "cpu")
     count = gpus if gpus else workers
-    with make_cluster(count, device=device, host=host, scheduler_port=port, dashboard_address=dashboard,
-                      security=security) as cluster:  # fmt: skip
+    with make_cluster(
+        count, device=device, host=host, scheduler_port=port, dashboard_address=dashboard, security=security
+    ) as cluster:
         print(f"graphjobs: scheduler at {cluster.scheduler_address}", file=sys.stderr, flush=True)
         addr = cluster.scheduler_address
         workers = len(cluster.workers)

@@ -11,8 +11,8 @@ def find_labels(ids: np.ndarray, derived, flat: np.ndarray) -> np.ndarray:
     """Internal ids (int64) of the labels ``flat`` among a graph's labels ``ids``, -1 where absent.
 
     Integer labels are found by binary search in a sorted copy that the graph keeps (``derived``):
-    no per-call set-up, where a pandas lookup cost about 0.15 ms even for one label. Other labels
-    go through a pandas Index, also kept.
+    no per-call set-up, which a pandas lookup pays even for one label. Other labels go through a
+    pandas Index, also kept.
     """
     signed = _as_int64(flat) if ids.dtype.kind == "i" else None
     if signed is not None:

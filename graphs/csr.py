@@ -120,7 +120,7 @@ class CSRGraph:
             if flat.size == 0:
                 return np.empty(0, dtype=np.int64)
             bad = []  # 3.0 is vertex 3, as in NetworkX; 3.5, "3" or True are not
-            if labels.dtype.kind == "f":  # vectorised: a million float sources took seconds one by one
+            if labels.dtype.kind == "f":  # vectorised: a Python loop over a million float sources is slow
                 bad = flat[~(np.isfinite(flat) & (flat == np.trunc(flat)))][:5].tolist()
             elif labels.dtype.kind not in "iu":
                 bad = [x for x in flat.tolist() if not whole_label(x)][:5]

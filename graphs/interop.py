@@ -86,8 +86,12 @@ def to_networkx(G: CSRGraph, *, weight: str = "weight"):
     src, dst, w = g.edges()
     ids = g.ids
     parallel = bool(np.any((np.diff(dst) == 0) & (np.diff(src) == 0))) if g.m > 1 else False
-    kind = {(True, False): nx.DiGraph, (False, False): nx.Graph, (True, True): nx.MultiDiGraph,
-            (False, True): nx.MultiGraph}[(g.directed, parallel)]  # fmt: skip
+    kind = {
+        (True, False): nx.DiGraph,
+        (False, False): nx.Graph,
+        (True, True): nx.MultiDiGraph,
+        (False, True): nx.MultiGraph,
+    }[(g.directed, parallel)]
     out = kind()
     out.add_nodes_from(ids.tolist())
     if not g.directed:  # stored both ways: add each edge once (u <= v), self-loops once
@@ -127,13 +131,25 @@ def from_scipy(A, *, directed: bool = True, weighted: bool | None = None, ids=No
     n = A.shape[0]
     if ids is not None and len(ids) != n:
         raise ValueError(f"ids must label the {n} rows, got {len(ids)}")
-    g = CSRGraph(A.indptr.astype(np.int64), A.indices.astype(np.int32), data if weighted else None,
-                 directed=directed, ids=None if ids is None else _labels(list(ids)))  # fmt: skip
+    g = CSRGraph(
+        A.indptr.astype(np.int64),
+        A.indices.astype(np.int32),
+        data if weighted else None,
+        directed=directed,
+        ids=None if ids is None else _labels(list(ids)),
+    )
     return g.to(device)
 
 
-def from_cudf(df, *, source: str = "src", destination: str = "dst", weight: str | None = None,
-              directed: bool = True, renumber: bool = True) -> CSRGraph:  # fmt: skip
+def from_cudf(
+    df,
+    *,
+    source: str = "src",
+    destination: str = "dst",
+    weight: str | None = None,
+    directed: bool = True,
+    renumber: bool = True,
+) -> CSRGraph:
     """A GPU CSRGraph from a cuDF edge DataFrame (needs cuDF); as ``from_edges`` on its columns."""
     _need("cudf", "graphs.from_cudf")
     missing = [c for c in (source, destination, weight) if c is not None and c not in df.columns]
@@ -158,8 +174,15 @@ def _need(module: str, what: str):
         raise MissingDependencyError(f"{what} needs {module} (RAPIDS), which is not installed") from exc
 
 
-def from_dask_cudf(ddf, *, source: str = "src", destination: str = "dst", weight: str | None = None,
-                   directed: bool = True, renumber: bool = True) -> CSRGraph:  # fmt: skip
+def from_dask_cudf(
+    ddf,
+    *,
+    source: str = "src",
+    destination: str = "dst",
+    weight: str | None = None,
+    directed: bool = True,
+    renumber: bool = True,
+) -> CSRGraph:
     """A GPU CSRGraph from a dask_cudf edge DataFrame: its partitions are computed and joined on this GPU.
 
     For graphs that must not meet on one GPU, write the partitions to Parquet and use
@@ -167,8 +190,14 @@ def from_dask_cudf(ddf, *, source: str = "src", destination: str = "dst", weight
     """
     _need("dask_cudf", "graphs.from_dask_cudf")
     cols = [c for c in (source, destination, weight) if c is not None]
-    return from_cudf(ddf[cols].compute(), source=source, destination=destination, weight=weight,
-                     directed=directed, renumber=renumber)  # fmt: skip
+    return from_cudf(
+        ddf[cols].compute(),
+        source=source,
+        destination=destination,
+        weight=weight,
+        directed=directed,
+        renumber=renumber,
+    )
 
 
 def from_cugraph(Gc) -> CSRGraph:
@@ -188,8 +217,9 @@ def to_cugraph(G: CSRGraph):
     src, dst, w = g.edges()
     df = cudf.DataFrame({"src": src, "dst": dst} | ({} if w is None else {"weight": w}))
     out = cugraph.Graph(directed=g.directed)
-    out.from_cudf_edgelist(df, source="src", destination="dst", edge_attr=None if w is None else "weight",
-                           renumber=False)  # fmt: skip
+    out.from_cudf_edgelist(
+        df, source="src", destination="dst", edge_attr=None if w is None else "weight", renumber=False
+    )
     return out
 
 
@@ -213,9 +243,17 @@ def to_pylibcugraph(G: CSRGraph, *, store_transposed: bool = False, renumber: bo
     parallel = g.m > 1 and bool(cp.any((src[1:] == src[:-1]) & (dst[1:] == dst[:-1])))
     handle = plc.ResourceHandle() if handle is None else handle
     props = plc.GraphProperties(is_symmetric=not g.directed, is_multigraph=parallel)
-    graph = plc.SGGraph(handle, props, src, dst, weight_array=None if w is None else w.astype(cp.float32),
-                        store_transposed=store_transposed, renumber=renumber, do_expensive_check=False,
-                        vertices_array=cp.arange(g.n, dtype=cp.int32))  # fmt: skip
+    graph = plc.SGGraph(
+        handle,
+        props,
+        src,
+        dst,
+        weight_array=None if w is None else w.astype(cp.float32),
+        store_transposed=store_transposed,
+        renumber=renumber,
+        do_expensive_check=False,
+        vertices_array=cp.arange(g.n, dtype=cp.int32),
+    )
     return graph, handle
 
 

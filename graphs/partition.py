@@ -94,8 +94,9 @@ class PartitionedGraph:
 
     def label_graph(self) -> CSRGraph:
         """An edgeless CSRGraph with the same vertices and labels (for label lookups)."""
-        return CSRGraph(np.zeros(self.n + 1, dtype=np.int64), np.empty(0, dtype=np.int32), ids=self.ids,
-                        validate=False)  # fmt: skip
+        return CSRGraph(
+            np.zeros(self.n + 1, dtype=np.int64), np.empty(0, dtype=np.int32), ids=self.ids, validate=False
+        )
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -160,10 +161,18 @@ def partition(G: CSRGraph, parts: int, *, vertex_cost: float = 0.0) -> Partition
         a, b = int(indptr[lo]), int(indptr[hi])
         out.append(
             GraphPart(
-                r, G.n, lo, hi, indptr[lo : hi + 1] - a, indices[a:b],
-                None if weights is None else weights[a:b], outd, outw, tokenize(G.token, parts, r),
+                r,
+                G.n,
+                lo,
+                hi,
+                indptr[lo : hi + 1] - a,
+                indices[a:b],
+                None if weights is None else weights[a:b],
+                outd,
+                outw,
+                tokenize(G.token, parts, r),
             )
-        )  # fmt: skip
+        )
     ids = to_host(G.ids) if G.has_labels else None
     token = tokenize(G.token, parts)
     return PartitionedGraph(G.n, G.m, G.directed, G.weighted, bounds, tuple(out), ids, token)
@@ -187,11 +196,18 @@ def _fill(pg: PartitionedGraph, tmp: Path) -> list[str]:
 
         files.append(_write_labels(pg.ids, tmp))
     meta = {
-        "format": FORMAT, "version": VERSION, "n": pg.n, "m": pg.m, "directed": pg.directed,
-        "weighted": pg.weighted, "bounds": pg.bounds.tolist(), "token": pg.token,
-        "part_tokens": [p.token for p in pg.parts], "edges": pg.edge_counts().tolist(),
+        "format": FORMAT,
+        "version": VERSION,
+        "n": pg.n,
+        "m": pg.m,
+        "directed": pg.directed,
+        "weighted": pg.weighted,
+        "bounds": pg.bounds.tolist(),
+        "token": pg.token,
+        "part_tokens": [p.token for p in pg.parts],
+        "edges": pg.edge_counts().tolist(),
         "checksums": {f: file_sha256(tmp / f) for f in files},
-    }  # fmt: skip
+    }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     return [*files, "meta.json"]
 
@@ -203,9 +219,11 @@ def _meta(path: Path) -> dict:
     meta = json.loads(meta_path.read_text())
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise GraphFormatError(
-            meta_path, None, f"expected {FORMAT} version {VERSION}, got {meta.get('format')!r} "
-            f"version {meta.get('version')!r}"
-        )  # fmt: skip
+            meta_path,
+            None,
+            f"expected {FORMAT} version {VERSION}, got {meta.get('format')!r} "
+            f"version {meta.get('version')!r}",
+        )
     return meta
 
 
@@ -244,6 +262,13 @@ def load_partitioned(path, *, verify: bool = True) -> PartitionedGraph:
 
         ids = np.asarray(feather.read_table(path / "ids.arrow").column("ids").to_pylist(), dtype=object)
     return PartitionedGraph(
-        meta["n"], meta["m"], meta["directed"], meta["weighted"], np.asarray(meta["bounds"], dtype=np.int64),
-        parts, ids, meta["token"], str(path.resolve()),
-    )  # fmt: skip
+        meta["n"],
+        meta["m"],
+        meta["directed"],
+        meta["weighted"],
+        np.asarray(meta["bounds"], dtype=np.int64),
+        parts,
+        ids,
+        meta["token"],
+        str(path.resolve()),
+    )

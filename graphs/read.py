@@ -100,16 +100,18 @@ def read_edgelist(
             g = read_mtx(path, weighted=weighted, directed=directed, dedupe=dedupe, self_loops=self_loops)
         return g.to(device)
     cols = dict(src_col=src_col, dst_col=dst_col, weight_col=weight_col)
-    src, dst, w = read_edge_columns(path, comment=comment, delimiter=delimiter, header=header, engine=engine,
-                                    **cols)  # fmt: skip
+    src, dst, w = read_edge_columns(
+        path, comment=comment, delimiter=delimiter, header=header, engine=engine, **cols
+    )
     xp = array_module(src)
     src, dst, ids = renumber_labels(xp, src, dst)
     g = assemble(src, dst, w, len(ids), directed=directed, dedupe=dedupe, self_loops=self_loops, ids=ids)
     return g.to(device)
 
 
-def read_edge_columns(path, *, comment="#", delimiter=None, header=None, src_col=0, dst_col=1,
-                      weight_col=None, engine="pyarrow"):  # fmt: skip
+def read_edge_columns(
+    path, *, comment="#", delimiter=None, header=None, src_col=0, dst_col=1, weight_col=None, engine="pyarrow"
+):
     """The raw (source, destination, weight or None) columns of a text or Parquet edge file (also what
     ``pipelines.ingest`` reads dataset files with)."""
     if file_format(str(path)) == "parquet":
@@ -117,8 +119,9 @@ def read_edge_columns(path, *, comment="#", delimiter=None, header=None, src_col
     else:
         cols = (src_col, dst_col, weight_col)
         with _text.decompression_errors(path):
-            src, dst, w, line_of = read_text_columns(path, comment=comment, delimiter=delimiter,
-                                                     header=header, cols=cols, engine=engine)  # fmt: skip
+            src, dst, w, line_of = read_text_columns(
+                path, comment=comment, delimiter=delimiter, header=header, cols=cols, engine=engine
+            )
     if w is not None:
         w = check_weights(w, path, line_of=line_of)
     return src, dst, w

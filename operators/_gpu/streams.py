@@ -4,12 +4,10 @@ from the calling thread.
 A top-k PPR query is a chain of kernels broken by a host read per round; with several in flight,
 one query's kernels run while the host reads another's round. A query is a generator that yields once
 its round is queued on its stream; ``StreamPool.interleave`` resumes whichever query's round has
-arrived. (Until 2026-11-25 each query had its own thread: their host steps then contended for the GIL,
-and on one H100 R-MAT 22 at k = 10 ran 1,571 queries/s on one stream, 1,289 on 4 threads and 692 on 8,
-the GPU busy 63%, 54% and 36% of the time.) Workspaces are made once per slot and kept by the
-``StreamPool`` for the next call. (Tried for push/pull PPR as well, at 67d7aa8: 0.3-0.9x the
-one-at-a-time rate on R-MAT 22/24, whose push kernels already fill the GPU and read the host after
-every iteration; not adopted there.)
+arrived. All queries are driven from one thread: a thread per query would have their host steps
+contend for the GIL and leave the GPU idle. Workspaces are made once per slot and kept by the
+``StreamPool`` for the next call. Push/pull PPR does not use this: its push kernels already fill the
+GPU and read the host after every iteration, so queries in flight only compete.
 """
 
 from __future__ import annotations
@@ -23,18 +21,11 @@ from graphs._device import free_memory, import_cupy
 from operators._checks import check_count
 from operators.errors import InsufficientMemoryError
 
-# Below this many vertices at most 4 queries at once, from here at most 8. One H100, 10,000 sources,
-# the queries interleaved from one thread (735ce4f, results/topk-gpu-h100-735ce4f.jsonl), queries/s on
-# 4 streams against 1: soc-Slashdot0902 k=10/100/1000 2,259 / 1,684 / 1,047 against 1,487 / 907 / 515,
-# soc-Epinions1 2,642 / 2,183 / 1,228 against 1,824 / 1,218 / 621 (with a thread per query, before,
-# they had lost 0.57-0.67x there: e821395); R-MAT 22 2,050-2,348 / 2,468-2,577 / 844-846 against 1,748
-# / 1,385 / 603; R-MAT 24 on 8 against 4: 1,636 / 976 / 429 against 1,508 / 990 / 445 (with threads at
-# 82d6c1b and 2e4c8f9 it was mixed between instances too, and 4 led 8 at R-MAT 22 by up to 41%).
+# Below this many vertices at most 4 queries at once, from here at most 8 (tuned on the benchmark graphs:
+# benchmarks/RESULTS.md, top-k section).
 WIDE_FROM = 1 << 23
 # ... but from this k on, 4 there too: each query then touches more of the graph, and 8 at once contend
-# for the L2. R-MAT 24, 4,000 sources, same call, both orders (results/topk-streams-by-k-ab-h100.txt): 4
-# against 8 streams 1.036-1.042x at k = 100, 1.051-1.061x at k = 300, 1.075-1.082x at k = 1000, 0.86x at
-# k = 10; the benchmark's own 4-stream runs since 735ce4f agree (k = 1000 ahead in all 13, k = 100 in 10).
+# for the L2 (benchmarks/RESULTS.md, top-k section).
 NARROW_K = 100
 
 
@@ -93,8 +84,8 @@ class StreamPool:
             self.size += 1
         # the workspace is allocated on the caller's stream, whose memory pool arena holds what the
         # index build and earlier calls freed: CuPy reuses a freed block only on the stream that freed
-        # it, so on a new stream R-MAT 26 (1.5 billion edges) ran out of memory at the fourth of 4
-        # workspaces with 27 GiB free in the pool. Its stream waits for the initialising kernels.
+        # it, so on a new stream a large graph's workspaces could run out of memory with most of the pool
+        # free. Its stream waits for the initialising kernels.
         # Each query's last step is a host read of its stream, so no work of a slot is pending when
         # a call returns, and the memory can go back to the caller's stream when the slot is dropped.
         try:

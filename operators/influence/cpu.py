@@ -85,8 +85,9 @@ def _sample_chunks(indptr, indices, p, lo, lt, key, root_key, rounds, j0, starts
         done[c] = j
 
 
-def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, expected=None,
-           chunks: int = 16):  # fmt: skip
+def sample(
+    rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, expected=None, chunks: int = 16
+):
     """Members (elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order."""
     n = rev.indptr.size - 1
     dtype = np.int32 if rounds * n < 2**31 else np.int64
@@ -103,8 +104,22 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
         cap = int(min(per * est * 1.5, per * rounds * n)) + rounds * n
         buf = np.empty((len(ranges), cap), dtype=dtype)
         done = np.zeros(len(ranges), dtype=np.int64)
-        _sample_chunks(rev.indptr, rev.indices, rev.p, rev.lo, lt, np.uint64(key), np.uint64(root_key),
-                       rounds, j0, starts, ends, buf, done, sizes)  # fmt: skip
+        _sample_chunks(
+            rev.indptr,
+            rev.indices,
+            rev.p,
+            rev.lo,
+            lt,
+            np.uint64(key),
+            np.uint64(root_key),
+            rounds,
+            j0,
+            starts,
+            ends,
+            buf,
+            done,
+            sizes,
+        )
         todo = []
         for c, (a, b) in enumerate(ranges):
             got = int(sizes[a - j0 : done[c] - j0].sum())
@@ -141,8 +156,20 @@ def _cascades(indptr, indices, p, lo, lt, key, seeds, seed_rounds, rounds, first
 def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
     """Vertices active in at least one round, for each of ``count`` forward simulations."""
     out = np.zeros(count, dtype=np.int64)
-    _cascades(fwd.indptr, fwd.indices, fwd.p, fwd.lo, lt, np.uint64(key), seeds.astype(np.int64),
-              seed_rounds.astype(np.int64), rounds, 0, count, out)  # fmt: skip
+    _cascades(
+        fwd.indptr,
+        fwd.indices,
+        fwd.p,
+        fwd.lo,
+        lt,
+        np.uint64(key),
+        seeds.astype(np.int64),
+        seed_rounds.astype(np.int64),
+        rounds,
+        0,
+        count,
+        out,
+    )
     return out
 
 

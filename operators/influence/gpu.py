@@ -90,10 +90,29 @@ def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: 
     start = cp.empty(jobs.size, dtype=np.int64)
     size = cp.zeros(jobs.size, dtype=np.int32)
     counters = cp.zeros(2, dtype=np.uint64)  # next task, pool used
-    args = (rev.indptr, rev.indices, rev.p, rev.lo, np.int32(lt), np.int64(n), np.int32(rounds),
-            np.uint64(key), np.uint64(root_key), jobs, np.int64(jobs.size), counters[0:1], bitmaps,
-            np.int64(words), scratch, np.int64(cap), pool, np.int64(pool_cap), counters[1:2], start,
-            size)  # fmt: skip
+    args = (
+        rev.indptr,
+        rev.indices,
+        rev.p,
+        rev.lo,
+        np.int32(lt),
+        np.int64(n),
+        np.int32(rounds),
+        np.uint64(key),
+        np.uint64(root_key),
+        jobs,
+        np.int64(jobs.size),
+        counters[0:1],
+        bitmaps,
+        np.int64(words),
+        scratch,
+        np.int64(cap),
+        pool,
+        np.int64(pool_cap),
+        counters[1:2],
+        start,
+        size,
+    )
     SAMPLE.get(name)(grid, threads, args)
     return pool, start, size
 
@@ -199,8 +218,23 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
     scratch = cp.empty(warps * n, dtype=np.int32)
     out = cp.zeros(count, dtype=np.int64)
     nxt = cp.zeros(1, dtype=np.uint64)
-    args = (fwd.indptr, fwd.indices, fwd.p, fwd.lo, np.int32(lt), np.int64(n),
-            cp.asarray(seeds[order].astype(np.int32)), cp.asarray(sptr), np.int32(rounds), np.uint64(key),
-            np.int64(count), nxt, bitmaps, np.int64(words), scratch, out)  # fmt: skip
+    args = (
+        fwd.indptr,
+        fwd.indices,
+        fwd.p,
+        fwd.lo,
+        np.int32(lt),
+        np.int64(n),
+        cp.asarray(seeds[order].astype(np.int32)),
+        cp.asarray(sptr),
+        np.int32(rounds),
+        np.uint64(key),
+        np.int64(count),
+        nxt,
+        bitmaps,
+        np.int64(words),
+        scratch,
+        out,
+    )
     CASCADES.get("gj_im_cascades")(grid, block, args)
     return out

@@ -18,8 +18,17 @@ from operators.influence.model import check_model, diffusion_model
 _SIMULATE = 4  # the seed's random stream of simulations (operators.influence numbers the others)
 
 
-def influence_spread(G: CSRGraph, seeds, *, model: str = "IC", weights="wc", n_sim: int = 10000,
-                     seed: int = 0, seed_rounds=None, info: dict | None = None) -> float:  # fmt: skip
+def influence_spread(
+    G: CSRGraph,
+    seeds,
+    *,
+    model: str = "IC",
+    weights="wc",
+    n_sim: int = 10000,
+    seed: int = 0,
+    seed_rounds=None,
+    info: dict | None = None,
+) -> float:
     """Expected number of vertices a seed set activates, by ``n_sim`` forward simulations.
 
     Parameters

@@ -1,14 +1,14 @@
 """Degree order: the graph renumbered by decreasing degree, and vectors carried into and out of it.
 
 PageRank (``reorder=True``) gathers ``x / d_out`` along in-edges; with the hubs first those gathers
-share cache lines (R-MAT 24 on an H100: 4.2 -> 2.0 ms per iteration). cuGraph renumbers its graphs in
-the same spirit when it builds them. There the copy and its transpose cost about twice the graph's
-memory, and building them (0.3 s at R-MAT 24) outweighs one run's saving (about 40 ms): worth it for
-repeated runs on one graph, hence kept with the graph (``degree_ordered``) and not the default.
+share cache lines. cuGraph renumbers its graphs in the same spirit when it builds them. There the copy
+and its transpose cost about twice the graph's memory, and building them costs more than one run
+saves: worth it for repeated runs on one graph, hence kept with the graph (``degree_ordered``) and not
+the default.
 
 The kPAR index (``build_ppr_index(order='degree')``, its default from 2^22 vertices on) holds its own
 renumbered copy (``renumbered``): a query's pushes add into the records of hubs, which then share
-sectors and stay in L2 (R-MAT 24 batches 1.19-1.30x faster; ``benchmarks/RESULTS.md``).
+sectors and stay in L2 (``benchmarks/RESULTS.md``, top-k section).
 """
 
 from __future__ import annotations

@@ -88,8 +88,9 @@ def part_layout(part, indptr, indices, weights, dtype) -> dict:
     bits = TUNING[np.dtype(dtype).itemsize]
     where = "cpu" if isinstance(indices, np.ndarray) else "gpu"
     key = f"_binned_{weights is not None}_{bits['chunk_bits']}_{bits['bin_bits']}_{where}"
-    return _kept(part, key, lambda pt: binned_layout(indptr, indices, weights, pt.n, rows=pt.hi - pt.lo,
-                                                     **bits))  # fmt: skip
+    return _kept(
+        part, key, lambda pt: binned_layout(indptr, indices, weights, pt.n, rows=pt.hi - pt.lo, **bits)
+    )
 
 
 def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool, method: str = "pull"):
@@ -100,26 +101,51 @@ def step_cpu(part, c, x_old, p, dw, dsum: float, *, alpha: float, weighted: bool
     if method == "binned":
         from operators.pagerank.binned import binned_sums_cpu
 
-        lay = part_layout(part, np.asarray(part.indptr), np.asarray(part.indices), w if weighted else None,
-                          np.float64)  # fmt: skip
+        lay = part_layout(
+            part, np.asarray(part.indptr), np.asarray(part.indices), w if weighted else None, np.float64
+        )
         y = binned_sums_cpu(lay, c, weighted)
         return finish_rows_cpu(y, part.lo, inv, x_old, p, dw, float(dsum), float(alpha))
     return pull_rows_cpu(
-        np.asarray(part.indptr), np.asarray(part.indices), np.asarray(w), weighted, part.lo, c, inv,
-        x_old, p, dw, float(dsum), float(alpha),
-    )  # fmt: skip
+        np.asarray(part.indptr),
+        np.asarray(part.indices),
+        np.asarray(w),
+        weighted,
+        part.lo,
+        c,
+        inv,
+        x_old,
+        p,
+        dw,
+        float(dsum),
+        float(alpha),
+    )
 
 
-def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, threshold, dtype,
-             exchange="halo", method="auto"):  # fmt: skip
+def loop_gpu(
+    part,
+    comm,
+    bounds,
+    *,
+    alpha,
+    x0,
+    p,
+    dw,
+    weighted,
+    max_iter,
+    threshold,
+    dtype,
+    exchange="halo",
+    method="auto",
+):
     """The power iteration of one rank: its slice of x (host float64), iterations, last L1 change and
     timings (``loop_s``; ``comm_s``, the share spent in collectives, from per-iteration CUDA events;
     ``method``, the one it ran).
 
     ``x0``, ``p`` and ``dw`` are full host vectors or None (uniform); ``comm`` all-reduces a float64
     array and exchanges ``x / outweight`` on the current stream: 'halo' (the default) sends each rank
-    only the entries its in-edges read (lists swapped once at set-up; about half of the other ranges on
-    R-MAT, 10% faster per iteration than 'broadcast' on 2 H200s); 'broadcast' all-gathers every range
+    only the entries its in-edges read (lists swapped once at set-up; on R-MAT about half of the other
+    ranges, so less traffic than 'broadcast'); 'broadcast' all-gathers every range
     (a broadcast per rank); 'allgather' does it by one all-gather of equal, padded slots. ``method``:
     'pull', 'binned', or 'auto' (``pagerank``'s rule for the whole graph, applied to the part's edges;
     pull when the layout does not fit after all).
@@ -191,8 +217,13 @@ def loop_gpu(part, comm, bounds, *, alpha, x0, p, dw, weighted, max_iter, thresh
     comm_s = sum(cp.cuda.get_elapsed_time(events[2 * j + 1], events[2 * j + 2]) for j in range(runs)) / 1e3
     loop_s = cp.cuda.get_elapsed_time(events[0], events[2 * runs]) / 1e3
     x = bx[1 - k % 2][lo : part.hi].get().astype(np.float64)
-    timings = {"loop_s": loop_s, "comm_s": comm_s, "wall_s": time.perf_counter() - t0, "launched": it,
-               "method": method}  # fmt: skip
+    timings = {
+        "loop_s": loop_s,
+        "comm_s": comm_s,
+        "wall_s": time.perf_counter() - t0,
+        "launched": it,
+        "method": method,
+    }
     return x, runs, float(errs[hit[0]] if hit.size else errs[-1]), timings
 
 

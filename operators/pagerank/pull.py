@@ -9,9 +9,10 @@ from operators._gpu.device import shared_memory_per_sm, sm_count
 from operators._gpu.registry import Kernel
 from operators.pagerank.kernels import COMMON_CUDA, variant
 
-# Pull kernel tunables, measured on the H100 with benchmarks/tune_pagerank.py: 1024-thread blocks, two
-# per SM; clusters of 2 blocks each caching 16,384 hot values (32,768 shared through distributed shared
-# memory) beat one block's 24,576 by 8% at R-MAT 24/25; clusters of 4 or 8 were 1.3-2.4x slower.
+# Pull kernel tunables, tuned with benchmarks/tune_pagerank.py on the benchmark graphs (benchmarks/RESULTS.md,
+# PageRank section): 1024-thread blocks, two per SM; clusters of 2 blocks, each caching 16,384 hot values
+# (32,768 shared through distributed shared memory), rather than one block caching 24,576 or larger
+# clusters.
 TUNING = {"threads": 1024, "hot": 16384, "max_hot_bytes": 98304, "min_hot_share": 0.05, "cluster": 2}
 # In-degree classes of the pull kernel: hubs split into WCHUNK-edge chunks, then vertices with a
 # group of 32, 16, 8 or 1 lanes each (lower bounds below), then vertices with no edge at all.

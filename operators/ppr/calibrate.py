@@ -3,17 +3,14 @@
 Three kernels over an R-MAT graph (scale ``SCALE``, seed 0), a warp per vertex as in the solver:
 atomic adds along every out-edge that, like the push's, read the old value back to list each vertex
 the first time it receives (push); gathers along every in-edge with a warp reduction, the warp taking
-32 vertices at a time and skipping those without in-edges, as the solver's pull does since version 4
-(pull); and one update of every vertex in order (pull's sweep). Each time is divided by its number
-of warp steps (``sum ceil(d / 32)``, or ``n / 32``); the weights are those per-step costs relative to
-the last.
-The sweep takes a few microseconds, so timed alone between CUDA events it measured about twice its
-own time, plus whatever a launch cost on the day: l1 came out at 5.8-8.1 on H100s of one model (2.5
-and 6.0 in two of five rounds on one of them), l1 / l2 steady at 4.4-4.7. It is timed as the extra
-time of 20 more sweeps in a row (l1 12.2-15.6 over 13 rounds on two H100s, median 15.0),
-and the weights are the median of ``ROUNDS`` rounds.
-An atomic whose old value is used costs about twice one whose value is dropped (H100: 2.23 against
-1.14 ms at scale 20), so a benchmark of the latter made push look cheaper than it is.
+32 vertices at a time and skipping those without in-edges, as the solver's pull does (pull); and one
+update of every vertex in order (pull's sweep). Each time is divided by its number of warp steps
+(``sum ceil(d / 32)``, or ``n / 32``); the weights are those per-step costs relative to the last.
+The sweep is too short to time alone between CUDA events (the events and the launch would dominate,
+and vary from run to run), so it is timed as the extra time of 20 more sweeps in a row, and the
+weights are the median of ``ROUNDS`` rounds.
+An atomic whose old value is used costs about twice one whose value is dropped, so the push kernel
+reads the old value back as the solver does: otherwise push would look cheaper than it is.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import numpy as np
 
 LANES = 32
 WARPS = 8
-BLOCKS = 1056  # 8 blocks of 256 threads on each of the H100's 132 SMs; also the CPU's virtual layout
+BLOCKS = 1056  # 8 blocks of 256 threads on each of 132 SMs; also the CPU's virtual layout
 DEFAULT_WEIGHTS = (2.3, 1.1, 1.0)
 SMALL_WORK = 2**22  # edges that an iteration may read, below which the solvers run half the grid (fit_grid)
 CALIBRATION = 4  # version of the micro-benchmarks (``_ppr_calibrate``): older cached weights are re-measured
@@ -88,7 +88,7 @@ def frontier_rdw(out_deg, model: CostModel) -> float:
     """Phi_rdw of a frontier holding vertices of these out-degrees at positions 0, 1, ... (the
     hybrid's first decision: the sources). Position q is slot q, so this is ``pull_static``'s sum
     with out-degrees; up to one vertex per warp, block i holds positions [i * warps, (i + 1) * warps)
-    and the sum has a closed form (about 50 us of NumPy less per call)."""
+    and the sum has a closed form (no NumPy work for a query's few sources)."""
     w, wb = model.lanes, model.lanes * model.warps
     if len(out_deg) <= model.warps:  # one block (a query's sources): integers, no array work
         d = [int(x) for x in out_deg]
@@ -125,9 +125,8 @@ def fit_grid(model: CostModel, *, m: int, rows: int, tol: float, mode: int) -> C
     A row's residues sum to at most 1 and a vertex is active while r(v) > tol * max(d_out, 1), so a
     push iteration of ``rows`` sources reads fewer than ``rows / tol`` out-edges; a pull sweep reads
     ``rows * m`` in-edges. Below ``SMALL_WORK`` edges the grid-wide barriers, and the hybrid's
-    statistics (one counter per block and warp), cost more than the idle warps of a half grid (one
-    H100: on the SNAP graphs at tol 1e-6 a push solve took 0.58-0.74 ms against 0.76-0.92 with
-    the whole grid; R-MAT 22 and 24 at tol 1e-9 need it, 107 against 116 ms and 188 against 204).
+    statistics (one counter per block and warp), cost more than the idle warps of a half grid
+    (benchmarks/RESULTS.md, single-source PPR section).
     The CPU's virtual layout follows the same rule, so both make the same decisions.
     """
     work = rows * (m if mode == PULL else min(m, 1.0 / tol))

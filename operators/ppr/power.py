@@ -102,8 +102,8 @@ MERGE = Kernel(MERGE_CUDA, ("gj_ppr_row_distinct", "gj_ppr_row_merge"), label="p
 def _cusparse_matrix(g):
     """The transition matrix over in-neighbours as a canonical cuSPARSE CSR (repeated edges summed), and
     the dangling mask. Built by two kernels into 12 bytes an entry: CuPy's own ``sum_duplicates``, which
-    its product runs first on a matrix not known to be canonical, sorts a copy of every entry (R-MAT 26,
-    1.5 billion edges: out of memory on an 80 GB H100)."""
+    its product runs first on a matrix not known to be canonical, sorts a copy of every entry, which
+    does not fit in device memory beside the largest graphs."""
     import cupy as cp
     import cupyx.scipy.sparse as csp
 

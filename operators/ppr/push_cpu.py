@@ -84,8 +84,26 @@ def _pull_sweep_serial(tptr, tind, deg, msg, r, p, recv, s, force, alpha, tol, d
 
 
 @nb.njit(cache=True, nogil=True)
-def solve(indptr, indices, tptr, tind, deg, s, alpha, tol, mode, max_iter, weights, layout, static, degrees,
-          p, r, trace, serial):  # fmt: skip
+def solve(
+    indptr,
+    indices,
+    tptr,
+    tind,
+    deg,
+    s,
+    alpha,
+    tol,
+    mode,
+    max_iter,
+    weights,
+    layout,
+    static,
+    degrees,
+    p,
+    r,
+    trace,
+    serial,
+):
     """Run to an empty active set; returns (iterations, 0) or (max_iter, 1) when it ran out. ``serial``:
     pull sweeps in the calling thread (a solve of a threaded batch), else on Numba's threads.
 

@@ -216,8 +216,10 @@ def workspace(G, dtype, cost, batch: int = 1):
         raise ValueError("the GPU push/pull PPR solver needs int32 vertex ids (n < 2**31)")
     cost = cost or cost_model("gpu")
     if (cost.lanes, cost.warps) != (32, 8) or cost.blocks % 4:
-        raise ValueError("the GPU kernels run blocks of 8 warps of 32 lanes, a multiple of 4 blocks (vector "
-                         "loads of the statistics); the cost model must say so")  # fmt: skip
+        raise ValueError(
+            "the GPU kernels run blocks of 8 warps of 32 lanes, a multiple of 4 blocks (vector "
+            "loads of the statistics); the cost model must say so"
+        )
     plan = G.derived(f"ppr_push_plan_{cost}", lambda g: build_plan(g, cost))
     tptr, tind, deg, deg_host, sblk, swrp, rdr, static_max, dmax, bptr, bv = plan
     T = np.float64 if dtype == np.float64 else np.float32
@@ -229,15 +231,21 @@ def workspace(G, dtype, cost, batch: int = 1):
     indptr, indices = G.indptr, G.indices  # not G: a run kept by the graph must not hold it (a cycle)
     if batch * stride > MAX_ITEMS:
         most = MAX_ITEMS // stride
-        raise ValueError(f"a batch of {batch} sources needs {batch * stride} residues, over the int32 "
-                         f"item limit {MAX_ITEMS}: use at most {most} sources per batch")  # fmt: skip
+        raise ValueError(
+            f"a batch of {batch} sources needs {batch * stride} residues, over the int32 "
+            f"item limit {MAX_ITEMS}: use at most {most} sources per batch"
+        )
     if batch * static_max >= 2**31:  # the device sums pull's statistics of all rows in 32 bits
-        raise ValueError(f"a batch of {batch} sources overflows the cost model's counters on this graph: "
-                         f"use at most {(2**31 - 1) // static_max} sources per batch")  # fmt: skip
+        raise ValueError(
+            f"a batch of {batch} sources overflows the cost model's counters on this graph: "
+            f"use at most {(2**31 - 1) // static_max} sources per batch"
+        )
     resident = resident_blocks(kernel, cost.lanes * cost.warps)
     if resident is not None and resident < nb:
-        raise RuntimeError(f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
-                           f"GPU (at most {resident}): give the cost model fewer blocks")  # fmt: skip
+        raise RuntimeError(
+            f"the PPR solver's cooperative grid of {nb} blocks does not fit at once on this "
+            f"GPU (at most {resident}): give the cost model fewer blocks"
+        )
     size = batch * stride
     r, msg, msg2 = cp.empty((3, size), dtype=T)  # written whole by each run's init kernel
     r_in = cp.zeros(size, dtype=T)  # zero between iterations: the merge clears what the push added
@@ -258,11 +266,47 @@ def workspace(G, dtype, cost, batch: int = 1):
     wb = cost.lanes * cost.warps
     magic = np.uint64(-(-(2**64) // stride))  # ceil(2**64 / stride): the kernel's row of an item
     start, stop = cp.cuda.Event(), cp.cuda.Event()
-    args = [indptr, indices, tptr, tind, deg, np.int32(n), cnt, r, r_in, None, msg, msg2, front, front2,
-            touched, dm, rdw, sqw, sblk, swrp, np.int32(nb), src_dev, None, np.int32(stride), magic,
-            None, None, None, None, None, np.float64(cost.l1),
-            np.float64(cost.l2), np.float64(cost.l3), None, np.int32(dmax), trace,
-            np.int32(TRACE), bptr, bv]  # fmt: skip
+    args = [
+        indptr,
+        indices,
+        tptr,
+        tind,
+        deg,
+        np.int32(n),
+        cnt,
+        r,
+        r_in,
+        None,
+        msg,
+        msg2,
+        front,
+        front2,
+        touched,
+        dm,
+        rdw,
+        sqw,
+        sblk,
+        swrp,
+        np.int32(nb),
+        src_dev,
+        None,
+        np.int32(stride),
+        magic,
+        None,
+        None,
+        None,
+        None,
+        None,
+        np.float64(cost.l1),
+        np.float64(cost.l2),
+        np.float64(cost.l3),
+        None,
+        np.int32(dmax),
+        trace,
+        np.int32(TRACE),
+        bptr,
+        bv,
+    ]
 
     def run(sources, limit: int, mode: int, alpha: float, tol: float):
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
@@ -278,9 +322,29 @@ def workspace(G, dtype, cost, batch: int = 1):
             first = cost.choose(rdw0, ns * rdr, ns * rdr)
             light = light_degree(cost, ns * rdr, dmax)
         p = cp.empty(used, dtype=T)
-        init((min(-(-used // 256), 8 * nb),), (256,),
-             (deg, src_dev, np.int32(ns), np.int32(stride), r, msg, msg2, p, front, dm, cnt, trace, res_dev,
-              np.int32(first), np.float64(rdw0), np.float64(ns * rdr), np.float64(alpha)))  # fmt: skip
+        init(
+            (min(-(-used // 256), 8 * nb),),
+            (256,),
+            (
+                deg,
+                src_dev,
+                np.int32(ns),
+                np.int32(stride),
+                r,
+                msg,
+                msg2,
+                p,
+                front,
+                dm,
+                cnt,
+                trace,
+                res_dev,
+                np.int32(first),
+                np.float64(rdw0),
+                np.float64(ns * rdr),
+                np.float64(alpha),
+            ),
+        )
         args[9], args[22], args[27] = p, np.int32(ns), np.int32(min(limit, 2**31 - 1))
         args[29], args[33] = np.float64(ns * rdr), np.int32(light)
         args[25], args[26], args[28] = np.float64(alpha), np.float64(tol), np.int32(mode)
@@ -304,8 +368,8 @@ def workspace(G, dtype, cost, batch: int = 1):
 
 def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
     """``solver``'s run on the workspace kept by the graph for the next call of the same dtype, grid
-    and batch, whatever its model, alpha and tol (0.25-0.45 ms of set-up each); one idle per graph:
-    concurrent runs (threads) each get their own."""
+    and batch, whatever its model, alpha and tol (each call saves the workspace's set-up); one idle
+    per graph: concurrent runs (threads) each get their own."""
     slot = G.derived("ppr_solver_idle", lambda g: [threading.Lock(), None])
     key = (np.dtype(dtype).str, cost, batch)
 

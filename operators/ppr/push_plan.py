@@ -21,11 +21,10 @@ def row_stride(n: int, cost) -> int:
 
 
 def batch_size(n: int, dtype, cost, *, mode: int = HYBRID, limit_bytes: int | None = None) -> int:
-    """Sources per batch by default: at most 128 (on an H100 the SNAP graphs' throughput stops rising
-    from 64), within a quarter of the free GPU memory (CuPy's pool included) or ``limit_bytes``. Pull
-    sweeps every row's in-edges, so it batches only up to 2**20 residues (at d52b2a0, sources per
-    second against one at a time: wiki-Vote 2.9x at 16 and 3.6x at 128, soc-Epinions1 1.22x at 16
-    and 0.98x at 128, soc-Slashdot0902 1.11x at 16, R-MAT 22 0.79x at 4)."""
+    """Sources per batch by default: at most 128 (the benchmark graphs' throughput stops rising from 64 on),
+    within a quarter of the free GPU memory (CuPy's pool included) or ``limit_bytes``. Pull sweeps every row's
+    in-edges, so it batches only up to 2**20 residues: batching pays off for small graphs only
+    (benchmarks/RESULTS.md, single-source PPR section)."""
     stride = row_stride(n, cost)
     if limit_bytes is None:
         cp = import_cupy()

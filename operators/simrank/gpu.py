@@ -133,8 +133,18 @@ def _pull(indptr, indices, x, out, *, sc, mean=False, diag=None, add=None, scale
     sms = sm_count()
     blocks = int(max(1, min(-(-n // 8), sms * 32)))
     null = np.uint64(0)
-    args = (indptr, indices, x, np.int32(mean), null if diag is None else diag, null if add is None else add,
-            np.float64(scale), np.float64(sc), np.int64(n), out)  # fmt: skip
+    args = (
+        indptr,
+        indices,
+        x,
+        np.int32(mean),
+        null if diag is None else diag,
+        null if add is None else add,
+        np.float64(scale),
+        np.float64(sc),
+        np.int64(n),
+        out,
+    )
     SIMRANK.get(f"gj_sr_pull_{_suffix(indices)}")((blocks,), (256,), args)
 
 
@@ -172,7 +182,18 @@ def meets(in_indptr, in_indices, key, cont, counts, pv, pg0, pg1):
     warps = int(min(pv.size, sms * 64))
     blocks = -(-warps // 8)
     nxt = cp.zeros(1, dtype=cp.uint64)
-    args = (in_indptr, in_indices, np.uint64(key), np.uint64(cont), counts, pv, pg0, pg1,
-            np.int64(pv.size), nxt, out)  # fmt: skip
+    args = (
+        in_indptr,
+        in_indices,
+        np.uint64(key),
+        np.uint64(cont),
+        counts,
+        pv,
+        pg0,
+        pg1,
+        np.int64(pv.size),
+        nxt,
+        out,
+    )
     SIMRANK.get(f"gj_sr_meets_{_suffix(in_indices)}")((blocks,), (256,), args)
     return out.astype(cp.int64)

@@ -17,7 +17,7 @@ from graphs.errors import OptionError
 
 GROUP = 32
 # total samples in "practical" mode: c * K * log2(n / 0.01) / eps^2, the constants of the published
-# implementations whose timings the issue quotes (ClipSim's CUDA code and ExactSim's C++ code)
+# implementations (ClipSim's CUDA code and ExactSim's C++ code), so that their figures compare with ours
 PRACTICAL = {True: 4e-5, False: 1e-5}
 SAMPLES = ("bound", "practical")
 
@@ -31,10 +31,9 @@ def total_samples(samples, *, n: int, c: float, epsilon: float, pi_norm: float, 
     """R of Algorithm 1: the bound of the ClipSim analysis, the practical constant, or a given number."""
     if samples == "bound":
         sc = math.sqrt(c)
-        return (
-            75.0 * (1.0 + 1.0 / math.sqrt(n)) * pi_norm * math.log(max(n, 2))
-            / (8.0 * (1.0 - sc) ** 4 * epsilon**2)
-        )  # fmt: skip
+        return (75.0 * (1.0 + 1.0 / math.sqrt(n)) * pi_norm * math.log(max(n, 2))) / (
+            8.0 * (1.0 - sc) ** 4 * epsilon**2
+        )
     if samples == "practical":
         return c * PRACTICAL[bool(clip)] * math.log2(n / 0.01) / epsilon**2
     return float(samples)

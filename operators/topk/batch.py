@@ -14,13 +14,12 @@ from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_tak
 from operators._gpu.launch import l2_fetch_granularity
 from operators._gpu.streams import StreamPool, exhaust
 
-# bytes fetched per L2 miss while a GPU batch's rounds run (64 by default): R-MAT 24 batch at k = 10 / 100 /
-# 1000 +4% / +8% / +10% against 64, the push's DRAM bytes 955 -> 725 MB a query at k = 1000
-# (results/topk-l2-fetch-ab-h100.txt)
+# bytes fetched per L2 miss while a GPU batch's rounds run (64 by default): the rounds read vertex
+# records at random, so smaller fetches move fewer unused bytes from DRAM (benchmarks/RESULTS.md, top-k
+# section)
 L2_FETCH_BYTES = 32
-# setting the hint and restoring it cost 0.8 ms (results/topk-l2-fetch-ab-h100.txt): only calls with at
-# least this many sources left to rounds set it (single-source calls took 1.7-1.9 ms against 0.9 on
-# soc-Epinions1 when every call did)
+# setting the hint and restoring it costs about a single-source call's own time: only calls with at
+# least this many sources left to rounds set it, so that the saving outweighs that fixed cost
 L2_HINT_SOURCES = 256
 CPU_WORKSPACE_BYTES = 37  # per vertex: residues, reserves, marks, touched list, queue, refine's cache
 

@@ -30,7 +30,7 @@ from operators._gpu.registry import Kernel
 from operators._ranked import PAD_VERTEX
 from operators.topk.cpu import select_top
 
-EXACT_REACH = 256  # largest closed touched set solved densely (a 256 x 256 solve takes about 1 ms)
+EXACT_REACH = 256  # largest closed touched set solved densely (the solve costs O(|T|^3))
 
 
 def closed_reach_topk(G, reach, s: int, alpha: float, k: int, order=(None, None)):
@@ -134,8 +134,8 @@ def lone_topk(sources: np.ndarray, k: int, n: int):
     return verts, vals
 
 
-PROBE_EDGES = 1 << 25  # a GPU graph up to this many edges keeps a host copy for ``small_reaches``: the
-# search costs 3-7 us a source (2-core CPU), more than R-MAT's few small reaches (0.13% at scale 20) save
+PROBE_EDGES = 1 << 25  # a GPU graph up to this many edges keeps a host copy for ``small_reaches``: on
+# larger graphs small reaches are rare and the host search costs more than they save
 PROBE_SCAN = 1 << 16  # out-edges one source's search reads at most before it gives up
 
 

@@ -2,11 +2,11 @@
 (Fig. 4), in as little memory as the arrays allow.
 
 The walks come as one 64-bit key each (``_irw.walk_keys``); one in-place sort of them gives the distinct
-(end, start) pairs in order. From there every step works on pairs (0.74 a walk at R-MAT 24, 0.8 at
-R-MAT 26), and each large temporary is freed before the next is made: a pair's end and start are split
-by one kernel, each IRW entry is scattered to its slot by one kernel from a 64-bit running count (a
-NumPy expression made five or six 64-bit temporaries a pair), and large selections go by positions
-found chunk by chunk.
+(end, start) pairs in order. From there every step works on pairs (fewer than the walks), and each
+large temporary is freed before the next is made: a pair's end and start are split by one kernel,
+each IRW entry is scattered to its slot by one kernel from a 64-bit running count (a NumPy expression
+would make five or six 64-bit temporaries a pair), and large selections go by positions found chunk
+by chunk.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ CHUNK = 1 << 27  # elements a step of ``_positions`` looks at
 def _positions(size: int, chunk_mask, xp):
     """Where ``chunk_mask(lo, hi)`` (a bool array for elements lo..hi-1) is set, as int64 positions,
     found chunk by chunk: CuPy's ``flatnonzero`` and boolean indexing over a whole array make an 8-byte
-    running count of it, and at R-MAT 26 (1.9 billion walks) those ran the build out of memory."""
+    running count of it, which for billions of walks does not fit beside them."""
     bounds = [(lo, min(lo + CHUNK, size)) for lo in range(0, size, CHUNK)]
     counts = [int(xp.count_nonzero(chunk_mask(lo, hi))) for lo, hi in bounds]
     out, at = xp.empty(sum(counts), dtype=np.int64), 0
@@ -142,8 +142,8 @@ def walk_pairs(keys: list, n: int) -> list:
     pair's number of walks, and ``ret[v]``: the walks from v that returned to the source.
 
     ``keys`` holds ``_irw.walk_keys``'s array, which is sorted in place and freed here; the result is a
-    list that ``invert_walks`` empties, so that each array is freed as soon as it is used (R-MAT 26 at
-    edge factor 22 has 1.9 billion walks at the default delta_min). A returned walk has the key
+    list that ``invert_walks`` empties, so that each array is freed as soon as it is used (a large
+    graph has billions of walks). A returned walk has the key
     start - n < 0, so the sort puts them first, by start.
     """
     key = keys.pop()

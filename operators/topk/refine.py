@@ -5,8 +5,7 @@ in-neighbour u, which it visits with probability pi(s, u) / (1 - alpha). So the 
 estimates, each divided by its out-degree, give a second unbiased estimate of pi(s, t). It rests on the
 walks that end one step before t, which are about d_out(u) / alpha times as many per unit of mass as those
 that end at t; where the in-neighbours have several out-edges, its variance is a fraction of the
-direct estimate's (at R-MAT 20, k = 1000, the median relative error of the true top 1000 fell from 0.2%
-to 0.03%, and precision@1000 rose from 0.993 to 0.9985).
+direct estimate's (benchmarks/RESULTS.md, top-k section).
 
 Which vertices (the band). Once the stop test has passed, only the order near the k-th estimate is in
 doubt. A walk's weight is at most rho (Eq. 10), so the variance of t's walk part W(t) (its estimate
@@ -16,10 +15,9 @@ then the vertices above the band with their estimates, and the best of the band 
 An in-neighbour listed in the round (a candidate, or in H) has its estimate already; the others are
 estimated here from their start lists as Alg. 6 does, except that a list of more than SAMPLE_FROM
 entries is read in part: every SAMPLE_STRIDE-th entry from an offset hashed from (u, s), each weighted
-SAMPLE_STRIDE, which keeps the estimate unbiased and the answer reproducible. Those lists held most of
-the entries read (at R-MAT 24, k = 100, the refinement's GPU time went from 0.83 to 0.38 ms a query);
-precision@k fell by at most 0.002, within two standard errors (CPU at R-MAT 20, one H100 at R-MAT 22
-and 24, k = 10 to 1000), and a stride of 16 or 32 saved little more time. A band of more than
+SAMPLE_STRIDE, which keeps the estimate unbiased and the answer reproducible. Those lists hold most of
+the entries read, so reading them in part cuts the refinement's cost at a loss of precision@k within the
+walks' standard error (benchmarks/RESULTS.md, top-k section). A band of more than
 ``band_cap(k)`` vertices (a graph of many equal estimates) is left as it is. The source keeps its own
 estimate.
 """
@@ -70,8 +68,9 @@ def in_edges(index):
             warnings.warn(
                 f"no GPU memory for the in-edges of the graph ({g.m:,} edges): top-k answers are not "
                 "refined at the k-th value (topk_ppr(refine=False) to silence this)",
-                RuntimeWarning, stacklevel=3,
-            )  # fmt: skip
+                RuntimeWarning,
+                stacklevel=3,
+            )
             return None
     else:
         t = g.transpose()
@@ -81,7 +80,7 @@ def in_edges(index):
 def merge(verts, raw, band, smooth, k: int, perm):
     """The answer from the round's top k (``verts``, ``raw``, decreasing) and the band's new estimates:
     the top k's vertices outside the band, then the best of the band; (vertices, estimates), decreasing."""
-    ordered = np.sort(band)  # np.isin took 0.29 ms at k = 1000
+    ordered = np.sort(band)  # a sort and a binary search: cheaper than np.isin
     at = np.minimum(np.searchsorted(ordered, verts), ordered.size - 1)
     inside = ordered[at] == verts
     v = np.concatenate((verts[~inside], band))
@@ -158,7 +157,22 @@ def refine_cpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z):
     if band.size > band_cap(k) or band.size == 0:
         return verts, raw, 0
     smooth = np.empty(band.size)
-    _smooth_cpu(band, listed, est, q.queue, *edges, q.indptr, g, q.r, q.pi0, q.est_h, tau, high_irw, q.s,
-                _seen(q), smooth)  # fmt: skip
+    _smooth_cpu(
+        band,
+        listed,
+        est,
+        q.queue,
+        *edges,
+        q.indptr,
+        g,
+        q.r,
+        q.pi0,
+        q.est_h,
+        tau,
+        high_irw,
+        q.s,
+        _seen(q),
+        smooth,
+    )
     v, e = merge(verts, raw, listed[band], smooth, k, tie_order(q.index)[0])
     return v, e, int(band.size)

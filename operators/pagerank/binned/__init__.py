@@ -35,22 +35,31 @@ VEC = 8  # edges per vector: segments are padded to a multiple of it
 PAD = 0xFFFF  # destination offset of a padding slot
 # chunk and bin sizes by value size (shared memory: 128 KB of chunk values per fill block, bins of 32 KB
 # so three sum blocks of 512 threads share an SM; four would spill), and edges per fill / sum work item;
-# measured on the H100 at R-MAT 24
+# tuned on the benchmark graphs (benchmarks/RESULTS.md, PageRank section)
 TUNING = {4: {"chunk_bits": 15, "bin_bits": 13}, 8: {"chunk_bits": 14, "bin_bits": 12},
           "fill_edges": 262_144, "sum_edges": 262_144, "min_item_edges": 16_384, "max_chunks": 4096,
           "sum_blocks": {4: 3, 8: 2}, "hot_vertices": 32_768, "order_below": 0.2}  # fmt: skip
 
 
 def build_bytes(m: int, weighted: bool) -> int:
-    """Device bytes to build the layout of ``m`` edges, an upper bound: CuPy's pool peaked at 48 bytes an
-    edge at R-MAT 26 with the expression-built layout of b9f6464; the GPU's kernel build (3ac7933) keeps
-    only the keys, the sort's buffer and int32 rows (about 24), not measured there since."""
+    """Device bytes to build the layout of ``m`` edges, an upper bound with room to spare: the GPU's
+    kernel build keeps only the keys, the sort's buffer and int32 rows (about 24 bytes an edge)."""
     return (56 if weighted else 48) * m
 
 
-def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bin_bits: int,
-                  fill_edges: int | None = None, sum_edges: int | None = None,
-                  rank=None, rows: int | None = None) -> dict:  # fmt: skip
+def binned_layout(
+    indptr_t,
+    indices_t,
+    weights_t,
+    n: int,
+    *,
+    chunk_bits: int,
+    bin_bits: int,
+    fill_edges: int | None = None,
+    sum_edges: int | None = None,
+    rank=None,
+    rows: int | None = None,
+) -> dict:
     """The binned layout of the in-edges ``indptr_t, indices_t`` (the transposed CSR), on their device.
 
     Sources are ids below ``n``; destinations are the rows of ``indptr_t``, ``rows`` of them (default
@@ -119,15 +128,26 @@ def binned_layout(indptr_t, indices_t, weights_t, n: int, *, chunk_bits: int, bi
     fill = _items(so[::nb_], max(1, fill_edges // VEC), at_least_one=False)
     summ = _items(np.concatenate([[0], np.cumsum(pre[:, -1])]), max(1, sum_edges // VEC))
     host = {
-        "pre": pre.astype(np.int32), "segv": np.ascontiguousarray(segv, dtype=np.int32),
-        "fill_group": fill[0], "fill_lo": fill[1], "fill_hi": fill[2],
-        "sum_group": summ[0], "sum_lo": (summ[1] - summ[3]).astype(np.int32),
+        "pre": pre.astype(np.int32),
+        "segv": np.ascontiguousarray(segv, dtype=np.int32),
+        "fill_group": fill[0],
+        "fill_lo": fill[1],
+        "fill_hi": fill[2],
+        "sum_group": summ[0],
+        "sum_lo": (summ[1] - summ[3]).astype(np.int32),
         "sum_hi": (summ[2] - summ[3]).astype(np.int32),
         "sum_count": np.bincount(summ[0], minlength=nb_).astype(np.int32),
-    }  # fmt: skip
+    }
     out |= {k: xp.asarray(v) for k, v in host.items()}
-    return out | {"n": n, "rows": rows, "chunks": nc, "bins": nb_, "chunk_bits": chunk_bits,
-                  "bin_bits": bin_bits, "m_pad": total}  # fmt: skip
+    return out | {
+        "n": n,
+        "rows": rows,
+        "chunks": nc,
+        "bins": nb_,
+        "chunk_bits": chunk_bits,
+        "bin_bits": bin_bits,
+        "m_pad": total,
+    }
 
 
 def _keys_host(indptr_t, indices_t, rank, nbins: int, chunk_bits: int, bin_bits: int) -> np.ndarray:
@@ -178,8 +198,24 @@ def _sum_cpu(dst, val, pre, segv, bin_bits, y):
 
 
 @nb.njit(cache=True)
-def _binned_cpu(src, dst, w, weighted, chunk_lo, pre, segv, chunk_bits, bin_bits, inv_out, x, p, dw, alpha,
-                max_iter, threshold):  # fmt: skip
+def _binned_cpu(
+    src,
+    dst,
+    w,
+    weighted,
+    chunk_lo,
+    pre,
+    segv,
+    chunk_bits,
+    bin_bits,
+    inv_out,
+    x,
+    p,
+    dw,
+    alpha,
+    max_iter,
+    threshold,
+):
     val = np.empty(src.size)
     y = np.empty(x.size)
     c = x * inv_out
@@ -216,9 +252,24 @@ def binned_cpu(G, weighted, inv_out, x, p, dw, alpha, max_iter, threshold):
     w = lay["w"] if weighted else np.empty(0, dtype=np.float32)
     if perm is not None:  # iterate over the renumbered ids
         inv_out, x, p, dw = (into(v, perm) for v in (inv_out, x, p, dw))
-    x, iters, err = _binned_cpu(lay["src"], lay["dst"], w, weighted, chunk_starts(lay),
-                                lay["pre"], lay["segv"], bits["chunk_bits"],
-                                bits["bin_bits"], inv_out, x, p, dw, alpha, max_iter, threshold)  # fmt: skip
+    x, iters, err = _binned_cpu(
+        lay["src"],
+        lay["dst"],
+        w,
+        weighted,
+        chunk_starts(lay),
+        lay["pre"],
+        lay["segv"],
+        bits["chunk_bits"],
+        bits["bin_bits"],
+        inv_out,
+        x,
+        p,
+        dw,
+        alpha,
+        max_iter,
+        threshold,
+    )
     return (x if perm is None else back(x, perm)), iters, err
 
 
@@ -238,8 +289,8 @@ def binned_order(G, *, keep: bool = True):
     """``perm`` (new vertex i is old vertex perm[i]) by decreasing degree when ``G`` is not in such an
     order already (its first ids hold under ``order_below`` of the edges), else None; kept with ``G``
     unless ``keep`` is False.
-    The layout is then built over the renumbered ids: its hubs' runs merge in the sum pass (R-MAT 24 as
-    generated: 1.80 -> 1.45 ms an iteration), with no copy of the graph, only this permutation."""
+    The layout is then built over the renumbered ids: its hubs' runs merge in the sum pass, with no copy
+    of the graph, only this permutation."""
     if hot_share(G) >= TUNING["order_below"]:
         return None
     build = lambda g: order_permutation(g).astype(np.int64, copy=False)  # noqa: E731
@@ -249,8 +300,10 @@ def binned_order(G, *, keep: bool = True):
 def kept_layout(G, weighted: bool, bits: dict, perm=None) -> dict:
     """``binned_layout_of(G)`` for chunk and bin ``bits`` (renumbered by ``perm``), kept with ``G``."""
     key = f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}"
-    return G.derived(key + ("_ordered" if perm is not None else ""),
-                     lambda g: binned_layout_of(g, weighted, **bits, perm=perm))  # fmt: skip
+    return G.derived(
+        key + ("_ordered" if perm is not None else ""),
+        lambda g: binned_layout_of(g, weighted, **bits, perm=perm),
+    )
 
 
 def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int, perm=None) -> dict:
@@ -260,5 +313,12 @@ def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int, perm=
     if perm is not None:
         rank = array_module(perm).empty_like(perm)
         rank[perm] = array_module(perm).arange(perm.size, dtype=perm.dtype)
-    return binned_layout(T.indptr, T.indices, T.weights if weighted else None, G.n,
-                         chunk_bits=chunk_bits, bin_bits=bin_bits, rank=rank)  # fmt: skip
+    return binned_layout(
+        T.indptr,
+        T.indices,
+        T.weights if weighted else None,
+        G.n,
+        chunk_bits=chunk_bits,
+        bin_bits=bin_bits,
+        rank=rank,
+    )

@@ -57,8 +57,17 @@ def edge_keys(indptr_t, indices_t, rank, nbins: int, chunk_bits: int, bin_bits: 
         grid, block = launch_config(m, 256, max_blocks=sm_count() * 32)
         renumber = rank is not None
         rank = rank if renumber else cp.zeros(1, dtype=cp.int64)
-        args = (indices_t.astype(cp.int32, copy=False), row, rank, np.int32(renumber), np.int64(m),
-                np.int64(nbins), np.int32(chunk_bits), np.int32(bin_bits), key)  # fmt: skip
+        args = (
+            indices_t.astype(cp.int32, copy=False),
+            row,
+            rank,
+            np.int32(renumber),
+            np.int64(m),
+            np.int64(nbins),
+            np.int32(chunk_bits),
+            np.int32(bin_bits),
+            key,
+        )
         LAYOUT.get("gj_binned_keys")(grid, block, args)
     return key
 
@@ -72,7 +81,17 @@ def place_edges(key, shift, chunk_bits: int, bin_bits: int, out: dict, weights_t
     cp = import_cupy()
     weighted = weights_t is not None
     none_f, none_i = cp.zeros(1, dtype=cp.float32), cp.zeros(1, dtype=cp.int64)
-    args = (key, shift, np.int64(m), np.int32(chunk_bits), np.int32(bin_bits), out["src"], out["dst"],
-            np.int32(weighted), weights_t if weighted else none_f, order if weighted else none_i,
-            out["w"] if weighted else none_f)  # fmt: skip
+    args = (
+        key,
+        shift,
+        np.int64(m),
+        np.int32(chunk_bits),
+        np.int32(bin_bits),
+        out["src"],
+        out["dst"],
+        np.int32(weighted),
+        weights_t if weighted else none_f,
+        order if weighted else none_i,
+        out["w"] if weighted else none_f,
+    )
     LAYOUT.get("gj_binned_place")(grid, block, args)

@@ -235,8 +235,10 @@ def check_fits(n: int, dtype) -> None:
     """ValueError unless ``binned_fits(n, dtype)``."""
     if not binned_fits(n, dtype):
         most = TUNING["max_chunks"] << TUNING[np.dtype(dtype).itemsize]["chunk_bits"]
-        raise ValueError(f"method='binned' takes at most {most:,} vertices in {np.dtype(dtype).name}, the "
-                         f"graph has {n:,}: use method='pull'")  # fmt: skip
+        raise ValueError(
+            f"method='binned' takes at most {most:,} vertices in {np.dtype(dtype).name}, the "
+            f"graph has {n:,}: use method='pull'"
+        )
 
 
 def layout_step(lay: dict, weighted: bool, dtype, lo: int = 0):
@@ -271,8 +273,12 @@ def layout_step(lay: dict, weighted: bool, dtype, lo: int = 0):
             own = [a[lo:] if i < 4 or vargs[i + 2] else a for i, a in enumerate(vargs[:6])]
             vargs = (*own, *vargs[6:])
         if n_fill:
-            fill((n_fill,), (FILL_THREADS,), (*fill_head, c_old, *fill_items, vargs[8], vargs[10]),
-                 shared_mem=smem_fill)  # fmt: skip
+            fill(
+                (n_fill,),
+                (FILL_THREADS,),
+                (*fill_head, c_old, *fill_items, vargs[8], vargs[10]),
+                shared_mem=smem_fill,
+            )
         summ((n_sum,), (SUM_THREADS,), (*sum_head, *vargs), shared_mem=smem_sum)
 
     return step

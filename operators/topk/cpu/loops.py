@@ -2,8 +2,8 @@
 
 A query of a threaded batch runs a whole round in one call (``_round_cpu``): the push, the
 candidates, Alg. 4 and Alg. 6 and the round's top k. Its threads then take the GIL once a round, for the
-stop test, instead of at every step: with 16 threads, five calls and a dozen NumPy steps a round had
-them queueing for it (top-10 batches on soc-Epinions1 fell from 2,740 queries/s at 8 threads to 2,050).
+stop test, instead of at every step: several calls and NumPy steps a round would have many threads
+queueing for it.
 """
 
 from __future__ import annotations

@@ -28,18 +28,19 @@ from operators.topk.gpu.select import launch_round_top, read_round_top
 
 THREADS = 256
 
-DENSE_CLEAR = 12  # at R-MAT 24 a dense clear took 0.195 ms, the touched list n / 12 0.191, n / 16 0.162
-# the seen flags are cleared in order above n / DENSE_SEEN touched vertices (n = 2^24, n / 16 touched: the
-# clear took 0.153 ms, one by one 0.163; always in order was 0.005 ms slower at n / 1024)
+# clear every vertex in order once more than n / DENSE_CLEAR were touched (scattered writes cost a few
+# times sequential ones); tuned on the benchmark graphs (benchmarks/RESULTS.md, top-k section)
+DENSE_CLEAR = 12
+# the seen flags are cleared in order above n / DENSE_SEEN touched vertices: a flag is a byte, so a
+# sequential pass covers many per sector and pays off at far fewer touched vertices
 DENSE_SEEN = 128
 QUERY_CUDA = r"""
 // the previous query's state: its touched vertices (residue and flags, pi0 where claimed: bit 2), or
 // every vertex in order once they are more than n / DENSE_CLEAR (scattered writes cost a few times
-// sequential ones). In order, each record is written
-// whole (its threshold from thr32): a warp then covers whole sectors, which written in part would first
-// be read from memory (that took the dense clear from 0.14 to 0.26-0.32 ms at R-MAT 24). The seen
-// flags, a byte per vertex, are cleared in order, 16 at a time, from n / DENSE_SEEN touched vertices on:
-// cleared one by one, each is a sector read and written back
+// sequential ones). In order, each record is written whole (its threshold from thr32): a warp then
+// covers whole sectors, which written in part would first be read from memory. The seen flags, a byte
+// per vertex, are cleared in order, 16 at a time, from n / DENSE_SEEN touched vertices on: cleared one
+// by one, each is a sector read and written back
 extern "C" __global__ void gj_query_clear(const int* touched, const int* ntouched, long long n, gj_vertex* vs,
         const float* thr32, double* pi0, unsigned char* seen) {
     const long long t = *ntouched, step = (long long)gridDim.x * blockDim.x;
@@ -181,8 +182,8 @@ class GPUQuery:
 
     def launch_args(self, key, make):
         """What ``make()`` returns (a round kernel's arguments, or parts of them), kept per workspace and
-        ``key``: a round launches without slicing, viewing or converting its buffers again (about 1.6 us
-        a CuPy slice, against 5-7 us a launch: ``results/topk-host-round-h100.txt``)."""
+        ``key``: a round launches without slicing, viewing or converting its buffers again (a CuPy slice
+        costs a sizeable share of a launch's host time)."""
         got = self.args.get(key)
         if got is None:
             got = self.args[key] = make()

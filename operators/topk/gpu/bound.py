@@ -148,12 +148,44 @@ def _round_args(q, exclude_h: bool):
     eoff = np.int64 if wide else np.int32
     # scratch: each list's weight (float), gap (its first entry minus its place) and place in its segment
     wv, gap, off = q.bigval.view(np.float32), q.shift.view(eoff), q.off.view(eoff)
-    lists = (q.touched, nt, q.pi0, q.qp, a["h_index"], np.int32(exclude_h), q.ids[nh:], q.counts[6:], q.state,
-             c.lists, c.h_pack, np.int32(c.hbits), np.int32(nh), np.int32(by_vertex), q.est_h, wv, gap, off,
-             q.seg_entries, q.seg_owners, q.seg_back)  # fmt: skip
+    lists = (
+        q.touched,
+        nt,
+        q.pi0,
+        q.qp,
+        a["h_index"],
+        np.int32(exclude_h),
+        q.ids[nh:],
+        q.counts[6:],
+        q.state,
+        c.lists,
+        c.h_pack,
+        np.int32(c.hbits),
+        np.int32(nh),
+        np.int32(by_vertex),
+        q.est_h,
+        wv,
+        gap,
+        off,
+        q.seg_entries,
+        q.seg_owners,
+        q.seg_back,
+    )
     entries = None
     if not by_vertex:
-        args = (nt, np.int32(segments), q.seg_entries, q.seg_owners, q.seg_back, off, wv, gap, c.h_pack,
-                np.int32(c.hbits), np.int32(nh), q.est_h)  # fmt: skip
+        args = (
+            nt,
+            np.int32(segments),
+            q.seg_entries,
+            q.seg_owners,
+            q.seg_back,
+            off,
+            wv,
+            gap,
+            c.h_pack,
+            np.int32(c.hbits),
+            np.int32(nh),
+            q.est_h,
+        )
         entries = (args, wide, narrow)
     return BOUND.get("gj_round_lists", **entry_types(wide, narrow)), lists, entries

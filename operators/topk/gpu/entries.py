@@ -3,19 +3,18 @@
 ``gj_round_lists`` has kept, in each segment's first slots, the touched lists that have entries (w(v)
 as a float, where the list starts in the segment's sequence of entries, and that place's distance to
 the list in ``h_pack``), with the segment's entry and list counts and returned mass.
-``gj_bound_entries_smem`` scans the entry counts, so that places are global; each warp takes
-BOUND_SPREAD or more chunks of consecutive entries, strided over the sequence (in a degree-ordered
-graph the hubs' long lists, whose steps are cheap, come first, and one chunk a warp left the warps of
-the short lists last: R-MAT 24 k = 10, 337 -> 271 us a query), finds the list of its first entry by
-binary search and then holds the next 32 lists in its lanes (a step costs ballots and a few
-shuffles; up to BOUND_WAYS entries a lane, while the lists starting in them fit the window, so that
-several loads are in flight; steps of BOUND_FAST x 32 entries inside one list skip the window's
-work), adding w(v) f into a float copy of est_h in
-shared memory, flushed into est_h (double) with one atomic per nonzero entry. When |H| does not fit
-(about 55,000 floats on an H100: R-MAT 26 has 67,099), the copy holds the first ``ncache`` H vertices,
-those of the most entries in a degree-ordered graph, and the others' terms go to est_h itself, as all
-of them do in ``gj_bound_entries``. Places are 32-bit below WIDE_ENTRIES H entries, so that two
-blocks of 1,024 threads fit an SM. Block 0 sums the segments' returned mass in a fixed order.
+``gj_bound_entries_smem`` scans the entry counts, so that places are global; each warp takes BOUND_SPREAD
+or more chunks of consecutive entries, strided over the sequence (in a degree-ordered graph the hubs' long
+lists, whose steps are cheap, come first, and one chunk a warp would leave the warps of the short lists to
+run last), finds the list of its first entry by binary search and then holds the next 32 lists in its
+lanes (a step costs ballots and a few shuffles; up to BOUND_WAYS entries a lane, while the lists starting
+in them fit the window, so that several loads are in flight; steps of BOUND_FAST x 32 entries inside one
+list skip the window's work), adding w(v) f into a float copy of est_h in shared memory, flushed into
+est_h (double) with one atomic per nonzero entry. When |H| does not fit in the block's opt-in shared
+memory, the copy holds the first ``ncache`` H vertices, those of the most entries in a degree-ordered
+graph, and the others' terms go to est_h itself, as all of them do in ``gj_bound_entries``. Places are
+32-bit below WIDE_ENTRIES H entries, so that two blocks of 1,024 threads fit an SM. Block 0 sums the
+segments' returned mass in a fixed order.
 
 The float copy: a block's partial sum of one H vertex adds N positive terms, so it is within
 (N + 2) 2^-24 of its value (w(v) and each term rounded once, each add once), where the walks'
@@ -34,14 +33,13 @@ from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.device import shared_memory_optin, shared_memory_per_sm
 from operators._gpu.registry import Kernel
 
-BOUND_CHUNK = 8192  # consecutive H entries a warp takes at once, a search each (512: R-MAT 24 14-16% slower)
-BOUND_SPREAD = (
-    4  # chunks a warp takes, at least (strided over the sequence), where chunks stay within BOUND_CHUNK
-)
+BOUND_CHUNK = 8192  # consecutive H entries a warp takes at once, a search each (smaller: more searches)
+# chunks a warp takes, at least (strided over the sequence), where chunks stay within BOUND_CHUNK
+BOUND_SPREAD = 4
 MAX_SEGMENTS = 1024  # G: the segments' counts are scanned in shared memory
-BOUND_WAYS = 4  # entries per lane and step of the entry pass, at most (loads in flight; 2 and 4 measured)
-# entries per lane and step inside one list, without the window's work: R-MAT 24 k = 10, the pass 217 ->
-# 200 us and 158M -> 122M instructions a query (8: 207 us), results/topk-entries-fast-ab-h100.txt
+BOUND_WAYS = 4  # entries per lane and step of the entry pass, at most (loads in flight)
+# entries per lane and step inside one list, without the window's work (fewer instructions a step);
+# tuned on the benchmark graphs (benchmarks/RESULTS.md, top-k section)
 BOUND_FAST = 4
 WIDE_ENTRIES = 2**30  # from this many H entries on, their places are 64-bit (32-bit sums stay below 2^31)
 MIN_CACHE = 4096  # fewest H vertices worth a shared copy of their part of est_h (else all go to est_h)
@@ -96,7 +94,7 @@ __device__ __forceinline__ unsigned gj_warp_or(unsigned bits) {
 // empty. The list of the first entry is found by binary search; after that the warp keeps the next 32
 // lists in its lanes (a window): the lists starting inside a step are a ballot, each entry's list the
 // count of them starting at or before it, and the window moves on by that count. No lane walks list
-// by list (a divergent walk with a division per list before).
+// by list (that would be a divergent walk with a division per list).
 template <bool SPLIT, typename T>
 __device__ __forceinline__ void gj_bound_add(GJ_ENTRY_PARAMS, T* acc, int ncache) {
     __shared__ long long s_base[MAX_SEGMENTS + 1];
@@ -248,8 +246,7 @@ def bound_entries(q, args, wide: bool, narrow: bool) -> None:
     """Launch the entry pass on ``args`` (``_topk_gpu_bound.select_and_bound_gpu``): into a shared copy
     of est_h, or of its first part when ``q.bound_smem`` says that all of it does not fit, else into est_h
     itself. With several queries in flight it takes one block an SM, leaving the rest to their other
-    kernels (R-MAT 24 batches 2-6% faster, one query 3-10% slower:
-    results/topk-entries-one-block-ab-h100.txt)."""
+    kernels: batches gain throughput at some cost to a lone query's latency."""
 
     def make():
         smem, per_sm, ncache = q.bound_smem
@@ -285,8 +282,8 @@ def bound_smem_plan(nh: int) -> tuple[int, int, int]:
 
 @functools.cache
 def _smem_kernel(device: int, wide: bool, split: bool = False, narrow: bool = True):
-    """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (set per round
-    before, a query over a smaller H could lower it under a concurrent larger one), and how many of its
+    """``gj_bound_entries_smem`` allowed all the shared memory a block may opt in to (once per device: set
+    per round, a query over a smaller H could lower it under a concurrent larger one), and how many of its
     blocks of 1,024 threads the registers let run on an SM at once."""
     name = "gj_bound_entries_split" if split else "gj_bound_entries_smem"
     kernel = ENTRIES.get(name, **entries_variant(wide, narrow))

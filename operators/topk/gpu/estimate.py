@@ -107,8 +107,20 @@ def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
         big_list = BIG_STEPS * tsize if tsize > 1 else np.iinfo(np.int64).max
         lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], q.state, q.inv_omega)
         count = q.counts[6:]
-        small = (ids, count, np.int32(offset), np.int32(tsize), np.int64(big_list), q.big, *lists, q.pi0,
-                 a["h_index"], q.est_h, np.float64(q.index.params.own_share), q.est)  # fmt: skip
+        small = (
+            ids,
+            count,
+            np.int32(offset),
+            np.int32(tsize),
+            np.int64(big_list),
+            q.big,
+            *lists,
+            q.pi0,
+            a["h_index"],
+            q.est_h,
+            np.float64(q.index.params.own_share),
+            q.est,
+        )
         big = (ids, count, q.big, *lists, q.est) if tsize > 1 else None
         return small, big
 
@@ -138,10 +150,21 @@ def fallback_gpu(q, walks_per_mass: float, key: int):
         g = q.index.graph
         grid = (max(1, min(q.sm_blocks * 8, (total + 255) // 256)),)
         FALLBACK.get("gj_fallback_walks")(
-            grid, (256,),
-            (g.indptr, g.indices, verts, rv / nv, wptr, np.int64(verts.size), np.uint64(key),
-             np.float64(1.0 - q.index.params.alpha), est, ret),
-        )  # fmt: skip
+            grid,
+            (256,),
+            (
+                g.indptr,
+                g.indices,
+                verts,
+                rv / nv,
+                wptr,
+                np.int64(verts.size),
+                np.uint64(key),
+                np.float64(1.0 - q.index.params.alpha),
+                est,
+                ret,
+            ),
+        )
     est /= 1.0 - ret
     perm = q.index.perm  # ties (PPR 0 among them) by the ids of the graph the index was built from
     return (

@@ -128,10 +128,25 @@ def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
     while int(c[i % 3]):  # a host sync per LAUNCHES iterations; empty frontiers cost a launch
         for _ in range(LAUNCHES):
             args = (
-                g.indptr, g.indices, rmax, np.int32(q.s), np.float64(q.index.params.alpha), q.state, q.pi0,
-                q.seen, q.front[i % 2], c[i % 3 :], q.front[(i + 1) % 2], c[(i + 1) % 3 :],
-                c[(i + 2) % 3 :], q.big, q.bigval, c[4 + i % 2 :], c[4 + (i + 1) % 2 :], q.stats,
-            )  # fmt: skip
+                g.indptr,
+                g.indices,
+                rmax,
+                np.int32(q.s),
+                np.float64(q.index.params.alpha),
+                q.state,
+                q.pi0,
+                q.seen,
+                q.front[i % 2],
+                c[i % 3 :],
+                q.front[(i + 1) % 2],
+                c[(i + 1) % 3 :],
+                c[(i + 2) % 3 :],
+                q.big,
+                q.bigval,
+                c[4 + i % 2 :],
+                c[4 + (i + 1) % 2 :],
+                q.stats,
+            )
             push(grid, (THREADS,), args)
             if tiling and q.has_big:
                 kernel("gj_afp_push_big")((q.sm_blocks * 2,), (THREADS,), args)

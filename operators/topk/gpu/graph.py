@@ -2,7 +2,7 @@
 
 A round queues ten or so launches and copies (the query's start with its first round, the push, the
 touched list, the candidates and Alg. 4, Alg. 6, the round's top k and its copy to the host), each
-5-7 us of host time in CuPy. In a batch the host thread queues every stream's rounds, so on small
+costing host time in CuPy. In a batch the host thread queues every stream's rounds, so on small
 graphs it, not the GPU, sets the rate. The kernels read the round's r_max, tau and source from the
 workspace's parameter block (``GPUQuery.qp``, copied from pinned memory inside the round), so the same
 launches serve every round of a configuration: its first round runs them directly (kernels compile,
@@ -13,19 +13,12 @@ later one writes the three parameters and launches the graph. A configuration wh
 A graph holds the addresses of the workspace's buffers, the index's arrays and the round's top-k
 buffers (``GPUQuery.round_tops``, one per k), which live as long as the workspace that holds it.
 
-Rounds replay below MAX_VERTICES only; R-MAT 24 is GPU-bound. The refinement (``_topk_refine_gpu``) replays
-through ``replay`` at every size: at R-MAT 24, k = 1000, its 12 launches took 0.41 ms of host time a query and
-the median query 4.28 ms, 0.06 and 3.71 ms replayed (results/topk-refine-host-ab-h100.txt). With several
-queries in flight, each replaying its rounds on its own stream, batches ran 1.07-1.59x as many queries a
-second on the small graphs (f783b76 against b1a9c20, results/topk-gpu-h100-b1a9c20.jsonl). From b1a9c20 to
-4cfeaa6 only one query at a time replayed: several at once had answered 0.05-3% of the sources otherwise than
-one stream did, some without their own source (results/topk-graph-streams-h100.txt). The cause, now fixed, was
-a race in ``gj_list_seen`` (a tile's start read by the block before the thread that wrote it had been waited
-for), which replayed rounds side by side hit in about one round in seven and direct launches rarely
-(``_topk_gpu_seen``, results/topk-list-seen-race-h100.txt). A call of one source, median ms direct -> graphs,
-same process (results/topk-call-graphs-ab-h100.txt): k = 10 0.47-0.66 -> 0.43-0.58 on soc-Epinions1,
-soc-Slashdot0902 and R-MAT 22; k = 100 and 1000 1.5-11% less; at R-MAT 24 (graphs allowed there for the trial)
-1-4% at k = 10 and 100, none at 1000.
+Rounds replay below MAX_VERTICES only: on larger graphs a batch is bound by the GPU, not the host.
+The refinement (``_topk_refine_gpu``) replays through ``replay`` at every size: its dozen launches a
+query cost host time that the replay saves. Several queries in flight each replay their rounds on
+their own stream. This relies on ``gj_list_seen`` waiting for the thread that writes a tile's start
+before the block reads it (``_topk_gpu_seen``): rounds replayed side by side would otherwise read a
+start left by an earlier query.
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 Alg. 4's passes (``_topk_gpu_bound``, ``_topk_gpu_entries``) read these, shared by every stream's workspace
 (``round_constants``): each H entry is one word, the H vertex in the low bits and the walks' count less
-one above (``pack_entries``; 16 bits where |H| <= NARROW_H, else 32; 8 bytes in two arrays before), and
-each start vertex's list start, length, 1 / omega(v) and returned walks sit in one 32-byte record (four
-arrays before). With both, candidates and Alg. 4 at R-MAT 24 top-100 took 0.42 ms instead of 0.49 (one
-H100), with 32-bit words.
+one above (``pack_entries``; 16 bits where |H| <= NARROW_H, else 32), and each start vertex's list
+start, length, 1 / omega(v) and returned walks sit in one 32-byte record, so that one load brings what
+the candidates pass and Alg. 4 read of a vertex.
 """
 
 from __future__ import annotations
@@ -14,13 +13,12 @@ from dataclasses import dataclass
 
 from graphs._device import array_module, import_cupy
 
-# H sets of up to this many vertices get 16-bit H entries. At R-MAT 22 (|H| = 4,179, 3 bits left for
-# the count) they are 1.002 words an entry, at R-MAT 20 (1,046) 1.000; 98% of the counts are 1 or 2.
-# Half the memory of 32-bit words (R-MAT 24: 187 MB against 366), the same answers, and no change in
-# speed: Alg. 4's pass is not bound by the entries it reads (results/topk-hwords-ab-h100.txt). The word
-# holds the count less one: holding the count, R-MAT 24's one bit split every count above 1 into
-# entries of one side by side, and their shared-memory adds retried on one address (a pass 13x as long,
-# results/topk-entries-word16-trial-h100.txt). So at least one bit is left for it: |H| <= 2^15
+# H sets of up to this many vertices get 16-bit H entries: half the memory of 32-bit words and the same
+# answers (Alg. 4's pass is not bound by the entries it reads). Most walk counts are 1 or 2, so the bits
+# left above the H vertex hold nearly all of them; a larger count is split into several entries. The
+# word holds the count less one, so that even one bit left holds a count of 2: split entries of one
+# vertex lie side by side and their shared-memory adds would contend on one address. So at least one
+# bit is left for it: |H| <= 2^15
 NARROW_H = 1 << 15
 
 

@@ -7,9 +7,8 @@ out-neighbour with atomicAdd; a vertex joins the next frontier once, guarded by 
 whose bit 1 is clear gets it (an atomicOr whose result is not read) and a 1 in ``seen``; after the
 push ``_topk_gpu_seen.list_seen`` rebuilds the touched list from those flags in vertex order, so every
 later reset and scan costs O(touched), not O(n). A claim sets bit 2 (the reserve pi0 written): the
-round's candidates pass reads pi0, and the next start clears it, only there. At k = 10 on R-MAT 20-22
-5-7% of the touched vertices are claimed (CPU count); at R-MAT 24 that took the candidates pass from
-76 to 59 us a query and the clear from 89 to 45 (results/topk-claimed-seen-ab-h100.txt).
+round's candidates pass reads pi0, and the next start clears it, only there: few of the touched
+vertices are claimed, so both skip most reads and writes of pi0.
 
 ``push_persistent``: one cooperative launch runs every frontier of the round. Per frontier, each
 thread claims a contiguous slice of it and numbers its edges within its block (a block-wide prefix
@@ -32,15 +31,13 @@ from operators._gpu.registry import Kernel
 
 THREADS = 256
 # persistent push: edges of a lane whose atomic adds are in flight together, and blocks per SM (85
-# registers). Against one edge at 4 per SM (spills): 1-2% slower at R-MAT 24, 3-7% faster on R-MAT 22
-# top-100 and the SNAP graphs; four edges at 2 per SM: 2-5% faster on the SNAP graphs, 3% slower at
-# R-MAT 24 (results/topk-ab-h100-8c841c3.txt)
+# registers; 4 per SM would spill); tuned on the benchmark graphs (benchmarks/RESULTS.md, top-k section)
 PUSH_BATCH, PUSH_PER_SM = 2, 3
 QP_RMAX, QP_TAU, QP_S = 0, 1, 2  # GPUQuery.qp, as GJ_QP_* in the kernels
 
 VERTEX_CUDA = r"""
 // a vertex's query state in one 16-byte record, so that a pushed edge reads one random sector (in three
-// arrays the push took 1.35-1.38x as long at R-MAT 24): its residue, its push threshold d_out(v) beta(v)
+// arrays, three): its residue, its push threshold d_out(v) beta(v)
 // as a float rounded down (GPUQuery.load_thresholds) and its flags (bit 0: next frontier, 1: touched,
 // 2: claimed, so that the reserve pi0 is read and cleared only where one was written)
 struct __align__(16) gj_vertex { double r; float thr; int mark; };
@@ -261,8 +258,23 @@ def push_persistent(q, rmax: float) -> None:
     def make():
         g = q.index.graph
         return (
-            g.indptr, g.indices, q.qp, np.float64(q.index.params.alpha), q.state, q.pi0, q.touched, q.seen,
-            q.front, np.int64(g.n), q.counts, q.bigval, q.off, q.shift, q.bsum, q.dangling, q.stats,
-        )  # fmt: skip
+            g.indptr,
+            g.indices,
+            q.qp,
+            np.float64(q.index.params.alpha),
+            q.state,
+            q.pi0,
+            q.touched,
+            q.seen,
+            q.front,
+            np.int64(g.n),
+            q.counts,
+            q.bigval,
+            q.off,
+            q.shift,
+            q.bsum,
+            q.dangling,
+            q.stats,
+        )
 
     persistent_kernel()((q.blocks,), (THREADS,), q.launch_args("push", make))

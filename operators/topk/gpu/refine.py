@@ -190,7 +190,7 @@ def refine_launch_gpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z
     """Queue the band of the last round's list, its sums and their copy to the host on the current
     stream (``q``: GPUQuery; ``GPUQuery.refine_launch``). The per-query values go to the parameter block;
     in ``topk_ppr``'s queries (``q.replay``) the launches run as a CUDA graph from the second query of a
-    configuration on (``_topk_gpu_graph.replay``): about 12 launches at 5-20 us of host time each would
+    configuration on (``_topk_gpu_graph.replay``): its dozen launches, each costing host time, would
     otherwise hold up the batch's other streams. Once the band kernel has read the round's list and
     estimates, their buffers (``q.ids``, ``q.est`` past H) hold the need list and its estimates, and
     ``q.big`` the long start lists, as in a round."""

@@ -4,10 +4,9 @@ the round did not list, each once. Their walk parts are summed as Alg. 6 sums a 
 query's touched vertices first and cleared after; lists of more than SAMPLE_FROM entries are read at
 SAMPLE_STRIDE (``_topk_refine``). A list of which more than ``BIG_LIST`` entries are read is cut into
 chunks of ``BIG_CHUNK`` entries read, a warp each over the whole GPU, and the chunks' sums are added in
-order: a block per long list, as a round does, left a few blocks with the hubs' lists (2/3 of the
-refinement at R-MAT 24, k = 1000, before lists were read in part), and chunk offsets by a one-block scan
-took about as long again. Since lists are read in part, few lists are that long (R-MAT 24: the chunk
-kernels took 0.004 ms a query).
+order: a block per long list, as a round does, would leave a few blocks with the hubs' lists while
+the others idle, and chunk offsets by a one-block scan would cost about as much again. Since lists are
+read in part, few lists are that long.
 """
 
 from __future__ import annotations

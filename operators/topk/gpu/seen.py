@@ -2,19 +2,15 @@
 
 The push sets ``seen[v]`` for every vertex that receives a share (``_topk_gpu_push``); listing them
 afterwards, in order, costs one sequential pass over n bytes, where listing first receivers during the
-push took 45% of the push at R-MAT 22-24. Counting with four loads of a thread in flight, and loading
-each next word before a step's block scan, took it from 49 to 30 us a query at R-MAT 24 k = 10
-(results/topk-claimed-seen-ab-h100.txt). Tiles dealt round-robin to the blocks, so that the touched
-vertices crowded in a degree-ordered graph's first ids spread over them, took it from 82 to 56 us
-(results/topk-balance-ab-h100.txt).
+push would cost a large share of the push. Each thread counts with four loads in flight and loads its
+next word before a step's block scan, so that the loads overlap the scans. Tiles are
+dealt round-robin to the blocks, so that the touched vertices crowded in a degree-ordered graph's first
+ids spread over them.
 
 Each block's tile starts are written by one thread each after the block's last scan and read by all its
-threads: a barrier between the two is needed. Without it (to 4cfeaa6) some threads read a start of the
-previous round's list, and the list came out with the right count but entries out of place or from an
-earlier query: on one H100, R-MAT 18, 4,000 sources a call on 4 then 8 streams, 0-11 of about 10,300
-rounds a call with direct launches and 1,391 with rounds replayed as CUDA graphs (356 answers unlike one
-stream's, 59 without their own source); with the barrier none in 26 calls (about 270,000 rounds), graphs
-or direct (results/topk-list-seen-race-h100.txt). (Loads from L2 only, 198850a, had made it rarer.)
+threads: a barrier between the two is needed: without it a thread can read a start left by the previous
+round's list (of the same query or of an earlier one on the workspace), and the list comes out with the
+right count but entries out of place.
 """
 
 from __future__ import annotations
