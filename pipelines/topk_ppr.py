@@ -94,7 +94,7 @@ def topk_ppr_job(
         answered before any round: no out-edge to another vertex, or few vertices reachable), fallbacks,
         exact answers (sources of small closed reach, those included).
     """
-    options = TopkOptions(k=k, seed=seed, refine=refine)  # before anything runs
+    query = TopkOptions(k=k, seed=seed, refine=refine)  # before anything runs
     streams = None if streams is None else check_count("streams", streams)
     if index is not None:
         manifest = (
@@ -122,7 +122,7 @@ def topk_ppr_job(
         options = dict(alpha=alpha, epsilon=epsilon, delta_min=delta_min, seed=seed, directed=directed)
         built = index_job(source, workdir=workdir, read_options=read_options, reorder=reorder, **options)
         graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
-    opts = {"index": idx, "options": options}
+    opts = {"index": idx, "options": query}
     return batch_job("topk-ppr", graph, tokenize(graph), sources, opts, seed=seed, chunk=chunk, out=out,
                      workdir=workdir, run_chunk=_query_chunk, summarize=_summary,
                      overwrite=overwrite, tuning={"streams": streams})  # fmt: skip
