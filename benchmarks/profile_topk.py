@@ -20,13 +20,13 @@ import numpy as np
 
 import graphs
 from benchmarks.topk_ppr import _sources
-from operators import build_ppr_index, topk_ppr
+from operators import TopkTuning, build_ppr_index, topk_ppr
 from operators.topk import gpu as tg
 
 METHODS = ("start", "push", "estimate_launch", "estimate_finish", "fallback")
 STEPS = ("start", "push", "estimate", "fallback", "bound", "compute")
 STEP_OF = {"estimate_launch": "estimate", "estimate_finish": "estimate"}  # a round's two halves
-VARIANTS = (("graphjobs", {}), ("paper schedule", dict(persistent=False, jump=False)))
+VARIANTS = (("graphjobs", {}), ("paper schedule", dict(tuning=TopkTuning(persistent=False, jump=False))))
 
 
 def _timed(totals, name, fn):

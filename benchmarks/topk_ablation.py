@@ -5,11 +5,13 @@ index and one set of sources per graph; the baseline is the first setting (IRW o
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr, topk_ppr
+from operators import TopkTuning, build_ppr_index, ppr, topk_ppr
 from operators.ppr.metrics import precision_at_k
 
 from .common import Reporter
@@ -18,18 +20,15 @@ from .topk_ppr import _sources
 # The query's switches, from the simplest to full kPAR (the paper's schedule: a launch per frontier,
 # delta halved once per round, no refinement), then graphjobs' three additions; tiling and the persistent
 # push only change the GPU kernels
-PAPER = dict(persistent=False, jump=False, refine=False)
-ABLATION = (
-    ("IRW only", dict(adaptive=False, high_irw=False, tiling=False, **PAPER)),
-    ("+ adaptive push", dict(adaptive=True, high_irw=False, tiling=False, **PAPER)),
-    ("+ high-IRW set", dict(adaptive=True, high_irw=True, tiling=False, **PAPER)),
-    ("+ tiling (full kPAR)", dict(adaptive=True, high_irw=True, tiling=True, **PAPER)),
-    (
-        "+ persistent push",
-        dict(adaptive=True, high_irw=True, tiling=True, persistent=True, jump=False, refine=False),
-    ),
-    ("+ delta jumps", dict(adaptive=True, high_irw=True, tiling=True, refine=False)),
-    ("+ refinement (graphjobs' default)", dict(adaptive=True, high_irw=True, tiling=True)),
+PAPER = dict(persistent=False, jump=False)
+ABLATION = (  # (label, tuning, refine)
+    ("IRW only", TopkTuning(adaptive=False, high_irw=False, tiling=False, **PAPER), False),
+    ("+ adaptive push", TopkTuning(adaptive=True, high_irw=False, tiling=False, **PAPER), False),
+    ("+ high-IRW set", TopkTuning(adaptive=True, high_irw=True, tiling=False, **PAPER), False),
+    ("+ tiling (full kPAR)", TopkTuning(adaptive=True, high_irw=True, tiling=True, **PAPER), False),
+    ("+ persistent push", TopkTuning(persistent=True, jump=False), False),
+    ("+ delta jumps", TopkTuning(), False),
+    ("+ refinement (graphjobs' default)", TopkTuning(), True),
 )
 GPU_ONLY = ("+ tiling (full kPAR)", "+ persistent push")
 
@@ -43,9 +42,10 @@ def ablation(rep: Reporter, name: str, g, *, ks=(100, 1000), queries=10) -> None
     variants = [v for v in ABLATION if device == "gpu" or v[0] not in GPU_ONLY]
     for k in ks:
         base = None
-        for label, switches in variants:
-            topk_ppr(idx, srcs[:2], k=k, streams=1, **switches)  # warm-up (compilation)
-            res = topk_ppr(idx, srcs, k=k, streams=1, **switches)
+        for label, tuning, refine in variants:
+            switches = {**dataclasses.asdict(tuning), "refine": refine}
+            topk_ppr(idx, srcs[:2], k=k, streams=1, tuning=tuning, refine=refine)  # warm-up (compilation)
+            res = topk_ppr(idx, srcs, k=k, streams=1, tuning=tuning, refine=refine)
             ms = float(np.median(res.seconds)) * 1e3
             prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
             base = base or {"impl": f"kpar {ABLATION[0][0]} k={k} {device}", "median": ms}

@@ -5,6 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from operators.options import (
+    PPR_METHODS,
+    IMMOptions,
+    IndexOptions,
+    PageRankOptions,
+    PPROptions,
+    SimRankOptions,
+    TopkOptions,
+)
+
 from .demo import DEMO_JOBS
 
 EXAMPLES = {
@@ -50,6 +60,15 @@ EXAMPLES = {
         "  graphjobs ppr rmat:22 --sources ids.txt --method push --tol 1e-7 --device gpu"
     ),
 }
+
+
+def add_option(p, options, name: str, *flags, **kw) -> None:
+    """Add ``flags`` (default: ``--name``) for the field ``name`` of the options class ``options``, with
+    its default and its help text, the default shown; ``kw`` goes to ``add_argument`` (type, choices)."""
+    default = getattr(options, name)
+    shown = f"{default:g}".replace("e-0", "e-") if isinstance(default, float) else str(default)
+    flags = flags or ("--" + name.replace("_", "-"),)
+    p.add_argument(*flags, default=default, help=f"{options.help(name)} ({shown})", **kw)
 
 
 def _sources_options(p, *, single: bool = False):
@@ -157,9 +176,9 @@ def pagerank_options(p) -> None:
         choices=["degree", "in_degree", "out_degree"],
         help="renumber vertices once at load for locality (labels are kept)",
     )
-    p.add_argument("--alpha", type=float, default=0.85, help="probability of following an edge (0.85)")
-    p.add_argument("--tol", type=float, default=1e-6)
-    p.add_argument("--max-iter", type=int, default=100)
+    add_option(p, PageRankOptions, "alpha", type=float)
+    add_option(p, PageRankOptions, "tol", type=float)
+    add_option(p, PageRankOptions, "max_iter", type=int)
     p.add_argument("--partitions", type=_partitions, default="auto",
                help="split the graph over N workers (auto: if a worker is too small)")  # fmt: skip
     p.add_argument("--out", default="pagerank.parquet")
@@ -172,14 +191,14 @@ def index_options(p) -> None:
     p.add_argument("input", help="edge-list file or a spec like rmat:16")
     p.add_argument("--out", required=True, help="folder for the graph, its PageRank and the index")
     p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
-    p.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
-    p.add_argument("--epsilon", type=float, default=0.5, help="relative error guarantee (0.5)")
+    add_option(p, IndexOptions, "alpha", type=float)
+    add_option(p, IndexOptions, "epsilon", type=float)
     p.add_argument(
         "--delta-min",
         default=None,
         help="smallest PPR value served: a number or K/n (16/n); 2/n buys precision",
     )
-    p.add_argument("--seed", type=int, default=0)
+    add_option(p, IndexOptions, "seed", type=int)
     p.add_argument("--paper-walks", action="store_true",
                help="the paper's index walks (default: walks that take their first step)")  # fmt: skip
     p.add_argument("--order", choices=["auto", "degree", "out_degree", "in_degree", "none"], default="auto",
@@ -191,7 +210,7 @@ def topk_ppr_options(p) -> None:
     """Options of `graphjobs topk-ppr`: top-k personalized PageRank of many sources."""
     p.add_argument("--index", required=True, help="folder written by `graphjobs index`")
     _sources_options(p)
-    p.add_argument("-k", type=int, default=100, help="vertices per source (100)")
+    add_option(p, TopkOptions, "k", "-k", type=int)
     p.add_argument(
         "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
     )
@@ -200,9 +219,8 @@ def topk_ppr_options(p) -> None:
         "--streams", type=int, default=None,
         help="sources a GPU worker answers at once within a chunk (default: the operator's choice)",
     )  # fmt: skip
-    p.add_argument("--refine", action=argparse.BooleanOptionalAction, default=True,
-               help="re-estimate the vertices near the k-th estimate from their in-neighbours' "
-                    "(default; higher precision for 7-45%% more time a query)")  # fmt: skip
+    refine = f"{TopkOptions.help('refine')} (default; higher precision for 7-45%% more time a query)"
+    p.add_argument("--refine", action=argparse.BooleanOptionalAction, default=TopkOptions.refine, help=refine)
 
 
 def ppr_options(p) -> None:
@@ -210,10 +228,9 @@ def ppr_options(p) -> None:
     p.add_argument("input", help="edge-list file or a spec like rmat:16")
     _sources_options(p)
     p.add_argument("--topk", type=int, default=100, help="entries kept per source (100)")
-    methods = ["auto", "hybrid", "push", "pull", "power", "montecarlo"]
-    p.add_argument("--method", choices=methods, default="auto")
-    p.add_argument("--alpha", type=float, default=0.8, help="probability of following an edge (0.8)")
-    p.add_argument("--tol", type=float, default=1e-6, help="residue threshold r_max (1e-6)")
+    add_option(p, PPROptions, "method", choices=list(PPR_METHODS))
+    add_option(p, PPROptions, "alpha", type=float)
+    add_option(p, PPROptions, "tol", type=float)
     p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     p.add_argument("--out", default="ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)")
     p.add_argument("--workdir", default=None)
@@ -224,18 +241,18 @@ def influence_options(p) -> None:
     """Options of `graphjobs influence`: influence maximization (IMM, IC or LT): k seeds to CSV."""
     p.add_argument("input", help="edge-list file or a spec like ba:n=10000,m=4")
     p.add_argument("-k", type=int, default=50, help="seeds (per round), 50")
-    p.add_argument("--epsilon", type=float, default=0.1, help="approximation slack (0.1)")
-    p.add_argument("--ell", type=float, default=1.0, help="failure probability n^-ell (1)")
-    p.add_argument("--model", type=str.upper, choices=["IC", "LT"], default="IC")
-    p.add_argument("--weights", default="wc", help="wc, trivalency, graph, or a probability (wc)")
-    p.add_argument("--rounds", type=int, default=1, help="multi-round IM: k seeds in each round (1)")
-    p.add_argument("--max-rr-sets", type=int, default=None, help="cap on RR samples (voids the guarantee)")
+    add_option(p, IMMOptions, "epsilon", type=float)
+    add_option(p, IMMOptions, "ell", type=float)
+    add_option(p, IMMOptions, "model", type=str.upper, choices=["IC", "LT"])
+    add_option(p, IMMOptions, "weights")
+    add_option(p, IMMOptions, "rounds", type=int)
+    add_option(p, IMMOptions, "max_rr_sets", type=int)
     p.add_argument("--simulations", type=int, default=10_000, help="Monte Carlo runs checking the spread")
     p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     p.add_argument("--weighted", action="store_true", help="read edge weights (for --weights graph)")
     p.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")
     p.add_argument("--workdir", default=None)
-    p.add_argument("--seed", type=int, default=0)
+    add_option(p, IMMOptions, "seed", type=int)
     p.add_argument("--distributed", choices=["auto", "on", "off"], default="auto",
                help="spread the RR samples over the workers (auto: with 2 or more)")  # fmt: skip
     _run_options(p)
@@ -245,12 +262,10 @@ def simrank_options(p) -> None:
     """Options of `graphjobs simrank`: single-source SimRank (ClipSim) of many sources, top-k to Parquet."""
     p.add_argument("input", help="edge-list file or a spec like rmat:16")
     _sources_options(p, single=True)
-    p.add_argument("-k", type=int, default=100, help="similar vertices kept per source (100)")
-    p.add_argument("--epsilon", type=float, default=1e-3, help="additive error target (1e-3)")
-    p.add_argument("-c", "--decay", type=float, default=0.6, help="SimRank decay factor c (0.6)")
-    p.add_argument(
-        "--samples", default="bound", help="bound (proven R), practical (the published codes' R) or a number"
-    )
+    add_option(p, SimRankOptions, "k", "-k", type=int)
+    add_option(p, SimRankOptions, "epsilon", type=float)
+    add_option(p, SimRankOptions, "c", "-c", "--decay", type=float)
+    add_option(p, SimRankOptions, "samples")
     p.add_argument("--no-clip", action="store_true", help="ExactSim's allocation instead of ClipSim's")
     p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     p.add_argument(

@@ -16,7 +16,7 @@ from dask.base import tokenize
 import operators
 from graphs.errors import OptionError
 from operators._checks import check_count
-from operators.influence import influence_options
+from operators.options import IMMOptions
 from pipelines.distributed.influence import influence_maximization as distributed_imm
 
 from ._output import SEEDS_HEADER, check_result_file
@@ -25,9 +25,10 @@ from .stages import GraphHandle, cluster_workers, default_workdir, load_stage, w
 from .summary import InfluenceSummary
 
 
-def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, model="IC", weights="wc",
-                  rounds=1, seed=0, max_rr_sets=None, n_sim=10_000, workdir=None, directed=True,
-                  read_options=None, distributed="auto") -> Job:  # fmt: skip
+def influence_job(source, k: int, *, out="seeds.csv", epsilon=IMMOptions.epsilon, ell=IMMOptions.ell,
+                  model=IMMOptions.model, weights=IMMOptions.weights, rounds=IMMOptions.rounds,
+                  seed=IMMOptions.seed, max_rr_sets=IMMOptions.max_rr_sets, n_sim=10_000, workdir=None,
+                  directed=True, read_options=None, distributed="auto") -> Job:  # fmt: skip
     """IMM influence maximization as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -55,19 +56,18 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     Job
         Its result is an ``InfluenceSummary``: seeds, RR estimate and simulated spread, theta, timings.
     """
-    checked = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
-                                max_rr_sets=max_rr_sets)  # fmt: skip
+    options = IMMOptions(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
+                         seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
     n_sim = check_count("n_sim", n_sim, minimum=0)  # before anything runs
     workdir = Path(workdir or default_workdir())
     read = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read)
-    opts = dict(k=checked["k"], epsilon=epsilon, ell=ell, model=model, weights=weights,
-                rounds=checked["rounds"], seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
-    token = tokenize("influence", gtoken, opts)
+    token = tokenize("influence", gtoken, options)
     if distributed not in (True, False, "auto"):
         raise OptionError(f"distributed must be True, False or 'auto', got {distributed!r}")
-    imm = dask.delayed(_imm, pure=True)(load, opts, distributed, dask_key_name=f"influence-imm-{token}")
-    mc = dask.delayed(_spread, pure=True)(load, imm, opts, int(n_sim), dask_key_name=f"influence-mc-{token}")
+    imm = dask.delayed(_imm, pure=True)(load, options, distributed, dask_key_name=f"influence-imm-{token}")
+    mc = dask.delayed(_spread, pure=True)(load, imm, options, int(n_sim),
+                                          dask_key_name=f"influence-mc-{token}")  # fmt: skip
     out = str(Path(out).resolve())
     check_result_file(out, "influence")  # before anything runs: never over an input
     name = f"graphjobs-influence-{token}"
@@ -76,7 +76,7 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=0.1, ell=1.0, mode
     return Job("influence", result, workdir, stages=stages)
 
 
-def _imm(graph: GraphHandle, opts: dict, distributed) -> dict:
+def _imm(graph: GraphHandle, options: IMMOptions, distributed) -> dict:
     workers = cluster_workers()
     if distributed is True and workers == 0:
         raise OptionError("distributed=True needs a Dask cluster (run with --cluster or --scheduler)")
@@ -84,10 +84,9 @@ def _imm(graph: GraphHandle, opts: dict, distributed) -> dict:
         from distributed import worker_client
 
         with worker_client() as client:  # frees this task's thread while the workers sample
-            kw = dict(opts)
-            res = distributed_imm(graph.get("cpu"), kw.pop("k"), client, **kw)
+            res = distributed_imm(graph.get("cpu"), options.k, client, options=options)
     else:
-        res = operators.influence_maximization(graph.get(), **opts)
+        res = operators.influence_maximization(graph.get(), options=options)
     return dict(
         seeds=res.seeds.tolist(),
         rounds=res.seed_rounds.tolist(),
@@ -104,13 +103,13 @@ def _imm(graph: GraphHandle, opts: dict, distributed) -> dict:
     )
 
 
-def _spread(graph: GraphHandle, imm: dict, opts: dict, n_sim: int):
+def _spread(graph: GraphHandle, imm: dict, options: IMMOptions, n_sim: int):
     if n_sim <= 0:
         return None
     info: dict = {}
     mean = operators.influence_spread(
-        graph.get(), imm["seeds"], model=opts["model"], weights=opts["weights"], n_sim=n_sim,
-        seed=opts["seed"], seed_rounds=imm["rounds"], info=info,
+        graph.get(), imm["seeds"], model=options.model, weights=options.weights, n_sim=n_sim,
+        seed=options.seed, seed_rounds=imm["rounds"], info=info,
     )  # fmt: skip
     return {"mean": mean, "stderr": info["stderr"], "n_sim": n_sim}
 

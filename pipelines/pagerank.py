@@ -15,7 +15,7 @@ from cluster.worker import worker_device
 from graphs._device import free_memory, to_host
 from graphs.errors import OptionError
 from operators.errors import InsufficientMemoryError
-from operators.pagerank import pagerank_options
+from operators.options import PageRankOptions
 from operators.pagerank.parts import pagerank_bytes
 from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
@@ -29,12 +29,12 @@ from .summary import PageRankSummary
 def pagerank_job(
     source,
     *,
-    alpha: float = 0.85,
+    alpha: float = PageRankOptions.alpha,
     personalization=None,
-    max_iter: int = 100,
-    tol: float = 1e-6,
+    max_iter: int = PageRankOptions.max_iter,
+    tol: float = PageRankOptions.tol,
     weighted: bool | None = None,
-    method: str = "auto",
+    method: str = PageRankOptions.method,
     directed: bool = True,
     read_options: dict | None = None,
     reorder: str | None = None,
@@ -82,7 +82,7 @@ def pagerank_job(
         Its result is a ``PageRankSummary``: ``out``, ``n``, ``m``, ``top`` [(vertex, pagerank)], timings.
     """
     workdir = Path(workdir or default_workdir())
-    pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)  # before anything runs
+    options = PageRankOptions(alpha=alpha, max_iter=max_iter, tol=tol, method=method)  # before anything runs
     check_result_file(out, "pagerank")  # before anything runs: never over an input
     files = dataset_files(source)
     if files is not None:
@@ -97,14 +97,7 @@ def pagerank_job(
                             workdir=workdir, top=top, partitions=partitions, method=method)  # fmt: skip
     read_options = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read_options, reorder=reorder)
-    params = dict(
-        alpha=alpha,
-        personalization=personalization,
-        max_iter=max_iter,
-        tol=tol,
-        weighted=weighted,
-        method=method,
-    )
+    params = dict(options=options, personalization=personalization, weighted=weighted)
     ptoken = tokenize("pagerank", gtoken, params)
     artifact = str(workdir.resolve() / f"pagerank-{ptoken}.npy")
     if partitions != "auto" and (
@@ -174,7 +167,9 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
     if not (path / "meta.json").is_file():
         graphs.partition(graph.get("cpu"), parts).save(path, overwrite=True)
     pg = graphs.load_partitioned(path, verify=False)
-    kw = {**params, "method": params["method"] if params["method"] in ("pull", "binned") else "auto"}
+    options = params["options"]
+    kw = {**params, "options": options.replace(method=options.method if options.method in ("pull", "binned")
+                                               else "auto")}  # fmt: skip
     with worker_client() as client:  # leaves this task's thread free for this worker's own part
         return distributed_pagerank(pg, client, **kw).astype(np.float64)
 

@@ -14,16 +14,16 @@ import numpy as np
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
-from operators.ppr import ppr_options
+from operators.options import PPROptions
 
 from .job import Job
 from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
 from .summary import PPRSummary
 
 
-def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, tol=1e-6, chunk=100,
-            block=None, seed=0, workdir=None, directed=True, read_options=None, reorder=None,
-            overwrite=False) -> Job:  # fmt: skip
+def ppr_job(source, sources, *, out="ppr", topk=100, method=PPROptions.method, alpha=PPROptions.alpha,
+            tol=PPROptions.tol, chunk=100, block=PPROptions.block, seed=PPROptions.seed, workdir=None,
+            directed=True, read_options=None, reorder=None, overwrite=False) -> Job:  # fmt: skip
     """Personalized PageRank of a batch of sources as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -60,14 +60,12 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method="auto", alpha=0.8, t
         ``sources_short`` (sources with fewer than ``topk`` rows: only vertices of positive PPR are
         written) and ``compile_seconds`` (the workers' one-time compilation, not in the seconds).
     """
-    checked = ppr_options(topk=topk, method=method, alpha=alpha, tol=tol, block=block)  # before any work
+    options = PPROptions(topk=topk, method=method, alpha=alpha, tol=tol, seed=seed, block=block)  # first
     workdir = Path(workdir or default_workdir())
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
     )
-    opts = dict(topk=checked["topk"], method=method, alpha=alpha, tol=tol, seed=seed)
-    if block is not None:
-        opts["block"] = checked["block"]
+    opts = {"options": options}
     return batch_job("ppr", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
                      run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
 
@@ -77,7 +75,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids] if g.ids is not None else np.asarray(ids)
     info: dict = {}
-    vertices, values = operators.ppr(g, labels, info=info, **opts)
+    vertices, values = operators.ppr(g, labels, info=info, options=opts["options"])
     counts = np.asarray(info["counts"], dtype=np.int64)
     first = write_ranked(labels, vertices, values, counts, "ppr", path)
     return dict(
@@ -96,11 +94,17 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummary:
     queries = sum(p["queries"] for p in parts)
     iterations = [i for p in parts for i in p["iterations"]]
+    o = opts["options"]
     return PPRSummary(
         out=out,
         n=graph.n,
         m=graph.m,
-        **opts,
+        topk=o.topk,
+        method=o.method,
+        alpha=o.alpha,
+        tol=o.tol,
+        seed=o.seed,
+        block=o.block,
         queries=queries,
         parts=len(parts),
         query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),

@@ -21,7 +21,7 @@ from dask.base import tokenize
 import operators
 from graphs._device import to_device
 from graphs.errors import OptionError
-from operators.topk.index import index_options
+from operators.options import IndexOptions, PageRankOptions
 
 from .job import Job
 from .pagerank import _pagerank
@@ -41,9 +41,9 @@ class IndexHandle:
         return ("IndexHandle", self.token)
 
 
-def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_min=None, seed=0,
-              directed=True, read_options=None, reorder=None, first_step=True,
-              order="auto") -> Job:  # fmt: skip
+def index_job(source, *, out=None, workdir=None, alpha=IndexOptions.alpha, epsilon=IndexOptions.epsilon,
+              delta_min=None, seed=IndexOptions.seed, directed=True, read_options=None, reorder=None,
+              first_step=IndexOptions.first_step, order=IndexOptions.order) -> Job:  # fmt: skip
     """Build the kPAR index of a graph (nothing runs until ``pipelines.run``).
 
     Parameters
@@ -74,13 +74,14 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
     Job
         Its result is an ``IndexSummary``: ``folder``, ``n``, ``m``, walks, sizes and timings.
     """
-    index_options(alpha=alpha, epsilon=epsilon, order=order)  # before anything runs
-    delta_min = _delta_min(delta_min)
+    options = IndexOptions(alpha=alpha, epsilon=epsilon, seed=seed, first_step=bool(first_step), order=order)
+    delta_min = _delta_min(delta_min)  # both before anything runs
     workdir = Path(out or workdir or default_workdir())
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
     )
-    pr_params = dict(alpha=alpha, tol=1e-12, max_iter=1000, weighted=False, dtype=np.float64)
+    pr_params = dict(options=PageRankOptions(alpha=options.alpha, tol=1e-12, max_iter=1000), weighted=False,
+                     dtype=np.float64)  # fmt: skip
     ptoken = tokenize("pagerank", gtoken, pr_params)
     ranks = dask.delayed(_pagerank, pure=True)(
         load,
@@ -92,13 +93,15 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
     )
     # first_step: a new token, so that workdirs holding indexes of the paper's walks build the new kind
     # order: a new token too (indexes built before it hold the graph's own numbering)
-    params = dict(alpha=alpha, epsilon=epsilon, seed=seed, first_step=bool(first_step), order=order)
+    # the token of the settings as a dict: indexes built before IndexOptions keep theirs
+    o = options
+    params = dict(alpha=o.alpha, epsilon=o.epsilon, seed=o.seed, first_step=o.first_step, order=o.order)
     if delta_min is not None:  # the default keeps the tokens of indexes built before the option
         params["delta_min"] = delta_min
     itoken = tokenize("ppr-index", gtoken, params)
     artifact = str(workdir.resolve() / f"ppr-index-{itoken}")
     index = dask.delayed(_index, pure=True)(
-        load, ranks, params, artifact, dask_key_name=f"irw-index-{itoken}"
+        load, ranks, options, delta_min, artifact, dask_key_name=f"irw-index-{itoken}"
     )
     summary = dask.delayed(_manifest, pure=True)(
         load, index, str(workdir.resolve()), dask_key_name=f"graphjobs-index-summary-{itoken}"
@@ -111,14 +114,14 @@ def index_job(source, *, out=None, workdir=None, alpha=0.8, epsilon=0.5, delta_m
     )
 
 
-def _index(graph: GraphHandle, ranks: dict, params: dict, artifact: str) -> IndexHandle:
+def _index(graph: GraphHandle, ranks: dict, options: IndexOptions, delta_min, artifact: str) -> IndexHandle:
     t0 = time.perf_counter()
     if not (Path(artifact) / "meta.json").is_file():
         g = graph.get()
         pr = to_device(np.load(ranks["path"]), g.device)
-        if "delta_min" in params:
-            params = {**params, "delta_min": _resolve_delta_min(params["delta_min"], g.n)}
-        index = operators.build_ppr_index(g, pagerank=pr, **params)
+        if delta_min is not None:  # "K/n" is resolved once the graph is known
+            options = options.replace(delta_min=_resolve_delta_min(delta_min, g.n))
+        index = operators.build_ppr_index(g, pagerank=pr, options=options)
         index.save(artifact, overwrite=True, graph=graph.path)  # load_ppr_index(artifact) finds it
     meta = json.loads((Path(artifact) / "meta.json").read_text())
     info = {**meta["info"], "delta_min": meta["delta_min"], "build_seconds": time.perf_counter() - t0}
@@ -128,7 +131,7 @@ def _index(graph: GraphHandle, ranks: dict, params: dict, artifact: str) -> Inde
 def _delta_min(value):
     """``delta_min`` as the jobs take it, checked before anything runs: None, a float, or "K/n"."""
     if value is None or not isinstance(value, str):
-        return None if value is None else index_options(delta_min=value)["delta_min"]
+        return None if value is None else IndexOptions(delta_min=value).delta_min
     per_n = re.fullmatch(r"\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*/\s*n\s*", value)
     try:
         k = float(per_n.group(1) if per_n else value)
@@ -136,7 +139,7 @@ def _delta_min(value):
         k = math.nan
     if not k > 0:
         raise OptionError(f"delta_min={value!r}: expected a number in (0, 1] or K/n with K > 0, e.g. '2/n'")
-    return f"{repr(k).removesuffix('.0')}/n" if per_n else index_options(delta_min=k)["delta_min"]
+    return f"{repr(k).removesuffix('.0')}/n" if per_n else IndexOptions(delta_min=k).delta_min
 
 
 def _resolve_delta_min(value, n: int) -> float:

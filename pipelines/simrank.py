@@ -12,15 +12,16 @@ from pathlib import Path
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
-from operators.simrank import simrank_options
+from operators.options import SimRankOptions
 
 from .job import Job
 from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
 from .summary import SimRankSummary
 
 
-def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, clip=True, samples="bound",
-                seed=0, chunk=10, workdir=None, directed=True, read_options=None,
+def simrank_job(source, sources, *, k=SimRankOptions.k, out="simrank", c=SimRankOptions.c,
+                epsilon=SimRankOptions.epsilon, clip=SimRankOptions.clip, samples=SimRankOptions.samples,
+                seed=SimRankOptions.seed, chunk=10, workdir=None, directed=True, read_options=None,
                 overwrite=False) -> Job:  # fmt: skip
     """Single-source SimRank of a batch of sources as a Dask graph (nothing runs until ``run``).
 
@@ -54,12 +55,12 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
         ``sources_short`` (sources with fewer than k rows) and ``compile_seconds`` (the workers'
         one-time compilation, not in the seconds).
     """
-    k = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)["k"]  # before anything runs
+    options = SimRankOptions(k=k, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)  # first
     workdir = Path(workdir or default_workdir())
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}
     )
-    opts = dict(k=k, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed)
+    opts = {"options": options}
     return batch_job("simrank", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
                      run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
 
@@ -67,7 +68,7 @@ def simrank_job(source, sources, *, k=100, out="simrank", c=0.6, epsilon=1e-3, c
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids]
-    res = operators.simrank_topk(g, labels, **opts)
+    res = operators.simrank_topk(g, labels, options=opts["options"])
     first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)
     return dict(path=path, queries=len(labels), seconds=float(res.seconds.sum()), device=g.device,
                 first=first, compile_seconds=float(res.compile_seconds),
@@ -76,11 +77,17 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> SimRankSummary:
     queries = sum(p["queries"] for p in parts)
+    o = opts["options"]
     return SimRankSummary(
         out=out,
         n=graph.n,
         m=graph.m,
-        **opts,
+        k=o.k,
+        c=o.c,
+        epsilon=o.epsilon,
+        clip=o.clip,
+        samples=o.samples,
+        seed=o.seed,
         queries=queries,
         parts=len(parts),
         query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),

@@ -14,7 +14,6 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 from dask.base import tokenize
 
 import operators
@@ -22,7 +21,7 @@ from cluster.worker import worker_device
 from graphs._device import to_host
 from graphs.errors import OptionError
 from operators._checks import check_count
-from operators.topk import topk_options
+from operators.options import IndexOptions, TopkOptions
 
 from . import _state
 from .job import Job
@@ -36,20 +35,20 @@ def topk_ppr_job(
     sources=None,
     *,
     index=None,
-    k=100,
+    k=TopkOptions.k,
     out="topk-ppr",
     workdir=None,
     chunk=1000,
     alpha=None,
     epsilon=None,
     delta_min=None,
-    seed=0,
+    seed=TopkOptions.seed,
     directed=True,
     read_options=None,
     reorder=None,
     overwrite=False,
     streams=None,
-    refine=True,
+    refine=TopkOptions.refine,
 ) -> Job:
     """Top-k PPR of a batch of sources as a Dask graph: load -> CSR -> PageRank -> index -> queries.
 
@@ -97,10 +96,8 @@ def topk_ppr_job(
         reach fewer than k vertices: only vertices of positive PPR are written) and ``compile_seconds``
         (the workers' one-time compilation, in none of the seconds above).
     """
-    k = topk_options(k=k)["k"]  # before anything runs
+    query = TopkOptions(k=k, seed=seed, refine=refine)  # before anything runs
     streams = None if streams is None else check_count("streams", streams)
-    if not isinstance(refine, (bool, np.bool_)):
-        raise TypeError(f"refine must be True or False, got {refine!r}")
     if index is not None:
         manifest = (
             json.loads((Path(index) / MANIFEST).read_text()) if (Path(index) / MANIFEST).is_file() else None
@@ -122,13 +119,12 @@ def topk_ppr_job(
     else:
         if source is None:
             raise OptionError("give the graph (source) or a built index folder (index=...)")
-        alpha, epsilon = 0.8 if alpha is None else alpha, 0.5 if epsilon is None else epsilon
+        alpha = IndexOptions.alpha if alpha is None else alpha
+        epsilon = IndexOptions.epsilon if epsilon is None else epsilon
         options = dict(alpha=alpha, epsilon=epsilon, delta_min=delta_min, seed=seed, directed=directed)
         built = index_job(source, workdir=workdir, read_options=read_options, reorder=reorder, **options)
         graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
-    opts = {"index": idx, "k": k, "seed": seed}
-    if refine:  # jobs without it keep the identity that jobs had before it existed (and was their default)
-        opts["refine"] = True
+    opts = {"index": idx, "options": query}
     return batch_job("topk-ppr", graph, tokenize(graph), sources, opts, seed=seed, chunk=chunk, out=out,
                      workdir=workdir, run_chunk=_query_chunk, summarize=_summary,
                      overwrite=overwrite, tuning={"streams": streams})  # fmt: skip
@@ -162,8 +158,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
     streams = opts.get("streams") if g.device == "gpu" else None
     t0 = time.perf_counter()
-    refine = opts.get("refine", False)
-    res = operators.topk_ppr(idx, labels, k=opts["k"], seed=opts["seed"], streams=streams, refine=refine)
+    res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"])
     # with several sources at once, less than their latencies' sum; the one-time compilation apart
     seconds = time.perf_counter() - t0 - res.compile_seconds
     frame = res.to_frame()  # the real rows only
@@ -192,7 +187,7 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> TopkSumma
         out=out,
         n=graph.n,
         m=graph.m,
-        k=opts["k"],
+        k=opts["options"].k,
         queries=queries,
         parts=len(parts),
         query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
@@ -202,7 +197,7 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> TopkSumma
         without_rounds=early,
         fallback=sum(p["fallback"] for p in parts),
         exact=sum(p["exact"] for p in parts),
-        refine=bool(opts.get("refine", False)),
+        refine=opts["options"].refine,
         refined=sum(p.get("refined", 0) for p in parts),
         device=parts[0]["device"] if parts else worker_device(),
         first=parts[0]["first"] if parts else None,

@@ -26,10 +26,11 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, free_memory, to_host
 from graphs._mix import stream_key
-from operators._checks import check_count, check_graph, check_positive
+from operators._checks import check_graph
 from operators.errors import InsufficientMemoryError
 from operators.influence import cpu as _im_cpu
-from operators.influence.model import check_model, diffusion_model, weights_spec
+from operators.influence.model import diffusion_model
+from operators.options import IMMOptions
 
 # random streams of one seed: estimation samples, their roots, final samples, their roots
 _ESTIMATE, _ESTIMATE_ROOTS, _FINAL, _FINAL_ROOTS = range(4)  # stream 4: operators.influence.spread
@@ -56,9 +57,12 @@ class InfluenceResult:
     workers: int = 1
 
 
-def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: float = 1.0, model: str = "IC",
-                           weights="wc", rounds: int = 1, seed: int = 0, max_rr_sets: int | None = None,
-                           reuse_rr_sets: bool = False) -> InfluenceResult:  # fmt: skip
+def influence_maximization(G: CSRGraph, k: int | None = None, *, epsilon: float = IMMOptions.epsilon,
+                           ell: float = IMMOptions.ell, model: str = IMMOptions.model,
+                           weights=IMMOptions.weights, rounds: int = IMMOptions.rounds,
+                           seed: int = IMMOptions.seed, max_rr_sets: int | None = IMMOptions.max_rr_sets,
+                           reuse_rr_sets: bool = IMMOptions.reuse_rr_sets,
+                           options: IMMOptions | None = None) -> InfluenceResult:  # fmt: skip
     """Pick ``k`` seed vertices (per round) that maximize the expected spread, by IMM.
 
     Parameters
@@ -66,7 +70,7 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
     G : CSRGraph
         On the CPU or the GPU; sampling and selection run where the graph is.
     k : int
-        Seeds to pick (in each round).
+        Seeds to pick (in each round); optional only with ``options``.
     epsilon, ell : float
         With probability at least ``1 - n**-ell`` the seeds' spread is at least
         ``(rho - epsilon)`` times the best possible (rho = 1 - 1/e, or 1/2 with ``rounds > 1``).
@@ -87,6 +91,10 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         void.
     reuse_rr_sets : bool
         Reuse the estimation phase's samples in the final selection (the original IMM).
+    options : IMMOptions, optional
+        ``k`` and every option above in one checked object, used as it is; a keyword that differs from
+        it raises ``OptionError``.
+
     Returns
     -------
     InfluenceResult
@@ -96,22 +104,31 @@ def influence_maximization(G: CSRGraph, k: int, *, epsilon: float = 0.1, ell: fl
         total size) and ``seconds`` per phase.
     """
     G = check_graph(G)
-    o = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
-                          max_rr_sets=max_rr_sets)  # fmt: skip
+    o = imm_options(options, k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
+                    seed=seed, max_rr_sets=max_rr_sets, reuse_rr_sets=reuse_rr_sets)  # fmt: skip
     t_start = time.perf_counter()
-    dm = diffusion_model(G, o["model"], weights, seed)
-    make = lambda key, root: _Pool(dm, o["rounds"], key, root)  # noqa: E731
-    return run_imm(G, o, make, seed=seed, reuse_rr_sets=reuse_rr_sets, t_start=t_start)
+    dm = diffusion_model(G, o.model, o.weights, o.seed)
+    make = lambda key, root: _Pool(dm, o.rounds, key, root)  # noqa: E731
+    return run_imm(G, o, make, t_start=t_start)
 
 
-def run_imm(G: CSRGraph, o: dict, make_pool, *, seed: int, reuse_rr_sets: bool, t_start: float,
-            workers: int = 1, device: str | None = None) -> InfluenceResult:  # fmt: skip
+def imm_options(options: IMMOptions | None, *, k, **keywords) -> IMMOptions:
+    """The options IMM runs with: ``options`` (``k`` None or the same), or one made from the keywords."""
+    if options is None and k is None:
+        raise TypeError("influence_maximization needs k (seeds per round) or options=IMMOptions(k=...)")
+    if options is not None and k is None:
+        k = options.k
+    return IMMOptions.resolve(options, k=k, **keywords)
+
+
+def run_imm(G: CSRGraph, o: IMMOptions, make_pool, *, t_start: float, workers: int = 1,
+            device: str | None = None) -> InfluenceResult:  # fmt: skip
     """IMM's phases over RR-sample pools made by ``make_pool(key, root_key)`` (each with ``grow(total)``,
     ``select(k) -> (picks, gains)``, ``count``, ``size`` and ``expected``): the driver shared by one
     device (``influence_maximization``) and the workers of a cluster (``pipelines.distributed``).
-    ``o`` holds ``influence_options``' checked values; ``t_start`` is when the call began."""
-    k, eps, ell, rounds, max_rr_sets = min(o["k"], G.n), o["epsilon"], o["ell"], o["rounds"], o["max_rr_sets"]
-    kind = o["model"]
+    ``t_start`` is when the call began."""
+    k, eps, ell, rounds, max_rr_sets = min(o.k, G.n), o.epsilon, o.ell, o.rounds, o.max_rr_sets
+    kind, seed, reuse_rr_sets = o.model, o.seed, o.reuse_rr_sets
     n = G.n
     local = device is None
     device = G.device if local else device
@@ -167,21 +184,6 @@ def run_imm(G: CSRGraph, o: dict, make_pool, *, seed: int, reuse_rr_sets: bool, 
         theta_capped=bool(capped),
         device=device,
         workers=workers,
-    )
-
-
-def influence_options(
-    *, k, epsilon=0.1, ell=1.0, model="IC", weights="wc", rounds=1, max_rr_sets=None
-) -> dict:
-    """``influence_maximization``'s scalar options checked (jobs call it before any work)."""
-    weights_spec(weights)
-    return dict(
-        k=check_count("k", k),
-        epsilon=check_positive("epsilon", epsilon),
-        ell=check_positive("ell", ell),
-        model=check_model(model),
-        rounds=check_count("rounds", rounds),
-        max_rr_sets=None if max_rr_sets is None else check_count("max_rr_sets", max_rr_sets),
     )
 
 

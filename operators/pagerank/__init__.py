@@ -9,36 +9,29 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module
 from graphs.errors import OptionError
-from operators._checks import (
-    check_choice,
-    check_count,
-    check_graph,
-    check_positive,
-    check_probability,
-    vertex_vector,
-)
+from operators._checks import check_graph, vertex_vector
 from operators.errors import ConvergenceError
+from operators.options import PageRankOptions
 from operators.pagerank.cpu import pagerank_cpu
 from operators.pagerank.order import back, degree_ordered, into
 from operators.pagerank.parts import reciprocal
-
-METHODS = ("auto", "pull", "push", "binned")
 
 
 def pagerank(
     G: CSRGraph,
     *,
-    alpha: float = 0.85,
+    alpha: float = PageRankOptions.alpha,
     personalization=None,
-    max_iter: int = 100,
-    tol: float = 1e-6,
+    max_iter: int = PageRankOptions.max_iter,
+    tol: float = PageRankOptions.tol,
     nstart=None,
     dangling=None,
     weighted: bool | None = None,
-    method: str = "auto",
+    method: str = PageRankOptions.method,
     dtype=None,
     reorder: bool = False,
     info: dict | None = None,
+    options: PageRankOptions | None = None,
 ):
     """PageRank of every vertex, with the semantics of ``networkx.pagerank``.
 
@@ -89,6 +82,9 @@ def pagerank(
         own numbering. It pays on skewed graphs over repeated runs (benchmarks/RESULTS.md).
     info : dict, optional
         Filled with ``degree_order``: whether the iteration ran on the degree-ordered copy.
+    options : PageRankOptions, optional
+        ``alpha``, ``max_iter``, ``tol`` and ``method`` in one checked object, used as it is; a keyword
+        among them that differs from it raises ``OptionError``.
 
     Returns
     -------
@@ -108,8 +104,8 @@ def pagerank(
             "pipelines.distributed.pagerank(PG, client, ...)"
         )
     G = check_graph(G)
-    o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
-    alpha, max_iter, tol = o["alpha"], o["max_iter"], o["tol"]
+    o = PageRankOptions.resolve(options, alpha=alpha, max_iter=max_iter, tol=tol, method=method)
+    alpha, max_iter, tol, method = o.alpha, o.max_iter, o.tol, o.method
     weighted = check_weighted(G, weighted)
     if dtype is None:
         dtype = np.float32 if G.device == "gpu" else np.float64
@@ -194,16 +190,6 @@ def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
     return "binned" if binned_pays(G.n, G.m, hot_share(G), dtype, weighted) else "pull"
 
 
-def pagerank_options(*, alpha=0.85, max_iter=100, tol=1e-6, method="auto") -> dict:
-    """``pagerank``'s scalar options checked (jobs call it before any work)."""
-    return dict(
-        alpha=check_probability("alpha", alpha),
-        max_iter=check_count("max_iter", max_iter),
-        tol=check_positive("tol", tol),
-        method=check_choice("method", method, METHODS),
-    )
-
-
 def inverse_out_weight(G: CSRGraph, weighted: bool):
     """``1 / out-weight`` per vertex, 0 for dangling vertices (float64, on the graph's device; cached)."""
 
@@ -215,7 +201,14 @@ def inverse_out_weight(G: CSRGraph, weighted: bool):
 
 
 def _pagerank_reference(
-    G, *, alpha=0.85, personalization=None, max_iter=100, tol=1e-6, nstart=None, dangling=None
+    G,
+    *,
+    alpha=PageRankOptions.alpha,
+    personalization=None,
+    max_iter=PageRankOptions.max_iter,
+    tol=PageRankOptions.tol,
+    nstart=None,
+    dangling=None,
 ):
     """Slow, obvious PageRank over Python lists (tests only; same semantics as ``pagerank``)."""
     G = G.to("cpu")

@@ -16,25 +16,18 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
-from graphs.errors import MemoryLimitError, OptionError
-from operators._checks import (
-    check_choice,
-    check_count,
-    check_graph,
-    check_positive,
-    check_probability,
-    warn_if_weighted,
-)
+from graphs.errors import MemoryLimitError
+from operators._checks import check_graph, warn_if_weighted
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
 from operators._ranked import padded_labels, real_counts
 from operators.errors import ConvergenceError
+from operators.options import PPROptions
 from operators.ppr import power as _ppr_power
 from operators.ppr.cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
 from operators.ppr.top_rows import top_entries
 from operators.topk.walks import walk_ends
 
 MC_CHUNK = 1 << 24  # Monte Carlo walks drawn at once (their ends: 64-128 MiB)
-METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
 MODES = {"push": PUSH, "pull": PULL, "hybrid": HYBRID}
 CPU_SOLVE_BYTES = 49  # per vertex and CPU solve: reserves, residues, messages (float64), flags, two lists
 
@@ -43,16 +36,17 @@ def ppr(
     G: CSRGraph,
     sources,
     *,
-    alpha: float = 0.8,
-    tol: float = 1e-6,
-    method: str = "auto",
-    max_iter: int | None = None,
-    dtype=np.float64,
-    topk: int | None = None,
-    seed: int = 0,
-    block: int | None = None,
+    alpha: float = PPROptions.alpha,
+    tol: float = PPROptions.tol,
+    method: str = PPROptions.method,
+    max_iter: int | None = PPROptions.max_iter,
+    dtype=PPROptions.dtype,
+    topk: int | None = PPROptions.topk,
+    seed: int = PPROptions.seed,
+    block: int | None = PPROptions.block,
     cost: CostModel | None = None,
     info: dict | None = None,
+    options: PPROptions | None = None,
 ):
     """Personalized PageRank of each source: dense rows, or the top entries of each.
 
@@ -110,6 +104,9 @@ def ppr(
         of listed entries, and ``compile_seconds``: the first call on a graph with a method, dtype,
         ``topk`` and ``block`` first solves its first batch once untimed, so that the Numba functions
         and CUDA kernels are compiled before the sources' seconds start (0 on later calls).
+    options : PPROptions, optional
+        ``alpha``, ``tol``, ``method``, ``max_iter``, ``dtype``, ``topk``, ``seed`` and ``block`` in one
+        checked object, used as it is; a keyword among them that differs from it raises ``OptionError``.
 
     Returns
     -------
@@ -119,10 +116,10 @@ def ppr(
     """
     G = check_graph(G)
     warn_if_weighted(G, "ppr")
-    opts = ppr_options(
-        alpha=alpha, tol=tol, method=method, max_iter=max_iter, dtype=dtype, topk=topk, block=block
-    )
-    alpha, tol, max_iter, dtype, topk = (opts[k] for k in ("alpha", "tol", "max_iter", "dtype", "topk"))
+    o = PPROptions.resolve(options, alpha=alpha, tol=tol, method=method, max_iter=max_iter, dtype=dtype,
+                           topk=topk, seed=seed, block=block)  # fmt: skip
+    alpha, tol, method, max_iter, dtype, topk = o.alpha, o.tol, o.method, o.max_iter, o.dtype, o.topk
+    seed, block = o.seed, o.block
     topk = None if topk is None else min(topk, G.n)
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
     method = "hybrid" if method == "auto" else method
@@ -137,24 +134,6 @@ def ppr(
             with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
                 return _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
     return _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block))
-
-
-def ppr_options(
-    *, alpha=0.8, tol=1e-6, method="auto", max_iter=None, dtype=np.float64, topk=None, block=None
-):
-    """``ppr``'s scalar options checked and normalised (jobs call it before any work)."""
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise OptionError(f"dtype must be float32 or float64, got {dtype}")
-    return dict(
-        alpha=check_probability("alpha", alpha, closed_right=False),
-        tol=check_positive("tol", tol),
-        method=check_choice("method", method, METHODS),
-        max_iter=None if max_iter is None else check_count("max_iter", max_iter),
-        dtype=dtype,
-        topk=None if topk is None else check_count("topk", topk),
-        block=None if block is None else check_count("block", block),
-    )
 
 
 def _collect(G, src, step, dtype, topk, info, threads=1, warm=None):
@@ -266,7 +245,7 @@ def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
         from operators.ppr.push_gpu import reused_solver
         from operators.ppr.push_plan import batch_size
 
-        full = cost or cost_model("gpu")  # block was checked by ppr_options
+        full = cost or cost_model("gpu")  # block was checked by PPROptions
         block = max(1, min(block or (batch_size(G.n, dtype, full, mode=mode) if count > 1 else 1), count))
         cost = cost or fit_grid(full, m=G.m, rows=block, tol=tol, mode=mode)
         solve = reused_solver(G, mode, alpha, tol, dtype, cost, batch=block)

@@ -28,8 +28,9 @@ from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
 from graphs.errors import OptionError
-from operators._checks import check_count, check_graph, check_positive
+from operators._checks import check_graph
 from operators._ranked import clear_padding, long_rows, padded_labels
+from operators.options import SimRankOptions
 from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
 
@@ -68,8 +69,9 @@ class SimRankTopk:
         return pd.DataFrame({"source": source, "rank": rank, "vertex": vertex, "simrank": score})
 
 
-def simrank(G: CSRGraph, source, *, c: float = 0.6, epsilon: float = 1e-3, clip: bool = True,
-            samples="bound", seed: int = 0, info: dict | None = None):  # fmt: skip
+def simrank(G: CSRGraph, source, *, c: float = SimRankOptions.c, epsilon: float = SimRankOptions.epsilon,
+            clip: bool = SimRankOptions.clip, samples=SimRankOptions.samples, seed: int = SimRankOptions.seed,
+            info: dict | None = None, options: SimRankOptions | None = None):  # fmt: skip
     """SimRank of every vertex with one source: ClipSim, or ExactSim's allocation with ``clip=False``.
 
     Parameters
@@ -93,6 +95,9 @@ def simrank(G: CSRGraph, source, *, c: float = 0.6, epsilon: float = 1e-3, clip:
     info : dict, optional
         Filled with ``levels``, ``R``, ``samples`` (drawn), ``sampled_vertices``, ``seconds``
         per phase (hops, sampling, horner, total).
+    options : SimRankOptions, optional
+        ``c``, ``epsilon``, ``clip``, ``samples`` and ``seed`` in one checked object (its ``k`` unused
+        here), used as it is; a keyword among them that differs from it raises ``OptionError``.
 
     Returns
     -------
@@ -105,25 +110,28 @@ def simrank(G: CSRGraph, source, *, c: float = 0.6, epsilon: float = 1e-3, clip:
         When the walks needed exceed ``MAX_SAMPLES`` (2e13), before any is drawn.
     """
     G = check_graph(G)
-    o = simrank_options(c=c, epsilon=epsilon, samples=samples)
-    c, epsilon, samples = o["c"], o["epsilon"], o["samples"]
+    o = SimRankOptions.resolve(options, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)
     sid = int(G.internal_ids(np.asarray([source], dtype=object if G.has_labels else None))[0])
-    return _single(G, sid, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed, info=info)
+    return _single(G, sid, c=o.c, epsilon=o.epsilon, clip=o.clip, samples=o.samples, seed=o.seed, info=info)
 
 
-def simrank_topk(G: CSRGraph, sources, *, k: int = 100, c: float = 0.6, epsilon: float = 1e-3,
-                 clip: bool = True, samples="bound", seed: int = 0) -> SimRankTopk:  # fmt: skip
+def simrank_topk(G: CSRGraph, sources, *, k: int = SimRankOptions.k, c: float = SimRankOptions.c,
+                 epsilon: float = SimRankOptions.epsilon, clip: bool = SimRankOptions.clip,
+                 samples=SimRankOptions.samples, seed: int = SimRankOptions.seed,
+                 options: SimRankOptions | None = None) -> SimRankTopk:  # fmt: skip
     """The k vertices most similar to each source (the source excluded), by ``simrank``.
 
-    Parameters are those of ``simrank``; ``sources`` is a label or a sequence of labels and ``k``
-    is capped at n - 1. Ties are broken by internal vertex id. Returns a ``SimRankTopk``: only vertices
-    of positive score are listed (``counts``), so a source with fewer than k such vertices has fewer
-    rows. The first call on a graph first compiles the kernels by an untimed query of few samples from
-    the vertex of highest in-degree (``compile_seconds``); ``seconds`` are the sources' own.
+    Parameters are those of ``simrank`` (``options`` with its ``k`` too); ``sources`` is a label or a
+    sequence of labels and ``k`` is capped at n - 1. Ties are broken by internal vertex id. Returns a
+    ``SimRankTopk``: only vertices of positive score are listed (``counts``), so a source with fewer
+    than k such vertices has fewer rows. The first call on a graph first compiles the kernels by an
+    untimed query of few samples from the vertex of highest in-degree (``compile_seconds``);
+    ``seconds`` are the sources' own.
     """
     G = check_graph(G)
-    o = simrank_options(k=k, c=c, epsilon=epsilon, samples=samples)
-    k, c, epsilon, samples = min(o["k"], max(G.n - 1, 0)), o["c"], o["epsilon"], o["samples"]
+    o = SimRankOptions.resolve(options, k=k, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)
+    k, c, epsilon, samples = min(o.k, max(G.n - 1, 0)), o.c, o.epsilon, o.samples
+    clip, seed = o.clip, o.seed
     labels = np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None))
     ids = G.internal_ids(labels)
     xp = array_module(G.indptr)
@@ -135,7 +143,7 @@ def simrank_topk(G: CSRGraph, sources, *, k: int = 100, c: float = 0.6, epsilon:
         warm = G.derived("simrank-warmed", lambda g: _warm_up(g, c=c, epsilon=epsilon, clip=bool(clip)))
     for row, sid in enumerate(ids.tolist()):
         t0 = time.perf_counter()
-        s = _single(G, sid, c=c, epsilon=epsilon, clip=bool(clip), samples=samples, seed=seed, info=None)
+        s = _single(G, sid, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed, info=None)
         s[sid] = -np.inf
         top = xp.argpartition(-s, k - 1)[:k] if 0 < k < G.n else xp.arange(G.n)[:k]
         order = xp.lexsort(xp.stack([top, -s[top]]))
@@ -220,27 +228,6 @@ def _lap(times: dict, name: str, gpu: bool) -> None:
     now = time.perf_counter()
     times[name] = now - times.pop("mark", times["start"])
     times["mark"] = now
-
-
-def simrank_options(*, k=100, c=0.6, epsilon=1e-3, samples="bound") -> dict:
-    """``simrank`` / ``simrank_topk``'s scalar options checked (jobs call it before any work)."""
-    return dict(k=check_count("k", k), c=_check_unit("c", c), epsilon=_check_unit("epsilon", epsilon),
-                samples=_check_samples(samples))  # fmt: skip
-
-
-def _check_unit(name: str, value) -> float:
-    value = check_positive(name, value)
-    if not value < 1:
-        raise OptionError(f"{name} must be in (0, 1), got {value!r}")
-    return value
-
-
-def _check_samples(samples):
-    if isinstance(samples, str):
-        if samples not in plan.SAMPLES:
-            raise OptionError(f"samples must be one of {plan.SAMPLES} or a positive number, got {samples!r}")
-        return samples
-    return check_positive("samples", samples)
 
 
 def _simrank_reference(G: CSRGraph, *, c: float = 0.6, tol: float = 1e-10, max_iter: int = 1000):

@@ -38,9 +38,9 @@ import numpy as np
 
 from graphs._device import to_host
 from graphs._mix import stream_key
-from operators._checks import check_count, check_positive, check_probability
 from operators._gpu.streams import exhaust, stream_count
 from operators._ranked import clear_padding, long_rows, padded_labels
+from operators.options import TopkOptions, TopkTuning
 from operators.topk.batch import answer_all, workspace
 from operators.topk.cpu import tie_order
 from operators.topk.exact import EXACT_REACH, closed_reach_topk, without_rounds
@@ -96,18 +96,15 @@ def topk_ppr(
     index: PPRIndex,
     sources,
     *,
-    k: int = 100,
-    epsilon: float | None = None,
-    delta_init: float | None = None,
-    max_rounds: int = 10,
-    seed: int = 0,
-    adaptive: bool = True,
-    high_irw: bool = True,
-    tiling: bool = True,
-    persistent: bool = True,
-    jump: bool = True,
-    refine: bool = True,
+    k: int = TopkOptions.k,
+    epsilon: float | None = TopkOptions.epsilon,
+    delta_init: float | None = TopkOptions.delta_init,
+    max_rounds: int = TopkOptions.max_rounds,
+    seed: int = TopkOptions.seed,
+    refine: bool = TopkOptions.refine,
     streams: int | None = None,
+    options: TopkOptions | None = None,
+    tuning: TopkTuning | None = None,
 ) -> TopkPPR:
     """The k vertices of highest personalized PageRank from each source, with kPAR's guarantees.
 
@@ -115,7 +112,7 @@ def topk_ppr(
     candidates the vertices with reserve >= tau = delta / 2, estimates them from the inverted random
     walks and the high-IRW set H, and stops when the bounds certify the top k (see the module text);
     otherwise delta is halved (by default as many times as the round's estimates show the test
-    needs: see ``jump``). After ``max_rounds`` failed rounds it falls back to fresh random
+    needs: see ``TopkTuning.jump``). After ``max_rounds`` failed rounds it falls back to fresh random
     walks from every vertex with residue (Algorithm 3, lines 27-32), ceil(r(v) psi / d) from v
     with d = min(sqrt(delta delta_min), max(k-th estimate, 1/n)) of the last round. A failed round
     whose touched vertices have all been pushed and number at most 256 has found every vertex
@@ -141,18 +138,6 @@ def topk_ppr(
         Rounds (L) before the Monte-Carlo fallback.
     seed : int
         Seed of the fallback walks (source s uses stream (seed, s)).
-    adaptive, high_irw, tiling : bool
-        Switches for the ablation: per-vertex thresholds (off: beta = 1), the H set's bound
-        reduction and tighter bound (off: H vertices are ordinary candidates and omega_I^ub is the
-        maximum over all vertices), tile-based GPU kernels (off: a thread per vertex).
-    persistent : bool
-        GPU only: run each round's push in one cooperative launch, its frontiers' edges spread
-        evenly over the whole GPU (off: the paper's launch per frontier, tiled per ``tiling``).
-    jump : bool
-        After a failed round, halve delta as many times as needed for the stop test to pass on
-        that round's estimates (at least once; at most 16). The test itself, and so the guarantee,
-        is unchanged; rounds that the bounds of the failed one already show to be too coarse are
-        skipped. False halves once per round, as Algorithm 3 does.
     refine : bool
         Once the stop test passes, re-estimate the listed vertices within a bounded standard deviation of
         the k-th estimate from their in-neighbours': pi(s, t) = alpha sum_{u -> t} pi(s, u) / d_out(u) has a
@@ -171,6 +156,19 @@ def topk_ppr(
         Each source's answer does not depend on this. While the rounds of a GPU call with at least
         256 sources run, the device fetches 32 bytes per L2 miss (a process-wide hint, restored
         after the call; setting and restoring it take about 0.8 ms).
+    options : TopkOptions, optional
+        ``k``, ``epsilon``, ``delta_init``, ``max_rounds``, ``seed`` and ``refine`` in one checked
+        object, used as it is; a keyword among them that differs from it raises ``OptionError``.
+    tuning : TopkTuning, optional
+        The ablation's switches (default: all on). ``adaptive``, ``high_irw``, ``tiling``: per-vertex
+        thresholds (off: beta = 1), the H set's bound reduction and tighter bound (off: H vertices are
+        ordinary candidates and omega_I^ub is the maximum over all vertices), tile-based GPU kernels
+        (off: a thread per vertex). ``persistent`` (GPU only): run each round's push in one cooperative
+        launch, its frontiers' edges spread evenly over the whole GPU (off: the paper's launch per
+        frontier, tiled per ``tiling``). ``jump``: after a failed round, halve delta as many times as
+        needed for the stop test to pass on that round's estimates (at least once; at most 16). The
+        test itself, and so the guarantee, is unchanged; rounds that the bounds of the failed one
+        already show to be too coarse are skipped. Off halves once per round, as Algorithm 3 does.
 
     Returns
     -------
@@ -187,10 +185,15 @@ def topk_ppr(
     if not isinstance(index, PPRIndex):
         raise TypeError(f"expected a PPRIndex (build_ppr_index / load_ppr_index), got {type(index).__name__}")
     G, P = index.graph, index.params
-    o = topk_options(k=k, epsilon=epsilon, delta_init=delta_init, max_rounds=max_rounds)
-    k, max_rounds = min(o["k"], G.n), o["max_rounds"]
-    eps = P.epsilon if epsilon is None else o["epsilon"]
-    delta_init = 1.0 / (10 * k * math.log(G.n)) if delta_init is None else o["delta_init"]
+    o = TopkOptions.resolve(options, k=k, epsilon=epsilon, delta_init=delta_init, max_rounds=max_rounds,
+                            seed=seed, refine=refine)  # fmt: skip
+    if tuning is None:
+        tuning = TopkTuning()
+    elif not isinstance(tuning, TopkTuning):
+        raise TypeError(f"tuning must be a TopkTuning, got {type(tuning).__name__}")
+    k, max_rounds, seed, refine = min(o.k, G.n), o.max_rounds, o.seed, o.refine
+    eps = P.epsilon if o.epsilon is None else o.epsilon
+    delta_init = 1.0 / (10 * k * math.log(G.n)) if o.delta_init is None else o.delta_init
     labels = np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None))
     src = G.internal_ids(labels)
     ops = workspace(index)
@@ -199,9 +202,11 @@ def topk_ppr(
     pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
     per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)  # the stream workspaces that fit
     streams = stream_count(G, b - 1, streams, per_vertex, k, 0 if pool is None else pool.size)
+    high_irw = tuning.high_irw
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
-    opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=adaptive)
-    opts.update(high_irw=high_irw, tiling=tiling, persistent=persistent, jump=jump, ub_walks=ub_walks)
+    opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=tuning.adaptive)
+    opts.update(high_irw=high_irw, tiling=tuning.tiling, persistent=tuning.persistent, jump=tuning.jump)
+    opts["ub_walks"] = ub_walks
     opts["edges"] = in_edges(index) if refine else None
 
     def answer(i, s, ops):  # a generator: it yields while a round runs on the GPU (see ``_query``)
@@ -324,15 +329,3 @@ def _failed(P, est, k, delta, eps, ub_walks, returned) -> bool:
     lb = x / (1 + e)
     theta = math.sqrt(delta * P.delta_min)  # eps' <= eps from here up
     return not (e < 1 and lb >= theta and pi_ub <= lb and x / (1 - e) <= (1 + eps) * lb)
-
-
-def topk_options(*, k=100, epsilon=None, delta_init=None, max_rounds=10) -> dict:
-    """``topk_ppr``'s scalar options checked (jobs call it before any work); None stays None."""
-    if delta_init is not None:  # 0 would push forever
-        delta_init = check_probability("delta_init", delta_init, closed_left=False)
-    return dict(
-        k=check_count("k", k),
-        epsilon=None if epsilon is None else check_positive("epsilon", epsilon),
-        delta_init=delta_init,
-        max_rounds=check_count("max_rounds", max_rounds),
-    )

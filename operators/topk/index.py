@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graphs import CSRGraph, reorder_orders
+from graphs import CSRGraph
 from graphs._device import array_module, import_cupy, to_host
 from graphs._mix import stream_key
 from graphs.errors import MemoryLimitError, OptionError
-from operators._checks import check_graph, check_positive, check_probability, vertex_vector, warn_if_weighted
+from operators._checks import check_graph, vertex_vector, warn_if_weighted
+from operators.options import IndexOptions
 from operators.pagerank.order import into, renumbered
 from operators.topk.cache import QueryCache
 from operators.topk.index_io import save_index
@@ -149,15 +150,16 @@ class PPRIndex:
 def build_ppr_index(
     G: CSRGraph,
     *,
-    alpha: float = 0.8,
-    epsilon: float = 0.5,
-    delta_min: float | None = None,
-    p_fail: float | None = None,
-    budget: float = 0.2,
+    alpha: float = IndexOptions.alpha,
+    epsilon: float = IndexOptions.epsilon,
+    delta_min: float | None = IndexOptions.delta_min,
+    p_fail: float | None = IndexOptions.p_fail,
+    budget: float = IndexOptions.budget,
     pagerank=None,
-    seed: int = 0,
-    first_step: bool = True,
-    order: str | None = "auto",
+    seed: int = IndexOptions.seed,
+    first_step: bool = IndexOptions.first_step,
+    order: str | None = IndexOptions.order,
+    options: IndexOptions | None = None,
 ) -> PPRIndex:
     """Build the kPAR index of ``G`` for top-k personalized PageRank queries (``topk_ppr``).
 
@@ -190,6 +192,9 @@ def build_ppr_index(
         kept), unless ``G`` is in it already: R-MAT 24 batches ran 1.19-1.30x faster on an H100, for the
         graph's memory once more (``index.graph``; ``G`` itself may be dropped). None keeps ``G``'s
         numbering; 'auto' is 'degree' from 2^22 vertices on, None below (where it did not pay).
+    options : IndexOptions, optional
+        Every option above but ``pagerank`` in one checked object, used as it is; a keyword that
+        differs from it raises ``OptionError``.
 
     Returns
     -------
@@ -203,10 +208,10 @@ def build_ppr_index(
     warn_if_weighted(G, "the top-k PPR index")
     if G.n < 2:
         raise OptionError(f"the PPR index needs a graph with at least 2 vertices, got n={G.n}")
-    o = index_options(
-        alpha=alpha, epsilon=epsilon, delta_min=delta_min, p_fail=p_fail, budget=budget, order=order
-    )
-    alpha, epsilon, budget = o["alpha"], o["epsilon"], o["budget"]
+    o = IndexOptions.resolve(options, alpha=alpha, epsilon=epsilon, delta_min=delta_min, p_fail=p_fail,
+                             budget=budget, seed=seed, first_step=first_step, order=order)  # fmt: skip
+    alpha, epsilon, budget, seed, order = o.alpha, o.epsilon, o.budget, o.seed, o.order
+    first_step = o.first_step
     if pagerank is not None:  # only its order matters: any finite non-negative scores, by label or array
         pagerank = vertex_vector(G, pagerank, "pagerank", normalize=False)
     source, perm, t_order = G, None, time.perf_counter()
@@ -216,8 +221,8 @@ def build_ppr_index(
         pagerank = into(pagerank, perm) if perm is not None else pagerank
     t_order = time.perf_counter() - t_order
     n, xp = G.n, array_module(G.indptr)
-    delta_min = min(16.0 / n, 1.0) if delta_min is None else o["delta_min"]
-    p_fail = 1.0 / n if p_fail is None else o["p_fail"]
+    delta_min = min(16.0 / n, 1.0) if o.delta_min is None else o.delta_min
+    p_fail = 1.0 / n if o.p_fail is None else o.p_fail
     params = PPRParams(n, G.m, alpha, epsilon, delta_min, p_fail, bool(first_step))
     t0 = time.perf_counter()
     if pagerank is None:
@@ -281,18 +286,3 @@ def walks_bound(params: PPRParams, arrays: dict, where) -> float:
     units = units[where]
     top = float(units.max()) if units.size else 0.0
     return top if params.first_step else round(top)
-
-
-def index_options(*, alpha=0.8, epsilon=0.5, delta_min=None, p_fail=None, budget=0.2, order="auto") -> dict:
-    """``build_ppr_index``'s scalar options checked (jobs call it before any work); None stays None."""
-    positive = dict(closed_left=False)  # delta_min and p_fail divide: r_max and psi
-    if order is not None and not (isinstance(order, str) and order in ("auto", *reorder_orders())):
-        raise OptionError(f"order must be one of {('auto', *reorder_orders())} or None, got {order!r}")
-    return dict(
-        order=order,
-        alpha=check_probability("alpha", alpha, closed_right=False),
-        epsilon=check_positive("epsilon", epsilon),
-        delta_min=None if delta_min is None else check_probability("delta_min", delta_min, **positive),
-        p_fail=None if p_fail is None else check_probability("p_fail", p_fail, **positive),
-        budget=check_positive("budget", budget) if budget else 0.0,
-    )

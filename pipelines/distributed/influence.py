@@ -17,9 +17,10 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, import_cupy, to_host
 from operators._checks import check_graph
-from operators.influence import InfluenceResult, influence_options, run_imm
+from operators.influence import InfluenceResult, imm_options, run_imm
 from operators.influence import cpu as _im_cpu
 from operators.influence.model import diffusion_model
+from operators.options import IMMOptions
 
 
 def influence_maximization(
@@ -27,14 +28,15 @@ def influence_maximization(
     k: int,
     client,
     *,
-    epsilon: float = 0.1,
-    ell: float = 1.0,
-    model: str = "IC",
-    weights="wc",
-    rounds: int = 1,
-    seed: int = 0,
-    max_rr_sets: int | None = None,
-    reuse_rr_sets: bool = False,
+    epsilon: float = IMMOptions.epsilon,
+    ell: float = IMMOptions.ell,
+    model: str = IMMOptions.model,
+    weights=IMMOptions.weights,
+    rounds: int = IMMOptions.rounds,
+    seed: int = IMMOptions.seed,
+    max_rr_sets: int | None = IMMOptions.max_rr_sets,
+    reuse_rr_sets: bool = IMMOptions.reuse_rr_sets,
+    options: IMMOptions | None = None,
 ) -> InfluenceResult:
     """``operators.influence_maximization`` with the RR samples spread over the workers of ``client``.
 
@@ -42,19 +44,19 @@ def influence_maximization(
     coverage counts (through NCCL between GPU workers). The options, the guarantee and the result are
     those of ``operators.influence_maximization``: the same seeds as on one device for the same
     ``seed``. ``InfluenceResult.workers`` counts the workers and ``device`` is 'gpu' when all are GPUs.
+    ``k`` may be None when ``options`` (an ``IMMOptions``) holds it.
     """
     G = check_graph(G)
-    o = influence_options(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
-                          max_rr_sets=max_rr_sets)  # fmt: skip
+    o = imm_options(options, k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
+                    seed=seed, max_rr_sets=max_rr_sets, reuse_rr_sets=reuse_rr_sets)  # fmt: skip
     t_start = time.perf_counter()
-    actors, devices, addresses = shards(client, G, o["model"], weights, seed, o["rounds"])
+    actors, devices, addresses = shards(client, G, o.model, o.weights, o.seed, o.rounds)
     device = "gpu" if set(devices) == {"gpu"} else "cpu"
     # GPU shards: each greedy runs on the workers, its counts summed by NCCL (communicators kept)
     clique = (client, addresses, f"imm-{actors[0].key}") if device == "gpu" else None
-    make = lambda key, root: ShardedPool(actors, G.n, o["rounds"], key, root, clique)  # noqa: E731
+    make = lambda key, root: ShardedPool(actors, G.n, o.rounds, key, root, clique)  # noqa: E731
     try:
-        return run_imm(G, o, make, seed=seed, reuse_rr_sets=reuse_rr_sets, t_start=t_start,
-                       workers=len(actors), device=device)  # fmt: skip
+        return run_imm(G, o, make, t_start=t_start, workers=len(actors), device=device)
     finally:
         if clique is not None:
             from cluster.comms import close_clique

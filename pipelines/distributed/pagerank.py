@@ -23,7 +23,8 @@ from graphs.errors import DeviceError, OptionError
 from graphs.partition import PartitionedGraph
 from operators._checks import vertex_vector
 from operators.errors import ConvergenceError
-from operators.pagerank import check_dtype, check_weighted, pagerank_options, warn_loose_tol
+from operators.options import PageRankOptions
+from operators.pagerank import check_dtype, check_weighted, warn_loose_tol
 from operators.pagerank.parts import inverse_out, loop_gpu, step_cpu
 
 # the futures of each partitioned graph's parts, per (client, workers), while the graph is alive here
@@ -34,16 +35,17 @@ def pagerank(
     PG: PartitionedGraph,
     client,
     *,
-    alpha: float = 0.85,
+    alpha: float = PageRankOptions.alpha,
     personalization=None,
-    max_iter: int = 100,
-    tol: float = 1e-6,
+    max_iter: int = PageRankOptions.max_iter,
+    tol: float = PageRankOptions.tol,
     nstart=None,
     dangling=None,
     weighted: bool | None = None,
-    method: str = "auto",
+    method: str = PageRankOptions.method,
     dtype=np.float32,
     info: dict | None = None,
+    options: PageRankOptions | None = None,
 ) -> np.ndarray:
     """PageRank of a partitioned graph, part ``r`` on the ``r``-th worker of ``client`` (by address).
 
@@ -64,6 +66,8 @@ def pagerank(
         Value type on GPU workers; CPU workers compute in float64.
     info : dict, optional
         Filled with ``device``, ``workers`` and, on GPUs, per-rank ``timings``.
+    options : PageRankOptions, optional
+        ``alpha``, ``max_iter``, ``tol`` and ``method`` in one checked object, as in ``operators.pagerank``.
 
     Returns
     -------
@@ -79,12 +83,12 @@ def pagerank(
         raise TypeError(
             f"expected a graphs.PartitionedGraph, got {type(PG).__name__}: see operators.pagerank"
         )
-    o = pagerank_options(alpha=alpha, max_iter=max_iter, tol=tol, method=method)
-    if o["method"] == "push":
+    o = PageRankOptions.resolve(options, alpha=alpha, max_iter=max_iter, tol=tol, method=method)
+    if o.method == "push":
         raise OptionError("a partitioned graph is computed by 'pull' or 'binned' (or 'auto'), not 'push'")
     weighted = check_weighted(PG, weighted)
     dtype = check_dtype(dtype)
-    n, tol = PG.n, o["tol"]
+    n, tol = PG.n, o.tol
     by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
     labels = PG.label_graph() if by_label else PG
     p = vertex_vector(labels, personalization, "personalization")
@@ -96,17 +100,17 @@ def pagerank(
     x, iters, err = pagerank_partitioned(
         PG,
         client,
-        alpha=o["alpha"],
+        alpha=o.alpha,
         x0=x0,
         p=p,
         dw=dw,
         weighted=weighted,
-        max_iter=o["max_iter"],
+        max_iter=o.max_iter,
         threshold=n * tol,
         dtype=dtype,
         device="auto",
         info=info,
-        method=o["method"],
+        method=o.method,
     )
     if not err < n * tol:
         raise ConvergenceError("pagerank", iters, err, n * tol)

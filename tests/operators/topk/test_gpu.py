@@ -8,7 +8,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, topk_ppr
+from operators import TopkTuning, build_ppr_index, topk_ppr
 from operators.topk.cache import QueryCache
 from tests.operators.topk.test_index import _host
 from tests.operators.topk.test_topk_ppr import _sources
@@ -142,8 +142,8 @@ def test_gpu_push_schedules_agree(rmat13):
     """The persistent push and the paper's launch per frontier answer alike."""
     idx = build_ppr_index(rmat13.to("gpu"), seed=9)
     srcs = _sources(rmat13, 12)
-    a = topk_ppr(idx, srcs, k=100, persistent=True)
-    b = topk_ppr(idx, srcs, k=100, persistent=False)
+    a = topk_ppr(idx, srcs, k=100, tuning=TopkTuning(persistent=True))
+    b = topk_ppr(idx, srcs, k=100, tuning=TopkTuning(persistent=False))
     overlap = [len(set(x) & set(y)) / 100 for x, y in zip(a.vertices, b.vertices, strict=True)]
     assert np.mean(overlap) >= 0.97
     np.testing.assert_allclose(a.ppr[:, :10], b.ppr[:, :10], rtol=0.02)

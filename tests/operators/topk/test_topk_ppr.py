@@ -10,7 +10,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
-from operators import InsufficientMemoryError, build_ppr_index, ppr, topk_ppr
+from operators import InsufficientMemoryError, TopkTuning, build_ppr_index, ppr, topk_ppr
 from operators.ppr.metrics import ndcg_at_k, precision_at_k
 from tests.conftest import DEVICES, snap
 
@@ -60,8 +60,8 @@ def test_topk_accuracy_on_snap_graphs(name):
 @pytest.mark.parametrize(
     "switches",
     [
-        dict(adaptive=False, high_irw=False, tiling=False, persistent=False, jump=False),
-        dict(high_irw=False),
+        dict(tuning=TopkTuning(adaptive=False, high_irw=False, tiling=False, persistent=False, jump=False)),
+        dict(tuning=TopkTuning(high_irw=False)),
         dict(max_rounds=1, delta_init=0.1),
     ],
     ids=["kPAR_I", "no-H", "fallback"],
@@ -483,7 +483,7 @@ def test_delta_jumps_skip_rounds_not_accuracy():
     g = snap("wiki-Vote")
     idx = build_ppr_index(g, seed=0)
     srcs = _sources(g, 8, seed=4)
-    one = topk_ppr(idx, srcs, k=200, jump=False)
+    one = topk_ppr(idx, srcs, k=200, tuning=TopkTuning(jump=False))
     many = topk_ppr(idx, srcs, k=200)
     assert (many.rounds <= one.rounds).all() and many.rounds.sum() < one.rounds.sum()
     # a jump lands at delta_init / 2^j, never above the delta that one halving a round reaches
