@@ -14,12 +14,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-import cluster
-import graphs
-import operators
-import pipelines
+import graphjobs as gj
 
-client = cluster.connect(n_workers=2, device="cpu", dashboard_address=":0")
+client = gj.connect(n_workers=2, device="cpu", dashboard_address=":0")
 print("dashboard:", client.dashboard_link)
 work = Path(tempfile.mkdtemp(prefix="graphjobs-nb-"))'''
 
@@ -34,34 +31,34 @@ NOTEBOOKS = {
         ("code", '''candidates = [Path("../../shared/datasets/wiki-Vote.txt.gz"), Path("../shared/datasets/wiki-Vote.txt.gz")]
 path = next((p for p in candidates if p.exists()), None)
 if path is None:
-    g = graphs.rmat(12, seed=0, device="cpu")
+    g = gj.rmat(12, seed=0, device="cpu")
     src, dst, _ = g.edges()
     path = work / "edges.txt"
     np.savetxt(path, np.column_stack([src, dst]), fmt="%d", delimiter="\\t", header="generated R-MAT")
-G = graphs.read_edgelist(path)
+G = gj.read_edgelist(path)
 G'''),
         ("md", "## PageRank, in process\n\n`alpha` is the probability of following an edge, as in NetworkX. "
-               "`graphs.vertex_frame` puts the result beside the file's labels."),
-        ("code", '''pr = operators.pagerank(G, alpha=0.85)
-ranks = graphs.vertex_frame(G, pr, "pagerank")
+               "`G.ids` holds the file's label of each vertex."),
+        ("code", '''pr = gj.pagerank(G, alpha=0.85)
+ranks = pd.DataFrame({"vertex": G.ids, "pagerank": pr})
 ranks.sort_values("pagerank", ascending=False).head(10)'''),
         ("md", "## The same as a job on the cluster\n\nThe job's stages are cached in a work directory by "
                "token: running it again skips them. Watch the task stream on the dashboard."),
-        ("code", '''job = pipelines.pagerank_job(path, out=work / "pagerank.parquet", workdir=work / "wd")
-summary = pipelines.run(job, client)
+        ("code", '''job = gj.pagerank_job(path, out=work / "pagerank.parquet", workdir=work / "wd")
+summary = gj.run(job, client)
 result = pd.read_parquet(summary["out"])
 assert np.allclose(result.sort_values("vertex").pagerank.to_numpy(), ranks.sort_values("vertex").pagerank.to_numpy())
 summary["top"][:5]'''),
         ("md", "## Top-k personalized PageRank (kPAR)\n\nBuild the index once, then answer queries: the k "
                "vertices a random walk from the source (stopping with probability 0.2 at each step) most "
                "likely ends at."),
-        ("code", '''index = operators.build_ppr_index(G, seed=0)
+        ("code", '''index = gj.build_ppr_index(G, seed=0)
 source = ranks.sort_values("pagerank").vertex.iloc[-1]  # the top PageRank vertex
-topk = operators.topk_ppr(index, [source], k=20, seed=0)
+topk = gj.topk_ppr(index, [source], k=20, seed=0)
 topk.to_frame().head(10)'''),
         ("md", "## Distribution of PPR scores (log-log)\n\nExact PPR of that source by power iteration: a "
                "few vertices hold most of the mass."),
-        ("code", '''exact = np.sort(operators.ppr(G, [source], method="power", tol=1e-10)[0])[::-1]
+        ("code", '''exact = np.sort(gj.ppr(G, [source], method="power", tol=1e-10)[0])[::-1]
 exact = exact[exact > 0]
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.loglog(np.arange(1, exact.size + 1), exact, marker=".", linestyle="none")
@@ -76,8 +73,8 @@ fig'''),
                "Algorithm 3 does, a little faster and less precisely."),
         ("code", '''from operators.ppr.metrics import precision_at_k
 
-truth = np.asarray(operators.ppr(G, [source], method="power", tol=1e-10))[0]
-plain = operators.topk_ppr(index, [source], k=20, seed=0, refine=False)
+truth = np.asarray(gj.ppr(G, [source], method="power", tol=1e-10))[0]
+plain = gj.topk_ppr(index, [source], k=20, seed=0, refine=False)
 runs = [("Algorithm 3", plain), ("refined (default)", topk)]
 {name: precision_at_k(truth, G.internal_ids(res.vertices[0]), 20) for name, res in runs}'''),
         ("code", "local = client.cluster\nclient.close()\nlocal.close()"),
@@ -88,18 +85,16 @@ runs = [("Algorithm 3", plain), ("refined (default)", topk)]
                "probabilities (1 / in-degree). On a cluster of two or more workers the RR samples are "
                "spread over them; the seeds are the same as on one device."),
         ("code", SETUP),
-        ("code", '''from pipelines.distributed import influence_maximization
-
-G = graphs.barabasi_albert(2000, 3, seed=1)
+        ("code", '''G = gj.barabasi_albert(2000, 3, seed=1)
 seeds = {}
 for model in ("IC", "LT"):
-    res = influence_maximization(G, 50, client, epsilon=0.2, model=model, seed=0)
+    res = gj.distributed.influence_maximization(G, 50, client, epsilon=0.2, model=model, seed=0)
     seeds[model] = res.seeds
     print(model, "theta", res.theta, "workers", res.workers, "first seeds", res.seeds[:5].tolist())'''),
         ("md", "## Spread against k\n\nThe greedy picks seeds in order; the spread of the first k of them "
                "is estimated by forward Monte Carlo simulation under each model."),
         ("code", '''ks = [1, 2, 5, 10, 20, 30, 40, 50]
-spread = {m: [operators.influence_spread(G, seeds[m][:k], model=m, n_sim=500, seed=1) for k in ks] for m in seeds}
+spread = {m: [gj.influence_spread(G, seeds[m][:k], model=m, n_sim=500, seed=1) for k in ks] for m in seeds}
 fig, ax = plt.subplots(figsize=(6, 4))
 for m, values in spread.items():
     ax.plot(ks, values, marker="o", label=m)
@@ -113,8 +108,8 @@ fig'''),
         ("code", '''shared = len(set(seeds["IC"]) & set(seeds["LT"]))
 cross = pd.DataFrame({
     "seeds of": ["IC", "LT"],
-    "spread under IC": [operators.influence_spread(G, seeds[m], model="IC", n_sim=500, seed=2) for m in ("IC", "LT")],
-    "spread under LT": [operators.influence_spread(G, seeds[m], model="LT", n_sim=500, seed=2) for m in ("IC", "LT")],
+    "spread under IC": [gj.influence_spread(G, seeds[m], model="IC", n_sim=500, seed=2) for m in ("IC", "LT")],
+    "spread under LT": [gj.influence_spread(G, seeds[m], model="LT", n_sim=500, seed=2) for m in ("IC", "LT")],
 })
 print("seeds in common:", shared, "of 50")
 cross'''),
@@ -123,10 +118,10 @@ cross'''),
     "03_simrank.ipynb": [
         ("md", "# Single-source SimRank (ClipSim)\n\nThe vertices most similar to a vertex, and how the "
                "error falls with epsilon against the exact SimRank of a small graph."),
-        ("code", SETUP.replace('client = cluster.connect(n_workers=2, device="cpu", dashboard_address=":0")\n'
+        ("code", SETUP.replace('client = gj.connect(n_workers=2, device="cpu", dashboard_address=":0")\n'
                                'print("dashboard:", client.dashboard_link)\n', "")),
-        ("code", '''G = graphs.barabasi_albert(400, 3, seed=2)
-res = operators.simrank_topk(G, [0], k=10, epsilon=1e-2, seed=0)
+        ("code", '''G = gj.barabasi_albert(400, 3, seed=2)
+res = gj.simrank_topk(G, [0], k=10, epsilon=1e-2, seed=0)
 res.to_frame()'''),
         ("md", "## Accuracy against epsilon\n\nMaximum error over all vertices against the exact iteration "
                "(dense, fine at n = 400), for the guaranteed sample count (`samples='bound'`)."),
@@ -134,7 +129,7 @@ res.to_frame()'''),
 
 exact = _simrank_reference(G, c=0.6, tol=1e-12)[0]
 eps = [2e-1, 1e-1, 5e-2, 2e-2, 1e-2]
-err = [float(np.abs(operators.simrank(G, 0, epsilon=e, seed=1) - exact).max()) for e in eps]
+err = [float(np.abs(gj.simrank(G, 0, epsilon=e, seed=1) - exact).max()) for e in eps]
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.loglog(eps, err, marker="o", label="measured MaxError")
 ax.loglog(eps, eps, linestyle="--", color="grey", label="epsilon (the guarantee)")
@@ -149,25 +144,30 @@ fig'''),
                "index, then sends chunks of sources to the workers; each writes one Parquet part. "
                "`distributed.progress` shows the chunks finishing; the dashboard shows them too."),
         ("code", SETUP),
-        ("code", '''from distributed import progress
+        ("code", '''from pipelines import RandomSources  # not (yet) in the graphjobs namespace
 
-job = pipelines.topk_ppr_job("rmat:scale=14,seed=0", pipelines.RandomSources(10_000), k=20, chunk=1000,
-                             out=work / "topk", workdir=work / "wd")
-future = client.compute(job.result)
-progress(future)
-summary = future.result()
-print(summary["queries"], "queries in", summary["parts"], "parts;", summary["without_rounds"],
+
+def topk_job():
+    return gj.topk_ppr_job("rmat:scale=14,seed=0", RandomSources(10_000), k=20, chunk=1000,
+                           out=work / "topk", workdir=work / "wd")
+
+
+summary = gj.run(topk_job(), client)  # in Jupyter: distributed.progress bars, one per stage
+print(summary.queries, "queries in", summary.parts, "parts;", summary.without_rounds,
       "sources of small closed reach answered before any round;",
-      f"{1e3 * summary['latency_seconds_mean']:.2f} ms a query from its first round")'''),
+      f"{1e3 * summary.latency_seconds_mean:.2f} ms a query from its first round")'''),
         ("md", "## Read the results back\n\nWith pandas (or cuDF on a GPU machine): one row per (source, "
-               "rank). A re-run with the same output folder skips the chunks already written."),
+               "rank)."),
         ("code", '''df = pd.read_parquet(work / "topk")
-assert df.source.nunique() == 10_000 and len(df) == 10_000 * 20
+assert (df.source.nunique(), len(df)) == (10_000, 10_000 * 20), (df.source.nunique(), len(df), sorted(p.name for p in (work / "topk").iterdir()))
 df.head()'''),
-        ("code", '''again = pipelines.run(pipelines.topk_ppr_job("rmat:scale=14,seed=0", pipelines.RandomSources(10_000), k=20,
-                                             chunk=1000, out=work / "topk", workdir=work / "wd"),
-                      client, progress=False)
-print("chunks found finished:", again["resumed_parts"], "of", again["parts"])'''),
+        ("md", "## Resume\n\nA re-run of the same job with the same workdir and output folder finds every "
+               "chunk's record in `topk/_chunks/` and skips it. (Had we kept a Dask future of the first "
+               "run, e.g. from `client.compute(job.result)`, the scheduler would still hold its result "
+               "under the same key and hand it back without running anything: release it first.)"),
+        ("code", '''again = gj.run(topk_job(), client, progress=False)
+print("chunks found finished:", again.resumed_parts, "of", again.parts)
+assert again.resumed_parts == again.parts'''),
         ("code", "local = client.cluster\nclient.close()\nlocal.close()"),
     ],
 }
