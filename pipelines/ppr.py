@@ -92,26 +92,19 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummary:
-    queries = sum(p["queries"] for p in parts)
     iterations = [i for p in parts for i in p["iterations"]]
     o = opts["options"]
-    return PPRSummary(
-        out=out,
-        n=graph.n,
-        m=graph.m,
+    return PPRSummary.from_parts(
+        graph,
+        parts,
+        out,
+        worker_device(),
         topk=o.topk,
         method=o.method,
         alpha=o.alpha,
         tol=o.tol,
         seed=o.seed,
         block=o.block,
-        queries=queries,
-        parts=len(parts),
-        query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
-        sources_short=sum(p.get("short", 0) for p in parts),
-        compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
         iterations_mean=float(np.mean(iterations)) if iterations else None,
         models_first=parts[0]["models"] if parts else None,
-        device=parts[0]["device"] if parts else worker_device(),
-        first=parts[0]["first"] if parts else None,
     )

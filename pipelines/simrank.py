@@ -76,23 +76,16 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> SimRankSummary:
-    queries = sum(p["queries"] for p in parts)
     o = opts["options"]
-    return SimRankSummary(
-        out=out,
-        n=graph.n,
-        m=graph.m,
+    return SimRankSummary.from_parts(
+        graph,
+        parts,
+        out,
+        worker_device(),
         k=o.k,
         c=o.c,
         epsilon=o.epsilon,
         clip=o.clip,
         samples=o.samples,
         seed=o.seed,
-        queries=queries,
-        parts=len(parts),
-        query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
-        sources_short=sum(p.get("short", 0) for p in parts),
-        compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
-        device=parts[0]["device"] if parts else worker_device(),
-        first=parts[0]["first"] if parts else None,
     )

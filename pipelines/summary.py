@@ -135,6 +135,26 @@ class BatchSummary(Summary):
     sources_short: int = 0
     compile_seconds: float = 0.0
 
+    @classmethod
+    def from_parts(cls, graph, parts: list, out: str, device: str, **fields):
+        """The summary of the chunks' records ``parts`` (each with ``queries``, ``seconds``, ``device``,
+        ``first`` and, when written by this version, ``short`` and ``compile_seconds``) of a job on
+        ``graph``, with the job's own ``fields``; ``device`` stands when no chunk ran."""
+        queries = sum(p["queries"] for p in parts)
+        return cls(
+            out=out,
+            n=graph.n,
+            m=graph.m,
+            queries=queries,
+            parts=len(parts),
+            query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
+            sources_short=sum(p.get("short", 0) for p in parts),
+            compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
+            device=parts[0]["device"] if parts else device,
+            first=parts[0]["first"] if parts else None,
+            **fields,
+        )
+
     def describe(self) -> str:
         """The job's own part of the summary line (after the time per source)."""
         return ""

@@ -183,22 +183,16 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> TopkSummary:
     queries = sum(p["queries"] for p in parts)
     early = sum(p.get("without_rounds", 0) for p in parts)  # parts of an earlier version lack it
-    return TopkSummary(
-        out=out,
-        n=graph.n,
-        m=graph.m,
+    return TopkSummary.from_parts(
+        graph,
+        parts,
+        out,
+        worker_device(),
         k=opts["options"].k,
-        queries=queries,
-        parts=len(parts),
-        query_seconds_mean=sum(p["seconds"] for p in parts) / max(queries, 1),
-        sources_short=sum(p.get("short", 0) for p in parts),
-        compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
         latency_seconds_mean=sum(p.get("latency", 0.0) for p in parts) / max(queries - early, 1),
         without_rounds=early,
         fallback=sum(p["fallback"] for p in parts),
         exact=sum(p["exact"] for p in parts),
         refine=opts["options"].refine,
         refined=sum(p.get("refined", 0) for p in parts),
-        device=parts[0]["device"] if parts else worker_device(),
-        first=parts[0]["first"] if parts else None,
     )
