@@ -52,6 +52,13 @@ def from_edges(
     ------
     GraphFormatError
         For negative, NaN or infinite weights, ids outside ``[0, n)``, or mismatched lengths.
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges(["x", "y", "y"], ["y", "z", "x"])
+    >>> G.n, G.m, list(G.ids)
+    (3, 3, ['x', 'y', 'z'])
     """
     gpu = is_gpu_array(src) or is_gpu_array(dst)
     if gpu:

@@ -78,6 +78,16 @@ def read_edgelist(
         negative or NaN weight, empty file, bad Matrix Market banner or size line).
     FileNotFoundError
         If ``path`` does not exist.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import graphjobs as gj
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "edges.txt"
+    >>> _ = path.write_text("# SNAP-style comment\\na b\\nb c\\nc a\\n")
+    >>> G = gj.read_edgelist(path)
+    >>> G.n, G.m, list(G.ids)
+    (3, 3, ['a', 'b', 'c'])
     """
     path = _text.check_exists(path)
     if engine not in ENGINES:

@@ -102,6 +102,14 @@ def influence_maximization(G: CSRGraph, k: int | None = None, *, epsilon: float 
         spread estimate), ``spread`` (n times the covered fraction of the final samples: their
         sum), ``theta``, ``lower_bound``, ``rr_sets`` and ``rr_size`` (the final samples' count and
         total size) and ``seconds`` per phase.
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
+    >>> res = gj.influence_maximization(G, 1, seed=0)
+    >>> res.seeds.tolist(), res.spread
+    ([2], 3.0)
     """
     G = check_graph(G)
     o = imm_options(options, k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,

@@ -53,6 +53,13 @@ def influence_spread(
     -------
     float
         The mean number of vertices active (in at least one round) at the end of a cascade.
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
+    >>> gj.influence_spread(G, [2], n_sim=1000, seed=1)  # 2 -> 0 -> 1 always, under weighted cascade
+    3.0
     """
     G = check_graph(G)
     n_sim = check_count("n_sim", n_sim)

@@ -95,6 +95,13 @@ def pagerank(
     ------
     ConvergenceError
         If the tolerance is not reached within ``max_iter`` iterations.
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
+    >>> gj.pagerank(G, tol=1e-10).round(4).tolist()
+    [0.3725, 0.1958, 0.3941, 0.0375]
     """
     from graphs.partition import PartitionedGraph
 

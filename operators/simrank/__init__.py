@@ -108,6 +108,13 @@ def simrank(G: CSRGraph, source, *, c: float = SimRankOptions.c, epsilon: float 
     ------
     ValueError
         When the walks needed exceed ``MAX_SAMPLES`` (2e13), before any is drawn.
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
+    >>> gj.simrank(G, 2).round(3).tolist()  # sampled: the seed fixes the estimate
+    [0.052, 0.206, 1.0, 0.0]
     """
     G = check_graph(G)
     o = SimRankOptions.resolve(options, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)
@@ -127,6 +134,14 @@ def simrank_topk(G: CSRGraph, sources, *, k: int = SimRankOptions.k, c: float = 
     than k such vertices has fewer rows. The first call on a graph first compiles the kernels by an
     untimed query of few samples from the vertex of highest in-degree (``compile_seconds``);
     ``seconds`` are the sources' own.
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
+    >>> vertices, scores = gj.simrank_topk(G, [2], k=2).row(0)
+    >>> vertices.tolist(), scores.round(3).tolist()
+    ([1, 0], [0.206, 0.052])
     """
     G = check_graph(G)
     o = SimRankOptions.resolve(options, k=k, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)

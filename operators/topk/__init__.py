@@ -181,6 +181,15 @@ def topk_ppr(
         many vertices were re-estimated by ``refine``. The first call on an index first compiles the
         query's functions and kernels by a query from the vertex of highest out-degree, untimed by
         the sources: its seconds are ``compile_seconds`` (0 on later calls).
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
+    >>> res = gj.topk_ppr(gj.build_ppr_index(G, seed=0), [3], k=2)
+    >>> vertices, values = res.row(0)
+    >>> vertices.tolist(), values.round(4).tolist()
+    ([2, 0], [0.3774, 0.3019])
     """
     if not isinstance(index, PPRIndex):
         raise TypeError(f"expected a PPRIndex (build_ppr_index / load_ppr_index), got {type(index).__name__}")

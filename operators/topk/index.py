@@ -201,6 +201,14 @@ def build_ppr_index(
     PPRIndex
         Arrays on the graph's device; ``.save(dir)`` and ``load_ppr_index(dir)`` keep it. Queries take
         and return labels, so the order does not show in their answers.
+
+    Examples
+    --------
+    >>> import graphjobs as gj
+    >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
+    >>> index = gj.build_ppr_index(G, seed=0)
+    >>> index.graph.n, index.params.alpha
+    (4, 0.8)
     """
     from operators.pagerank import pagerank as global_pagerank
 
