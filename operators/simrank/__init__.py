@@ -35,7 +35,7 @@ from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
 
 _STREAM = 6  # random stream of the meeting walks (influence uses 0-4)
-MAX_SAMPLES = 2e13  # about 10 minutes of walks on an H100
+MAX_SAMPLES = 2e13  # a cap on the walks one query may ask for (minutes of GPU time)
 
 
 @dataclass

@@ -142,8 +142,8 @@ def topk_ppr(
         Once the stop test passes, re-estimate the listed vertices within a bounded standard deviation of
         the k-th estimate from their in-neighbours': pi(s, t) = alpha sum_{u -> t} pi(s, u) / d_out(u) has a
         fraction of the variance (``_topk_refine``, our addition; it needs the graph's in-edge lists, built
-        at the first call and kept with the graph). On one H100 it raised precision@1000 from 0.989-0.999
-        to 0.998-0.9998 and took 7-45% more time a query. False answers as Algorithm 3 does.
+        at the first call and kept with the graph): higher precision at the k-th value for some more time
+        a query (``benchmarks/RESULTS.md``, top-k section). False answers as Algorithm 3 does.
     streams : int, optional
         GPU only: sources answered at once, each on its own CUDA stream and workspace, driven in turn
         from the calling thread, so that one query's kernels run while the host reads another's

@@ -11,8 +11,8 @@ top 1000 about 15-20% lower; ``benchmarks/RESULTS.md``). Vertices without out-ed
 out-degree 1 in every formula (their residue is pushed back to the source, and a walk from them
 stops or returns). From 2^22 vertices on the index holds the graph renumbered by decreasing degree
 (``order``; labels travel with the vertices, so queries take and return the same labels): the pushes'
-records of hubs then share sectors and stay in L2, which made R-MAT 24 batches 1.19-1.30x faster on an
-H100; on smaller graphs, whose query state fits in L2, it did not pay (``benchmarks/RESULTS.md``).
+records of hubs then share sectors and stay in L2; on smaller graphs, whose query state fits in L2, it
+does not pay (``benchmarks/RESULTS.md``, top-k section).
 """
 
 from __future__ import annotations
@@ -39,13 +39,11 @@ from operators.topk.walks import budget_levels, walk_keys
 FORMAT = "graphjobs-ppr-index"
 VERSION = 3  # 2: first_step (version 1 indexes load with the paper's walks); 3: order (perm.npy)
 HIGH_SHARE = 0.001  # |H| <= 0.1% of n
-# order="auto": degree order from this many vertices on (one query's 16-byte vertex records, 64 MB, then
-# exceed an H100's 50 MB L2). Same-call A/B, batch queries/s: R-MAT 22 and 24 up to 1.30x; R-MAT 20 and
-# 21 mixed (-14% to +17%); soc-Epinions1 and soc-Slashdot0902 up to 15% slower at k = 1000
+# order="auto": degree order from this many vertices on, where one query's 16-byte vertex records (64 MB)
+# outgrow the L2 cache; below, the query state fits in L2 and the renumbering does not pay
 DEGREE_ORDER_N = 2**22
-# memory a walk takes while the index is built: on the GPU the CuPy pool's peak grew by 12.3 GiB from
-# 401M to 784M walks (R-MAT 24, delta_min 16/n and 4/n; results/index-build-memory-keys-ab-h100.txt),
-# on the CPU a traced 22 bytes a walk at R-MAT 18
+# memory a walk takes while the index is built (the build's memory estimate; measured by the growth of
+# the peak with the walk count, benchmarks/RESULTS.md)
 WALK_BYTES = {"gpu": 35, "cpu": 22}
 ARRAYS = ("beta", "omega", "ret", "ip1", "starts", "ip2", "freqs", "omega_i", "high", "h_index")
 ARRAYS += ("hptr", "h_end", "h_freq")
@@ -189,7 +187,7 @@ def build_ppr_index(
         estimates of lower variance, the same guarantee. False: the paper's walks (and estimator).
     order : {'auto', 'degree', 'out_degree', 'in_degree'} or None
         The index holds a copy of ``G`` renumbered by this order (``graphs.reorder``; hubs first, labels
-        kept), unless ``G`` is in it already: R-MAT 24 batches ran 1.19-1.30x faster on an H100, for the
+        kept), unless ``G`` is in it already: faster batches on large skewed graphs, for the
         graph's memory once more (``index.graph``; ``G`` itself may be dropped). None keeps ``G``'s
         numbering; 'auto' is 'degree' from 2^22 vertices on, None below (where it did not pay).
     options : IndexOptions, optional
