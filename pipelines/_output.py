@@ -138,6 +138,7 @@ def finish(out, job: str, token: str, parts: list[str], summary: dict) -> None:
         if f.name not in keep:
             f.unlink(missing_ok=True)
             _record(f).unlink(missing_ok=True)
-    text = json.dumps({"job": job, "token": token, "parts": sorted(keep), "summary": summary}, default=_plain,
-                      indent=1)  # fmt: skip
+    text = json.dumps(
+        {"job": job, "token": token, "parts": sorted(keep), "summary": summary}, default=_plain, indent=1
+    )
     write_atomic(out / MANIFEST, lambda tmp: Path(tmp).write_text(text))

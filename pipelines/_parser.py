@@ -179,8 +179,12 @@ def pagerank_options(p) -> None:
     add_option(p, PageRankOptions, "alpha", type=float)
     add_option(p, PageRankOptions, "tol", type=float)
     add_option(p, PageRankOptions, "max_iter", type=int)
-    p.add_argument("--partitions", type=_partitions, default="auto",
-               help="split the graph over N workers (auto: if a worker is too small)")  # fmt: skip
+    p.add_argument(
+        "--partitions",
+        type=_partitions,
+        default="auto",
+        help="split the graph over N workers (auto: if a worker is too small)",
+    )
     p.add_argument("--out", default="pagerank.parquet")
     p.add_argument("--workdir", default=None)
     _run_options(p)
@@ -199,10 +203,17 @@ def index_options(p) -> None:
         help="smallest PPR value served: a number or K/n (16/n); 2/n buys precision",
     )
     add_option(p, IndexOptions, "seed", type=int)
-    p.add_argument("--paper-walks", action="store_true",
-               help="the paper's index walks (default: walks that take their first step)")  # fmt: skip
-    p.add_argument("--order", choices=["auto", "degree", "out_degree", "in_degree", "none"], default="auto",
-               help="index graph order, hubs first (auto: degree from 2^22 vertices)")  # fmt: skip
+    p.add_argument(
+        "--paper-walks",
+        action="store_true",
+        help="the paper's index walks (default: walks that take their first step)",
+    )
+    p.add_argument(
+        "--order",
+        choices=["auto", "degree", "out_degree", "in_degree", "none"],
+        default="auto",
+        help="index graph order, hubs first (auto: degree from 2^22 vertices)",
+    )
     _run_options(p)
 
 
@@ -216,9 +227,11 @@ def topk_ppr_options(p) -> None:
     )
     _batch_options(p, chunk=1000)
     p.add_argument(
-        "--streams", type=int, default=None,
+        "--streams",
+        type=int,
+        default=None,
         help="sources a GPU worker answers at once within a chunk (default: the operator's choice)",
-    )  # fmt: skip
+    )
     refine = f"{TopkOptions.help('refine')} (default; higher precision for 7-45%% more time a query)"
     p.add_argument("--refine", action=argparse.BooleanOptionalAction, default=TopkOptions.refine, help=refine)
 
@@ -253,8 +266,12 @@ def influence_options(p) -> None:
     p.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")
     p.add_argument("--workdir", default=None)
     add_option(p, IMMOptions, "seed", type=int)
-    p.add_argument("--distributed", choices=["auto", "on", "off"], default="auto",
-               help="spread the RR samples over the workers (auto: with 2 or more)")  # fmt: skip
+    p.add_argument(
+        "--distributed",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="spread the RR samples over the workers (auto: with 2 or more)",
+    )
     _run_options(p)
 
 

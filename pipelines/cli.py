@@ -258,8 +258,14 @@ def _demo(args) -> int:
 def _cluster(args) -> int:
     from cluster.serve import serve, tls
 
-    serve(gpus=args.gpus, workers=args.workers, host=args.host, port=args.port, dashboard=args.dashboard,
-          security=tls(args.tls_ca_file, args.tls_cert, args.tls_key))  # fmt: skip
+    serve(
+        gpus=args.gpus,
+        workers=args.workers,
+        host=args.host,
+        port=args.port,
+        dashboard=args.dashboard,
+        security=tls(args.tls_ca_file, args.tls_cert, args.tls_key),
+    )
     return 0
 
 

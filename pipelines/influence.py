@@ -25,10 +25,24 @@ from .stages import GraphHandle, cluster_workers, default_workdir, load_stage, w
 from .summary import InfluenceSummary
 
 
-def influence_job(source, k: int, *, out="seeds.csv", epsilon=IMMOptions.epsilon, ell=IMMOptions.ell,
-                  model=IMMOptions.model, weights=IMMOptions.weights, rounds=IMMOptions.rounds,
-                  seed=IMMOptions.seed, max_rr_sets=IMMOptions.max_rr_sets, n_sim=10_000, workdir=None,
-                  directed=True, read_options=None, distributed="auto") -> Job:  # fmt: skip
+def influence_job(
+    source,
+    k: int,
+    *,
+    out="seeds.csv",
+    epsilon=IMMOptions.epsilon,
+    ell=IMMOptions.ell,
+    model=IMMOptions.model,
+    weights=IMMOptions.weights,
+    rounds=IMMOptions.rounds,
+    seed=IMMOptions.seed,
+    max_rr_sets=IMMOptions.max_rr_sets,
+    n_sim=10_000,
+    workdir=None,
+    directed=True,
+    read_options=None,
+    distributed="auto",
+) -> Job:
     """IMM influence maximization as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -56,8 +70,16 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=IMMOptions.epsilon
     Job
         Its result is an ``InfluenceSummary``: seeds, RR estimate and simulated spread, theta, timings.
     """
-    options = IMMOptions(k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
-                         seed=seed, max_rr_sets=max_rr_sets)  # fmt: skip
+    options = IMMOptions(
+        k=k,
+        epsilon=epsilon,
+        ell=ell,
+        model=model,
+        weights=weights,
+        rounds=rounds,
+        seed=seed,
+        max_rr_sets=max_rr_sets,
+    )
     n_sim = check_count("n_sim", n_sim, minimum=0)  # before anything runs
     workdir = Path(workdir or default_workdir())
     read = {"directed": directed, **(read_options or {})}
@@ -66,8 +88,9 @@ def influence_job(source, k: int, *, out="seeds.csv", epsilon=IMMOptions.epsilon
     if distributed not in (True, False, "auto"):
         raise OptionError(f"distributed must be True, False or 'auto', got {distributed!r}")
     imm = dask.delayed(_imm, pure=True)(load, options, distributed, dask_key_name=f"influence-imm-{token}")
-    mc = dask.delayed(_spread, pure=True)(load, imm, options, int(n_sim),
-                                          dask_key_name=f"influence-mc-{token}")  # fmt: skip
+    mc = dask.delayed(_spread, pure=True)(
+        load, imm, options, int(n_sim), dask_key_name=f"influence-mc-{token}"
+    )
     out = str(Path(out).resolve())
     check_result_file(out, "influence")  # before anything runs: never over an input
     name = f"graphjobs-influence-{token}"
@@ -108,9 +131,15 @@ def _spread(graph: GraphHandle, imm: dict, options: IMMOptions, n_sim: int):
         return None
     info: dict = {}
     mean = operators.influence_spread(
-        graph.get(), imm["seeds"], model=options.model, weights=options.weights, n_sim=n_sim,
-        seed=options.seed, seed_rounds=imm["rounds"], info=info,
-    )  # fmt: skip
+        graph.get(),
+        imm["seeds"],
+        model=options.model,
+        weights=options.weights,
+        n_sim=n_sim,
+        seed=options.seed,
+        seed_rounds=imm["rounds"],
+        info=info,
+    )
     return {"mean": mean, "stderr": info["stderr"], "n_sim": n_sim}
 
 

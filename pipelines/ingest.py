@@ -33,8 +33,18 @@ from .job import Job
 from .stages import default_workdir
 
 
-def partition_files(files, parts: int, out, *, n: int | None = None, directed: bool = True, weighted=False,
-                    dedupe: bool = False, read_options=None, workdir=None) -> Job:  # fmt: skip
+def partition_files(
+    files,
+    parts: int,
+    out,
+    *,
+    n: int | None = None,
+    directed: bool = True,
+    weighted=False,
+    dedupe: bool = False,
+    read_options=None,
+    workdir=None,
+) -> Job:
     """Build a partitioned graph from many edge files as a Dask job (nothing runs until ``run``).
 
     Parameters
@@ -81,18 +91,35 @@ def partition_files(files, parts: int, out, *, n: int | None = None, directed: b
         done = dask.delayed(_summary, pure=True)(str(out), dask_key_name=f"graphjobs-ingest-{token}")
         return Job("ingest", done, tmp.parent, stages={"summary": done})
     d = functools.partial(dask.delayed, pure=True)
-    parsed = [d(_parse)(f, i, opts, directed, str(tmp), dask_key_name=f"ingest-parse-{token}-{i}")
-              for i, f in enumerate(files)]  # fmt: skip
+    parsed = [
+        d(_parse)(f, i, opts, directed, str(tmp), dask_key_name=f"ingest-parse-{token}-{i}")
+        for i, f in enumerate(files)
+    ]
     table = d(_label_table)(parsed, n, str(tmp), dask_key_name=f"ingest-labels-{token}")
-    degrees = [d(_degrees)(p, i, table, str(tmp), dask_key_name=f"ingest-degrees-{token}-{i}")
-               for i, p in enumerate(parsed)]  # fmt: skip
+    degrees = [
+        d(_degrees)(p, i, table, str(tmp), dask_key_name=f"ingest-degrees-{token}-{i}")
+        for i, p in enumerate(parsed)
+    ]
     plan = d(_plan)(degrees, parts, n, table, dask_key_name=f"ingest-plan-{token}")
-    buckets = [d(_bucket)(deg[2], i, plan, str(tmp), dask_key_name=f"ingest-bucket-{token}-{i}")
-               for i, deg in enumerate(degrees)]  # fmt: skip
-    built = [d(_part)(r, buckets, plan, dedupe, str(tmp), token, dask_key_name=f"ingest-part-{token}-{r}")
-             for r in range(parts)]  # fmt: skip
-    result = d(_finish)(built, plan, table, directed, "weight_col" in opts, str(tmp), str(out), token,
-                        dask_key_name=f"graphjobs-ingest-{token}")  # fmt: skip
+    buckets = [
+        d(_bucket)(deg[2], i, plan, str(tmp), dask_key_name=f"ingest-bucket-{token}-{i}")
+        for i, deg in enumerate(degrees)
+    ]
+    built = [
+        d(_part)(r, buckets, plan, dedupe, str(tmp), token, dask_key_name=f"ingest-part-{token}-{r}")
+        for r in range(parts)
+    ]
+    result = d(_finish)(
+        built,
+        plan,
+        table,
+        directed,
+        "weight_col" in opts,
+        str(tmp),
+        str(out),
+        token,
+        dask_key_name=f"graphjobs-ingest-{token}",
+    )
     return Job("ingest", result, tmp.parent, stages={"degrees": degrees, "parts": built, "summary": result})
 
 
@@ -250,15 +277,25 @@ def _finish(built, plan, table, directed, weighted, tmp, out, token):
         np.save(folder / "out_weight.npy", outw)
         files.append("out_weight.npy")
     for r in range(len(built)):
-        files += [f"part-{r}/{a}.npy" for a in ("indptr", "indices", "weights") if (folder / f"part-{r}" /
-                  f"{a}.npy").is_file()]  # fmt: skip
+        files += [
+            f"part-{r}/{a}.npy"
+            for a in ("indptr", "indices", "weights")
+            if (folder / f"part-{r}" / f"{a}.npy").is_file()
+        ]
     m = sum(b["m"] for b in built)
     meta = {
-        "format": FORMAT, "version": VERSION, "n": plan["n"], "m": m, "directed": directed,
-        "weighted": weighted, "bounds": plan["bounds"].tolist(), "token": token,
-        "part_tokens": [b["token"] for b in built], "edges": [b["m"] for b in built],
+        "format": FORMAT,
+        "version": VERSION,
+        "n": plan["n"],
+        "m": m,
+        "directed": directed,
+        "weighted": weighted,
+        "bounds": plan["bounds"].tolist(),
+        "token": token,
+        "part_tokens": [b["token"] for b in built],
+        "edges": [b["m"] for b in built],
         "checksums": {f: file_sha256(folder / f) for f in files},
-    }  # fmt: skip
+    }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
     out = Path(out)
     if out.exists():
@@ -266,5 +303,11 @@ def _finish(built, plan, table, directed, weighted, tmp, out, token):
     out.parent.mkdir(parents=True, exist_ok=True)
     os.replace(folder, out)
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"job": "ingest", "out": str(out), "n": plan["n"], "m": m, "bounds": plan["bounds"].tolist(),
-            "edges": meta["edges"]}  # fmt: skip
+    return {
+        "job": "ingest",
+        "out": str(out),
+        "n": plan["n"],
+        "m": m,
+        "bounds": plan["bounds"].tolist(),
+        "edges": meta["edges"],
+    }

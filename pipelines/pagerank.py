@@ -89,12 +89,26 @@ def pagerank_job(
         from .pagerank_dataset import dataset_job
 
         if method not in ("auto", "pull", "binned") or reorder is not None:  # they would go unused
-            raise OptionError(f"a dataset of edge files is partitioned and computed by pull or binned "
-                              f"passes: method={method!r} and reorder={reorder!r} do not apply")  # fmt: skip
+            raise OptionError(
+                f"a dataset of edge files is partitioned and computed by pull or binned "
+                f"passes: method={method!r} and reorder={reorder!r} do not apply"
+            )
 
-        return dataset_job(files, alpha=alpha, personalization=personalization, max_iter=max_iter, tol=tol,
-                            weighted=weighted, directed=directed, read_options=read_options, out=out,
-                            workdir=workdir, top=top, partitions=partitions, method=method)  # fmt: skip
+        return dataset_job(
+            files,
+            alpha=alpha,
+            personalization=personalization,
+            max_iter=max_iter,
+            tol=tol,
+            weighted=weighted,
+            directed=directed,
+            read_options=read_options,
+            out=out,
+            workdir=workdir,
+            top=top,
+            partitions=partitions,
+            method=method,
+        )
     read_options = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read_options, reorder=reorder)
     params = dict(options=options, personalization=personalization, weighted=weighted)
@@ -150,10 +164,12 @@ def memory_plan(n: int, m: int, weighted: bool, device: str, partitions) -> dict
             p = max(choices)
             raise InsufficientMemoryError(
                 f"PageRank of n={n:,}, m={m:,} on {device} ({p} part{'s' if p > 1 else ''}, "
-                f"{workers} worker{'s' if workers != 1 else ''} in the cluster)", need[p], free,
+                f"{workers} worker{'s' if workers != 1 else ''} in the cluster)",
+                need[p],
+                free,
                 "run the job on a cluster with more or larger devices (--scheduler, --cluster); "
                 "partitions need a distributed cluster with one worker per part",
-            )  # fmt: skip
+            )
         parts = fits[0]
     return {"partitions": parts, "estimate_bytes": need[parts], "free_bytes": free, "device": device}
 
@@ -168,8 +184,10 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
         graphs.partition(graph.get("cpu"), parts).save(path, overwrite=True)
     pg = graphs.load_partitioned(path, verify=False)
     options = params["options"]
-    kw = {**params, "options": options.replace(method=options.method if options.method in ("pull", "binned")
-                                               else "auto")}  # fmt: skip
+    kw = {
+        **params,
+        "options": options.replace(method=options.method if options.method in ("pull", "binned") else "auto"),
+    }
     with worker_client() as client:  # leaves this task's thread free for this worker's own part
         return distributed_pagerank(pg, client, **kw).astype(np.float64)
 

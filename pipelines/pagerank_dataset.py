@@ -27,8 +27,22 @@ from .stages import cluster_workers, write_parquet
 from .summary import PageRankSummary
 
 
-def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, directed, read_options, out,
-                workdir, top, partitions, method="auto") -> Job:  # fmt: skip
+def dataset_job(
+    files,
+    *,
+    alpha,
+    personalization,
+    max_iter,
+    tol,
+    weighted,
+    directed,
+    read_options,
+    out,
+    workdir,
+    top,
+    partitions,
+    method="auto",
+) -> Job:
     if partitions == "auto" or personalization is not None:
         first = files[0] if files else "none"
         raise OptionError(
@@ -39,9 +53,16 @@ def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, direc
     weighted_read = bool(opts.pop("weighted", False)) or opts.get("weight_col") is not None
     dedupe = bool(opts.pop("dedupe", False))
     opts.pop("directed", None)
-    ingest = partition_files(files, partitions, Path(workdir) / f"parts-{tokenize(files, partitions, opts)}",
-                             directed=directed, weighted=weighted_read, dedupe=dedupe, read_options=opts,
-                             workdir=workdir)  # fmt: skip
+    ingest = partition_files(
+        files,
+        partitions,
+        Path(workdir) / f"parts-{tokenize(files, partitions, opts)}",
+        directed=directed,
+        weighted=weighted_read,
+        dedupe=dedupe,
+        read_options=opts,
+        workdir=workdir,
+    )
     params = dict(alpha=alpha, max_iter=max_iter, tol=tol, weighted=weighted)
     if method != "auto":  # 'auto' leaves the token of earlier runs' artifacts as it was
         params["method"] = method
@@ -58,8 +79,12 @@ def dataset_job(files, *, alpha, personalization, max_iter, tol, weighted, direc
         top,
         dask_key_name=f"graphjobs-write-pagerank-{tokenize(ptoken, out)}",
     )
-    return Job("pagerank", result, Path(workdir), stages={"ingest": ingest.result, "pagerank": ranks,
-                                                         "write": result})  # fmt: skip
+    return Job(
+        "pagerank",
+        result,
+        Path(workdir),
+        stages={"ingest": ingest.result, "pagerank": ranks, "write": result},
+    )
 
 
 def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:

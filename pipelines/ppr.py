@@ -21,9 +21,24 @@ from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_r
 from .summary import PPRSummary
 
 
-def ppr_job(source, sources, *, out="ppr", topk=100, method=PPROptions.method, alpha=PPROptions.alpha,
-            tol=PPROptions.tol, chunk=100, block=PPROptions.block, seed=PPROptions.seed, workdir=None,
-            directed=True, read_options=None, reorder=None, overwrite=False) -> Job:  # fmt: skip
+def ppr_job(
+    source,
+    sources,
+    *,
+    out="ppr",
+    topk=100,
+    method=PPROptions.method,
+    alpha=PPROptions.alpha,
+    tol=PPROptions.tol,
+    chunk=100,
+    block=PPROptions.block,
+    seed=PPROptions.seed,
+    workdir=None,
+    directed=True,
+    read_options=None,
+    reorder=None,
+    overwrite=False,
+) -> Job:
     """Personalized PageRank of a batch of sources as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -66,8 +81,20 @@ def ppr_job(source, sources, *, out="ppr", topk=100, method=PPROptions.method, a
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
     )
     opts = {"options": options}
-    return batch_job("ppr", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
-                     run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
+    return batch_job(
+        "ppr",
+        load,
+        gtoken,
+        sources,
+        opts,
+        seed=seed,
+        chunk=chunk,
+        out=out,
+        workdir=workdir,
+        run_chunk=_chunk,
+        summarize=_summary,
+        overwrite=overwrite,
+    )
 
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:

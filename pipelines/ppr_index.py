@@ -41,9 +41,21 @@ class IndexHandle:
         return ("IndexHandle", self.token)
 
 
-def index_job(source, *, out=None, workdir=None, alpha=IndexOptions.alpha, epsilon=IndexOptions.epsilon,
-              delta_min=None, seed=IndexOptions.seed, directed=True, read_options=None, reorder=None,
-              first_step=IndexOptions.first_step, order=IndexOptions.order) -> Job:  # fmt: skip
+def index_job(
+    source,
+    *,
+    out=None,
+    workdir=None,
+    alpha=IndexOptions.alpha,
+    epsilon=IndexOptions.epsilon,
+    delta_min=None,
+    seed=IndexOptions.seed,
+    directed=True,
+    read_options=None,
+    reorder=None,
+    first_step=IndexOptions.first_step,
+    order=IndexOptions.order,
+) -> Job:
     """Build the kPAR index of a graph (nothing runs until ``pipelines.run``).
 
     Parameters
@@ -80,8 +92,11 @@ def index_job(source, *, out=None, workdir=None, alpha=IndexOptions.alpha, epsil
     load, gtoken = load_stage(
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
     )
-    pr_params = dict(options=PageRankOptions(alpha=options.alpha, tol=1e-12, max_iter=1000), weighted=False,
-                     dtype=np.float64)  # fmt: skip
+    pr_params = dict(
+        options=PageRankOptions(alpha=options.alpha, tol=1e-12, max_iter=1000),
+        weighted=False,
+        dtype=np.float64,
+    )
     ptoken = tokenize("pagerank", gtoken, pr_params)
     ranks = dask.delayed(_pagerank, pure=True)(
         load,

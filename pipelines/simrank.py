@@ -19,10 +19,23 @@ from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_r
 from .summary import SimRankSummary
 
 
-def simrank_job(source, sources, *, k=SimRankOptions.k, out="simrank", c=SimRankOptions.c,
-                epsilon=SimRankOptions.epsilon, clip=SimRankOptions.clip, samples=SimRankOptions.samples,
-                seed=SimRankOptions.seed, chunk=10, workdir=None, directed=True, read_options=None,
-                overwrite=False) -> Job:  # fmt: skip
+def simrank_job(
+    source,
+    sources,
+    *,
+    k=SimRankOptions.k,
+    out="simrank",
+    c=SimRankOptions.c,
+    epsilon=SimRankOptions.epsilon,
+    clip=SimRankOptions.clip,
+    samples=SimRankOptions.samples,
+    seed=SimRankOptions.seed,
+    chunk=10,
+    workdir=None,
+    directed=True,
+    read_options=None,
+    overwrite=False,
+) -> Job:
     """Single-source SimRank of a batch of sources as a Dask graph (nothing runs until ``run``).
 
     Parameters
@@ -61,8 +74,20 @@ def simrank_job(source, sources, *, k=SimRankOptions.k, out="simrank", c=SimRank
         source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}
     )
     opts = {"options": options}
-    return batch_job("simrank", load, gtoken, sources, opts, seed=seed, chunk=chunk, out=out, workdir=workdir,
-                     run_chunk=_chunk, summarize=_summary, overwrite=overwrite)  # fmt: skip
+    return batch_job(
+        "simrank",
+        load,
+        gtoken,
+        sources,
+        opts,
+        seed=seed,
+        chunk=chunk,
+        out=out,
+        workdir=workdir,
+        run_chunk=_chunk,
+        summarize=_summary,
+        overwrite=overwrite,
+    )
 
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
@@ -70,9 +95,15 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     labels = to_host(g.ids)[ids]
     res = operators.simrank_topk(g, labels, options=opts["options"])
     first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)
-    return dict(path=path, queries=len(labels), seconds=float(res.seconds.sum()), device=g.device,
-                first=first, compile_seconds=float(res.compile_seconds),
-                short=int((res.counts < res.vertices.shape[1]).sum()))  # fmt: skip
+    return dict(
+        path=path,
+        queries=len(labels),
+        seconds=float(res.seconds.sum()),
+        device=g.device,
+        first=first,
+        compile_seconds=float(res.compile_seconds),
+        short=int((res.counts < res.vertices.shape[1]).sum()),
+    )
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> SimRankSummary:

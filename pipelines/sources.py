@@ -127,8 +127,10 @@ def sources_spec(sources, seed: int) -> tuple[tuple, int]:
     """
     if isinstance(sources, int | np.integer):
         v = int(sources)
-        raise OptionError(f"sources={v} is ambiguous: pass RandomSources({v}) for {v} random vertices,"
-                         f" or [{v}] for the vertex labelled {v}")  # fmt: skip
+        raise OptionError(
+            f"sources={v} is ambiguous: pass RandomSources({v}) for {v} random vertices,"
+            f" or [{v}] for the vertex labelled {v}"
+        )
     if isinstance(sources, RandomSources):
         count, spec = sources.count, ("random", sources.count, seed)
         if sources.among != "all":  # earlier jobs' tokens (and their finished chunks) stay as they were

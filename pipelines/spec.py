@@ -78,8 +78,9 @@ def build_job(spec: dict, path="JOB.yaml"):
     allowed = [a for a in allowed if a not in ("out", "workdir")]
     for key in params:
         if key not in allowed:
-            raise SpecError(f"{path}: key 'params.{key}' is not an option of job {name!r}; allowed: "
-                            f"{', '.join(allowed)}")  # fmt: skip
+            raise SpecError(
+                f"{path}: key 'params.{key}' is not an option of job {name!r}; allowed: {', '.join(allowed)}"
+            )
     kw = dict(params)
     for key in ("out", "workdir"):
         if spec.get(key) is not None:
@@ -119,5 +120,7 @@ def _sources(value, base: Path, path):
             pass  # the SpecError below names the forms allowed
     if isinstance(value, dict) and list(value) == ["file"]:
         return SourceText.read(str(base / value["file"]))
-    raise SpecError(f"{path}: key 'sources' must be a list of labels, {{random: N}}, {{random: N, among: "
-                    f"out}} (or in) or {{file: PATH}}, got {value!r}")  # fmt: skip
+    raise SpecError(
+        f"{path}: key 'sources' must be a list of labels, {{random: N}}, {{random: N, among: "
+        f"out}} (or in) or {{file: PATH}}, got {value!r}"
+    )

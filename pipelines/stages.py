@@ -186,8 +186,22 @@ def _load(src, options, reorder, artifact) -> GraphHandle:
     return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)
 
 
-def batch_job(name: str, load, gtoken: str, sources, opts: dict, *, seed: int, chunk: int, out, workdir,
-              run_chunk, summarize, overwrite: bool = False, tuning: dict | None = None) -> Job:  # fmt: skip
+def batch_job(
+    name: str,
+    load,
+    gtoken: str,
+    sources,
+    opts: dict,
+    *,
+    seed: int,
+    chunk: int,
+    out,
+    workdir,
+    run_chunk,
+    summarize,
+    overwrite: bool = False,
+    tuning: dict | None = None,
+) -> Job:
     """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path)``
     per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``), then
     ``summarize(graph, parts, out, opts)``. Chunks finished by an earlier run of the same job are skipped
@@ -248,12 +262,14 @@ def write_ranked(labels, vertices, values, counts, name: str, path) -> tuple:
 
     source, rank, vertex, value = long_rows(labels, vertices, values, counts)
     column = lambda a: a.tolist() if a.dtype == object else a  # noqa: E731
-    table = pa.table({
-        "source": column(source),
-        "rank": rank,
-        "vertex": column(vertex),
-        name: value.astype(np.float64),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "source": column(source),
+            "rank": rank,
+            "vertex": column(vertex),
+            name: value.astype(np.float64),
+        }
+    )
     write_parquet(table, path)
     return first_rows(labels, vertices, values, counts)
 

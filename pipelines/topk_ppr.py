@@ -106,8 +106,15 @@ def topk_ppr_job(
             raise FileNotFoundError(
                 f"{index}: no {MANIFEST} here; build one with `graphjobs index INPUT --out {index}`"
             )
-        building = dict(alpha=alpha, epsilon=epsilon, delta_min=delta_min, workdir=workdir, directed=directed,
-                        read_options=read_options, reorder=reorder)  # fmt: skip
+        building = dict(
+            alpha=alpha,
+            epsilon=epsilon,
+            delta_min=delta_min,
+            workdir=workdir,
+            directed=directed,
+            read_options=read_options,
+            reorder=reorder,
+        )
         _check_unused(index, manifest, source, building)
         keys = ("graph", "graph_token", "n", "m", "directed", "weighted")
         g = GraphHandle(*(manifest[key] for key in keys))
@@ -125,9 +132,21 @@ def topk_ppr_job(
         built = index_job(source, workdir=workdir, read_options=read_options, reorder=reorder, **options)
         graph, idx, workdir = built.stages["load"], built.stages["index"], built.workdir
     opts = {"index": idx, "options": query}
-    return batch_job("topk-ppr", graph, tokenize(graph), sources, opts, seed=seed, chunk=chunk, out=out,
-                     workdir=workdir, run_chunk=_query_chunk, summarize=_summary,
-                     overwrite=overwrite, tuning={"streams": streams})  # fmt: skip
+    return batch_job(
+        "topk-ppr",
+        graph,
+        tokenize(graph),
+        sources,
+        opts,
+        seed=seed,
+        chunk=chunk,
+        out=out,
+        workdir=workdir,
+        run_chunk=_query_chunk,
+        summarize=_summary,
+        overwrite=overwrite,
+        tuning={"streams": streams},
+    )
 
 
 def _check_unused(index, manifest: dict, source, building: dict) -> None:
@@ -141,13 +160,17 @@ def _check_unused(index, manifest: dict, source, building: dict) -> None:
             building["delta_min"] = meta["delta_min"]
     for name in ("alpha", "epsilon", "delta_min"):
         if building[name] is not None and building[name] != meta[name]:
-            raise OptionError(f"{name}={building[name]!r} differs from the {name} of the index in {index} "
-                             f"({meta[name]!r}); build an index with it")  # fmt: skip
+            raise OptionError(
+                f"{name}={building[name]!r} differs from the {name} of the index in {index} "
+                f"({meta[name]!r}); build an index with it"
+            )
     graph = dict(workdir=None, directed=manifest["directed"], read_options=None, reorder=None)
     for name, have in graph.items():
         if building[name] != have and (building[name] or name == "directed"):
-            raise OptionError(f"{name}={building[name]!r} applies only when the job builds the index; "
-                             f"the one in {index} has its graph")  # fmt: skip
+            raise OptionError(
+                f"{name}={building[name]!r} applies only when the job builds the index; "
+                f"the one in {index} has its graph"
+            )
 
 
 def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:

@@ -57,12 +57,20 @@ class InfluenceResult:
     workers: int = 1
 
 
-def influence_maximization(G: CSRGraph, k: int | None = None, *, epsilon: float = IMMOptions.epsilon,
-                           ell: float = IMMOptions.ell, model: str = IMMOptions.model,
-                           weights=IMMOptions.weights, rounds: int = IMMOptions.rounds,
-                           seed: int = IMMOptions.seed, max_rr_sets: int | None = IMMOptions.max_rr_sets,
-                           reuse_rr_sets: bool = IMMOptions.reuse_rr_sets,
-                           options: IMMOptions | None = None) -> InfluenceResult:  # fmt: skip
+def influence_maximization(
+    G: CSRGraph,
+    k: int | None = None,
+    *,
+    epsilon: float = IMMOptions.epsilon,
+    ell: float = IMMOptions.ell,
+    model: str = IMMOptions.model,
+    weights=IMMOptions.weights,
+    rounds: int = IMMOptions.rounds,
+    seed: int = IMMOptions.seed,
+    max_rr_sets: int | None = IMMOptions.max_rr_sets,
+    reuse_rr_sets: bool = IMMOptions.reuse_rr_sets,
+    options: IMMOptions | None = None,
+) -> InfluenceResult:
     """Pick ``k`` seed vertices (per round) that maximize the expected spread, by IMM.
 
     Parameters
@@ -112,8 +120,18 @@ def influence_maximization(G: CSRGraph, k: int | None = None, *, epsilon: float 
     ([2], 3.0)
     """
     G = check_graph(G)
-    o = imm_options(options, k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
-                    seed=seed, max_rr_sets=max_rr_sets, reuse_rr_sets=reuse_rr_sets)  # fmt: skip
+    o = imm_options(
+        options,
+        k=k,
+        epsilon=epsilon,
+        ell=ell,
+        model=model,
+        weights=weights,
+        rounds=rounds,
+        seed=seed,
+        max_rr_sets=max_rr_sets,
+        reuse_rr_sets=reuse_rr_sets,
+    )
     t_start = time.perf_counter()
     dm = diffusion_model(G, o.model, o.weights, o.seed)
     make = lambda key, root: _Pool(dm, o.rounds, key, root)  # noqa: E731
@@ -129,8 +147,9 @@ def imm_options(options: IMMOptions | None, *, k, **keywords) -> IMMOptions:
     return IMMOptions.resolve(options, k=k, **keywords)
 
 
-def run_imm(G: CSRGraph, o: IMMOptions, make_pool, *, t_start: float, workers: int = 1,
-            device: str | None = None) -> InfluenceResult:  # fmt: skip
+def run_imm(
+    G: CSRGraph, o: IMMOptions, make_pool, *, t_start: float, workers: int = 1, device: str | None = None
+) -> InfluenceResult:
     """IMM's phases over RR-sample pools made by ``make_pool(key, root_key)`` (each with ``grow(total)``,
     ``select(k) -> (picks, gains)``, ``count``, ``size`` and ``expected``): the driver shared by one
     device (``influence_maximization``) and the workers of a cluster (``pipelines.distributed``).
@@ -226,8 +245,16 @@ class _Pool:
             return
         backend = _gpu_backend() if self.gpu else _im_cpu
         lt = self.dm.kind == "LT"
-        members, offsets = backend.sample(self.dm.rev, lt, self.key, self.root_key, self.rounds, self.count,
-                                          total - self.count, self.expected)  # fmt: skip
+        members, offsets = backend.sample(
+            self.dm.rev,
+            lt,
+            self.key,
+            self.root_key,
+            self.rounds,
+            self.count,
+            total - self.count,
+            self.expected,
+        )
         self.parts.append(members)
         self.offsets.append(offsets[1:] + self.size)
         self.count, self.size = total, self.size + int(offsets[-1])
@@ -256,7 +283,9 @@ def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> None:
     free = free_memory(G.device)
     if needed > 0.9 * free:
         raise InsufficientMemoryError(
-            f"the final {count:,} RR samples (about {mean:.1f} elements each)", needed, free,
+            f"the final {count:,} RR samples (about {mean:.1f} elements each)",
+            needed,
+            free,
             "raise epsilon, set max_rr_sets (voids the guarantee), or sample on several workers "
             "with pipelines.influence_job",
-        )  # fmt: skip
+        )

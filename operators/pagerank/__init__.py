@@ -151,8 +151,11 @@ def pagerank(
         except MemoryError:
             if not (chosen and method == "binned"):
                 raise
-            warnings.warn("the binned layout did not fit in the GPU's memory; PageRank pulls instead",
-                          RuntimeWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(
+                "the binned layout did not fit in the GPU's memory; PageRank pulls instead",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             x, iters, err, _ = pagerank_gpu(G, method="pull", dtype=dtype, **args)
     else:
         x, iters, err = pagerank_cpu(G, method=method, **args)

@@ -123,8 +123,17 @@ def ppr(
     """
     G = check_graph(G)
     warn_if_weighted(G, "ppr")
-    o = PPROptions.resolve(options, alpha=alpha, tol=tol, method=method, max_iter=max_iter, dtype=dtype,
-                           topk=topk, seed=seed, block=block)  # fmt: skip
+    o = PPROptions.resolve(
+        options,
+        alpha=alpha,
+        tol=tol,
+        method=method,
+        max_iter=max_iter,
+        dtype=dtype,
+        topk=topk,
+        seed=seed,
+        block=block,
+    )
     alpha, tol, method, max_iter, dtype, topk = o.alpha, o.tol, o.method, o.max_iter, o.dtype, o.topk
     seed, block = o.seed, o.block
     topk = None if topk is None else min(topk, G.n)
@@ -196,9 +205,11 @@ def _dense_result(G, rows: int, dtype):
         return xp.empty((rows, G.n), dtype=dtype)
     except MemoryError as err:  # CuPy's OutOfMemoryError is one too
         need = rows * G.n * np.dtype(dtype).itemsize / 2**30
-        raise MemoryLimitError(f"ppr: the dense result of {rows} sources x {G.n:,} vertices ({need:,.1f} GiB "
-                               f"of {np.dtype(dtype).name}) does not fit on the {G.device}: pass topk= (top "
-                               f"entries only) or fewer sources per call") from err  # fmt: skip
+        raise MemoryLimitError(
+            f"ppr: the dense result of {rows} sources x {G.n:,} vertices ({need:,.1f} GiB "
+            f"of {np.dtype(dtype).name}) does not fit on the {G.device}: pass topk= (top "
+            f"entries only) or fewer sources per call"
+        ) from err
 
 
 def _label_dtype(G):
@@ -287,8 +298,26 @@ def _cpu_solver(G, mode, alpha, tol, cost):
         p = np.zeros(G.n)
         r = np.zeros(G.n)
         trace = np.zeros((4096, 5))
-        it, out = solve(G.indptr, G.indices, tptr, tind, deg, s, alpha, tol, mode, limit, weights, layout,
-                        static, degrees, p, r, trace, serial)  # fmt: skip
+        it, out = solve(
+            G.indptr,
+            G.indices,
+            tptr,
+            tind,
+            deg,
+            s,
+            alpha,
+            tol,
+            mode,
+            limit,
+            weights,
+            layout,
+            static,
+            degrees,
+            p,
+            r,
+            trace,
+            serial,
+        )
         models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
         return p[None, :], (None if out else it), models, [float(r.sum())]
 

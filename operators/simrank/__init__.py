@@ -69,9 +69,18 @@ class SimRankTopk:
         return pd.DataFrame({"source": source, "rank": rank, "vertex": vertex, "simrank": score})
 
 
-def simrank(G: CSRGraph, source, *, c: float = SimRankOptions.c, epsilon: float = SimRankOptions.epsilon,
-            clip: bool = SimRankOptions.clip, samples=SimRankOptions.samples, seed: int = SimRankOptions.seed,
-            info: dict | None = None, options: SimRankOptions | None = None):  # fmt: skip
+def simrank(
+    G: CSRGraph,
+    source,
+    *,
+    c: float = SimRankOptions.c,
+    epsilon: float = SimRankOptions.epsilon,
+    clip: bool = SimRankOptions.clip,
+    samples=SimRankOptions.samples,
+    seed: int = SimRankOptions.seed,
+    info: dict | None = None,
+    options: SimRankOptions | None = None,
+):
     """SimRank of every vertex with one source: ClipSim, or ExactSim's allocation with ``clip=False``.
 
     Parameters
@@ -122,10 +131,18 @@ def simrank(G: CSRGraph, source, *, c: float = SimRankOptions.c, epsilon: float 
     return _single(G, sid, c=o.c, epsilon=o.epsilon, clip=o.clip, samples=o.samples, seed=o.seed, info=info)
 
 
-def simrank_topk(G: CSRGraph, sources, *, k: int = SimRankOptions.k, c: float = SimRankOptions.c,
-                 epsilon: float = SimRankOptions.epsilon, clip: bool = SimRankOptions.clip,
-                 samples=SimRankOptions.samples, seed: int = SimRankOptions.seed,
-                 options: SimRankOptions | None = None) -> SimRankTopk:  # fmt: skip
+def simrank_topk(
+    G: CSRGraph,
+    sources,
+    *,
+    k: int = SimRankOptions.k,
+    c: float = SimRankOptions.c,
+    epsilon: float = SimRankOptions.epsilon,
+    clip: bool = SimRankOptions.clip,
+    samples=SimRankOptions.samples,
+    seed: int = SimRankOptions.seed,
+    options: SimRankOptions | None = None,
+) -> SimRankTopk:
     """The k vertices most similar to each source (the source excluded), by ``simrank``.
 
     Parameters are those of ``simrank`` (``options`` with its ``k`` too); ``sources`` is a label or a
@@ -216,8 +233,15 @@ def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
     if info is not None:
         seconds = {k: v for k, v in times.items() if k not in ("start", "mark")}
         seconds["total"] = sum(seconds.values())
-        info.update(levels=L, R=total, samples=drawn, sampled_vertices=int((counts > 0).sum()),
-                    pi_norm=norm, seconds=seconds, device=G.device)  # fmt: skip
+        info.update(
+            levels=L,
+            R=total,
+            samples=drawn,
+            sampled_vertices=int((counts > 0).sum()),
+            pi_norm=norm,
+            seconds=seconds,
+            device=G.device,
+        )
     return s
 
 

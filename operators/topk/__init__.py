@@ -50,8 +50,15 @@ from operators.topk.refine import REFINE_BYTES, in_edges
 WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
 MAX_JUMP = 16  # most halvings of delta after one failed round
 # per source, what ``_query`` returns after the answer, and their types in ``TopkPPR``
-STATS = dict(rounds=np.int32, pushes=np.int64, candidates=np.int64, fallback=bool, exact=bool, delta=float,
-             refined=np.int32)  # fmt: skip
+STATS = dict(
+    rounds=np.int32,
+    pushes=np.int64,
+    candidates=np.int64,
+    fallback=bool,
+    exact=bool,
+    delta=float,
+    refined=np.int32,
+)
 
 
 @dataclass
@@ -194,8 +201,9 @@ def topk_ppr(
     if not isinstance(index, PPRIndex):
         raise TypeError(f"expected a PPRIndex (build_ppr_index / load_ppr_index), got {type(index).__name__}")
     G, P = index.graph, index.params
-    o = TopkOptions.resolve(options, k=k, epsilon=epsilon, delta_init=delta_init, max_rounds=max_rounds,
-                            seed=seed, refine=refine)  # fmt: skip
+    o = TopkOptions.resolve(
+        options, k=k, epsilon=epsilon, delta_init=delta_init, max_rounds=max_rounds, seed=seed, refine=refine
+    )
     if tuning is None:
         tuning = TopkTuning()
     elif not isinstance(tuning, TopkTuning):
@@ -259,8 +267,9 @@ def _warm_up(index, ops, k, alpha, delta_init, seed, opts) -> float:
     t0 = time.perf_counter()
     G = index.graph
     s = int(G.out_degree().argmax())
-    without_rounds(G, np.array([s], dtype=np.int64), k, alpha, _empty_result([s], k), delta_init,
-                   tie_order(index))  # fmt: skip
+    without_rounds(
+        G, np.array([s], dtype=np.int64), k, alpha, _empty_result([s], k), delta_init, tie_order(index)
+    )
     if G.device == "gpu":
         ops.replay = True  # as the batch runs its rounds (``answer_all``)
     exhaust(_query(ops, index, s, key=stream_key(seed, s), **opts))

@@ -214,8 +214,17 @@ def build_ppr_index(
     warn_if_weighted(G, "the top-k PPR index")
     if G.n < 2:
         raise OptionError(f"the PPR index needs a graph with at least 2 vertices, got n={G.n}")
-    o = IndexOptions.resolve(options, alpha=alpha, epsilon=epsilon, delta_min=delta_min, p_fail=p_fail,
-                             budget=budget, seed=seed, first_step=first_step, order=order)  # fmt: skip
+    o = IndexOptions.resolve(
+        options,
+        alpha=alpha,
+        epsilon=epsilon,
+        delta_min=delta_min,
+        p_fail=p_fail,
+        budget=budget,
+        seed=seed,
+        first_step=first_step,
+        order=order,
+    )
     alpha, epsilon, budget, seed, order = o.alpha, o.epsilon, o.budget, o.seed, o.order
     first_step = o.first_step
     if pagerank is not None:  # only its order matters: any finite non-negative scores, by label or array

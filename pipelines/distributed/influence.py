@@ -47,8 +47,18 @@ def influence_maximization(
     ``k`` may be None when ``options`` (an ``IMMOptions``) holds it.
     """
     G = check_graph(G)
-    o = imm_options(options, k=k, epsilon=epsilon, ell=ell, model=model, weights=weights, rounds=rounds,
-                    seed=seed, max_rr_sets=max_rr_sets, reuse_rr_sets=reuse_rr_sets)  # fmt: skip
+    o = imm_options(
+        options,
+        k=k,
+        epsilon=epsilon,
+        ell=ell,
+        model=model,
+        weights=weights,
+        rounds=rounds,
+        seed=seed,
+        max_rr_sets=max_rr_sets,
+        reuse_rr_sets=reuse_rr_sets,
+    )
     t_start = time.perf_counter()
     actors, devices, addresses = shards(client, G, o.model, o.weights, o.seed, o.rounds)
     device = "gpu" if set(devices) == {"gpu"} else "cpu"
@@ -89,8 +99,9 @@ class Shard:
         """Draw samples ``j0 .. j0+count-1``; returns their total size."""
         if count <= 0:
             return 0
-        members, offsets = self._backend().sample(self.dm.rev, self.dm.kind == "LT", self.key, self.root_key,
-                                                  self.rounds, j0, count, expected)  # fmt: skip
+        members, offsets = self._backend().sample(
+            self.dm.rev, self.dm.kind == "LT", self.key, self.root_key, self.rounds, j0, count, expected
+        )
         base = self.offsets[-1][-1] if self.offsets else 0
         self.members.append(members)
         self.offsets.append(offsets[1:] + base)
@@ -148,8 +159,10 @@ class ShardedPool:
         if total <= self.count:
             return
         cuts = np.linspace(self.count, total, len(self.actors) + 1).astype(np.int64)
-        futures = [a.grow(int(lo), int(hi - lo), self.expected) for a, lo, hi in
-                   zip(self.actors, cuts[:-1], cuts[1:], strict=True)]  # fmt: skip
+        futures = [
+            a.grow(int(lo), int(hi - lo), self.expected)
+            for a, lo, hi in zip(self.actors, cuts[:-1], cuts[1:], strict=True)
+        ]
         self.size += sum(f.result() for f in futures)
         self.count = total
         self.expected = self.size / self.count
@@ -160,8 +173,9 @@ class ShardedPool:
 
             args = [(a.key, k, self.n, self.rounds) for a in self.actors]
             client, workers, name = self.clique
-            picks, gains = run_spmd(client, _greedy_rank, args, workers=workers, name="imm-greedy",
-                                    clique=name)[0]  # fmt: skip
+            picks, gains = run_spmd(
+                client, _greedy_rank, args, workers=workers, name="imm-greedy", clique=name
+            )[0]
             return picks, gains
         n, rounds = self.n, self.rounds
         counts = _total([a.counts() for a in self.actors])
@@ -221,8 +235,10 @@ def shards(client, G, kind: str, weights, seed: int, rounds: int) -> tuple[list,
     devices = client.run(_device, workers=workers)
     host = G.to("cpu") if array_module(G.indptr) is not np else G
     g = client.scatter(host, broadcast=True, hash=True)
-    futures = [client.submit(Shard, g, kind, weights, seed, rounds, devices[w], workers=[w], actor=True)
-               for w in workers]  # fmt: skip
+    futures = [
+        client.submit(Shard, g, kind, weights, seed, rounds, devices[w], workers=[w], actor=True)
+        for w in workers
+    ]
     return [f.result() for f in futures], [devices[w] for w in workers], workers
 
 

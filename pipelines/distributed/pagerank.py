@@ -142,15 +142,37 @@ def _place(client, PG, workers):
 
     if PG.path is not None:
         return [
-            client.submit(graphs.load_part, PG.path, r, workers=[w], allow_other_workers=False, pure=True,
-                          key=f"graphjobs-part-{p.token}")
+            client.submit(
+                graphs.load_part,
+                PG.path,
+                r,
+                workers=[w],
+                allow_other_workers=False,
+                pure=True,
+                key=f"graphjobs-part-{p.token}",
+            )
             for r, (p, w) in enumerate(zip(PG.parts, workers, strict=True))
-        ]  # fmt: skip
+        ]
     return [client.scatter(p, workers=[w], hash=True) for p, w in zip(PG.parts, workers, strict=True)]
 
 
-def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weighted, max_iter, threshold,
-                         dtype, device, info, exchange="halo", method="auto"):  # fmt: skip
+def pagerank_partitioned(
+    PG: PartitionedGraph,
+    client,
+    *,
+    alpha,
+    x0,
+    p,
+    dw,
+    weighted,
+    max_iter,
+    threshold,
+    dtype,
+    device,
+    info,
+    exchange="halo",
+    method="auto",
+):
     """Run partitioned PageRank; returns ``(x, iterations, last_error)`` with ``x`` a host vector.
     ``method``: 'pull', 'binned', or 'auto' (each GPU rank by ``pagerank``'s rule; CPU workers pull)."""
     workers = spmd_workers(client, len(PG))
@@ -161,8 +183,18 @@ def pagerank_partitioned(PG: PartitionedGraph, client, *, alpha, x0, p, dw, weig
         raise DeviceError(f"device='gpu', but these workers compute on the CPU: {devices}")
     parts = _place_parts(client, PG, workers)
     if device == "gpu":
-        kw = dict(alpha=alpha, x0=x0, p=p, dw=dw, weighted=weighted, max_iter=max_iter, threshold=threshold,
-                  dtype=dtype, exchange=exchange, method=method)  # fmt: skip
+        kw = dict(
+            alpha=alpha,
+            x0=x0,
+            p=p,
+            dw=dw,
+            weighted=weighted,
+            max_iter=max_iter,
+            threshold=threshold,
+            dtype=dtype,
+            exchange=exchange,
+            method=method,
+        )
         args = [(f, PG.bounds, kw) for f in parts]
         out = run_spmd(client, _rank_gpu, args, workers=workers, name="pagerank")
         x = np.concatenate([o[0] for o in out])
@@ -211,10 +243,23 @@ def _loop_cpu(client, PG, parts, workers, alpha, x0, p, dw, weighted, max_iter, 
     err, tag = np.inf, uuid.uuid4().hex[:8]
     for it in range(max_iter):
         state = [
-            client.submit(_cpu_iter, parts[r], c, state[r], pv[r], dv[r], dsum, alpha, weighted, method,
-                          workers=[w], allow_other_workers=False, key=f"graphjobs-pagerank-{tag}-{it}-{r}")
+            client.submit(
+                _cpu_iter,
+                parts[r],
+                c,
+                state[r],
+                pv[r],
+                dv[r],
+                dsum,
+                alpha,
+                weighted,
+                method,
+                workers=[w],
+                allow_other_workers=False,
+                key=f"graphjobs-pagerank-{tag}-{it}-{r}",
+            )
             for r, w in enumerate(workers)
-        ]  # fmt: skip
+        ]
         c = client.submit(_join, *state, workers=[workers[0]], key=f"graphjobs-pagerank-join-{tag}-{it}")
         sums = client.submit(_sums, *state, workers=[workers[0]], key=f"graphjobs-pagerank-sums-{tag}-{it}")
         err, dsum = sums.result()
