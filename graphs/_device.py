@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -81,22 +82,30 @@ def resolve_device(device: str | None) -> str:
     return device
 
 
+_SIZE = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
+
+
+def parse_size(text: str, name: str = "size") -> int:
+    """Bytes in ``text``: a number of bytes (``300000``, ``2e9``) or one with a binary unit, its ``B`` or
+    ``iB`` optional (``512K``, ``100MB``, ``2GiB``, ``1.5T``); anything else is an ``OptionError``."""
+    got = _SIZE.fullmatch(text.strip())
+    if got is None:
+        raise OptionError(f"{name}={text!r}: expected bytes, e.g. 2e9, 100MB or 2GiB")
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[got.group(2).upper()]
+    return int(float(got.group(1)) * scale)
+
+
 def free_memory(device: str) -> int:
     """Bytes free to allocate on ``device``: the GPU's free memory plus CuPy's unused pool, or the host's
-    available memory; ``$GRAPHJOBS_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix) caps it."""
+    available memory; ``$GRAPHJOBS_MEMORY_LIMIT`` (``parse_size``: bytes, ``100MB``, ``2GiB``) caps it."""
     if device == "gpu":
         cp = import_cupy()
         free = int(cp.cuda.runtime.memGetInfo()[0]) + int(cp.get_default_memory_pool().free_bytes())
     else:
         free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    limit = os.environ.get("GRAPHJOBS_MEMORY_LIMIT", "").strip().upper()
+    limit = os.environ.get("GRAPHJOBS_MEMORY_LIMIT", "").strip()
     if limit:
-        scale = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}.get(limit[-1:], 1)
-        try:
-            cap = int(float(limit.rstrip("KMGTB") if scale > 1 else limit) * scale)
-        except ValueError:
-            raise OptionError(f"GRAPHJOBS_MEMORY_LIMIT={limit!r}: expected bytes, e.g. 2e9 or 2G") from None
-        free = min(free, cap)
+        free = min(free, parse_size(limit, "GRAPHJOBS_MEMORY_LIMIT"))
     return free
 
 

@@ -79,3 +79,34 @@ def test_a_missing_cupy_is_a_user_error_with_the_install_hint(monkeypatch):
     with pytest.raises(errors.MissingDependencyError) as info:
         _device.resolve_device("gpu")
     assert isinstance(info.value, ImportError) and "pip install 'graphjobs[gpu]'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("300000", 300000),
+        ("2e9", 2 * 10**9),
+        ("1K", 1024),
+        ("512k", 512 * 1024),
+        ("100MB", 100 * 2**20),
+        ("2GiB", 2 * 2**30),
+        ("1.5T", int(1.5 * 2**40)),
+        (" 3 G ", 3 * 2**30),
+    ],
+)
+def test_memory_limits_read_sizes_with_units(monkeypatch, text, size):
+    from graphs._device import free_memory, parse_size
+
+    assert parse_size(text) == size
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", text)
+    capped = free_memory("cpu")
+    assert capped == size if size < 2**20 else capped <= size  # a small cap binds; a large one may not
+
+
+@pytest.mark.parametrize("text", ["lots", "1X", "MB", "-5", "1..2G"])
+def test_a_memory_limit_that_is_not_a_size_is_one_clear_error(monkeypatch, text):
+    from graphs._device import free_memory
+
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", text)
+    with pytest.raises(errors.OptionError, match=r"GRAPHJOBS_MEMORY_LIMIT=.*expected bytes"):
+        free_memory("cpu")
