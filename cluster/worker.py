@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 
 from distributed import WorkerPlugin
@@ -48,6 +50,7 @@ class GraphjobsWorker(WorkerPlugin):
         return self._resolved
 
     def setup(self, worker=None):
+        _agree_with_numba()
         self._resolved = _resolve(self.device)
         if self.numba_threads:
             _cap_numba_threads(self.numba_threads)
@@ -93,6 +96,16 @@ def set_worker_device(device: str | None) -> None:
     """Pin the device of this process's jobs when it is not a Dask worker; None restores 'auto'."""
     _THIS_PROCESS.device = device or "auto"
     _THIS_PROCESS._resolved = None if device is None else _resolve(device)
+
+
+def _agree_with_numba() -> None:
+    """Make NUMBA_NUM_THREADS in this process's environment the count Numba runs with. A script that
+    imports graphjobs at its top is imported again by each spawned worker, Numba with it, before the
+    nanny sets the environment; Numba then refuses, at its next compilation, a count that differs from
+    the one its threads started with. Task threads are still capped through ``worker_device``."""
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        os.environ["NUMBA_NUM_THREADS"] = str(numba.config.NUMBA_NUM_THREADS)
 
 
 def _resolve(device: str) -> str:
