@@ -216,7 +216,7 @@ class IMMOptions(_Options):
     """Scalar options of ``operators.influence_maximization`` (see there); ``k`` has no default."""
 
     k: int = _help(text="seeds (per round)")
-    epsilon: float = _help(0.1, "approximation slack")
+    epsilon: float = _help(0.1, "approximation slack, in (0, 1)")
     ell: float = _help(1.0, "failure probability n^-ell")
     model: str = _help("IC", "IC or LT")
     weights: object = _help("wc", "wc, trivalency, graph, or a probability")
@@ -230,7 +230,7 @@ class IMMOptions(_Options):
 
         self._set(
             k=check_count("k", self.k),
-            epsilon=check_positive("epsilon", self.epsilon),
+            epsilon=_check_unit("epsilon", self.epsilon),  # from 1 - 1/e on, the guarantee says nothing
             ell=check_positive("ell", self.ell),
             model=check_model(self.model),
             weights=weights_spec(self.weights),

@@ -202,3 +202,12 @@ def test_simrank_options_and_keywords_agree(g):
     np.testing.assert_array_equal(t.scores, u.scores)
     with pytest.raises(OptionError, match=r"c=0\.7 conflicts"):
         operators.simrank(g, s, c=0.7, options=SimRankOptions(c=0.5))
+
+
+@pytest.mark.parametrize("epsilon", [0, 1, 5, -0.1])
+def test_imm_epsilon_is_refused_outside_the_open_unit_interval(epsilon):
+    from operators.options import IMMOptions
+
+    with pytest.raises(OptionError, match=r"epsilon must be"):
+        IMMOptions(k=3, epsilon=epsilon)
+    assert IMMOptions(k=3, epsilon=0.99).epsilon == 0.99
