@@ -162,7 +162,7 @@ def topk_ppr(
         bytes per vertex, kept likewise; at most as many as a quarter of the free memory holds).
         Each source's answer does not depend on this. While the rounds of a GPU call with at least
         256 sources run, the device fetches 32 bytes per L2 miss (a process-wide hint, restored
-        after the call; setting and restoring it take about 0.8 ms).
+        after the call; setting and restoring it costs too much for smaller calls).
     options : TopkOptions, optional
         ``k``, ``epsilon``, ``delta_init``, ``max_rounds``, ``seed`` and ``refine`` in one checked
         object, used as it is; a keyword among them that differs from it raises ``OptionError``.
