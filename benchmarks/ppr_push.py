@@ -1,22 +1,17 @@
-"""Single-source PPR: push, pull and the hybrid per source, beside power iteration in the same run.
+"""Single-source PPR at equal accuracy: push, pull, the hybrid and power iteration per L1 target, beside
+cuGraph's personalized PageRank (GPU) and NetworkX's (CPU) stopped at the same measured error.
 
-Per graph and tolerance: median milliseconds per source over a fixed set of random sources (vertices
-with out-edges, seed 1), mean iterations, the model sequence of the first source, the residue left,
-and the L1 error against a 1e-10 power-iteration solution. Baseline: power iteration
-(``operators.ppr(method='power')``: cuSPARSE SpMM on the GPU) to an L1 change of ``tol``, per source.
-Matched baseline (``matched``): the cheapest power-iteration run whose measured L1 error on the
-same sources is at most the method's worst measured error l1. Tried in order: on the GPU exactly 1
-to 8 iterations (``max_iter=k``: the GPU checks its stop rule only every 8 iterations or at
-``max_iter``), then stops at an L1 change of 64, 16, 4 and 1 times l1 (1 - alpha) / alpha; the last
-always qualifies (after a change of d the error is at most d alpha / (1 - alpha)). Its measured
-error is recorded too. Peer (GPU, where pylibcugraph is installed): cuGraph's personalized PageRank
-per source to an L1 change of 1e-6, and, on the hybrid's rows, to an L1 change of l1 (1 - alpha) /
-alpha, which bounds its error by the hybrid's.
+Per graph and L1 target (``tol`` = 1e-4, 1e-6, 1e-8: ``operators.ppr``'s bound on each row's L1 error):
+``bench='ppr'`` rows give the median milliseconds per source, one source per call, over a fixed set of
+random sources with out-edges (seed 1), with every row's measured L1 error against exact PPR (power
+iteration to a certified 1e-11) and its certified bound. ``bench='ppr-batch'`` rows give sources per
+second when one call solves a batch (the default ``block``), with the measured error of its first rows.
 
-Batches (GPU, ``bench='ppr-batch'``): sources per second over a fixed set of random sources when
-``operators.ppr`` solves ``block`` of them at once in one residue matrix, beside the same run's one
-source at a time (``block=1``) and power iteration's batched SpMM; with the worst L1 error of the
-batch's first rows against the exact solution.
+Peers, each stopped at the same measured accuracy: cuGraph (pylibcugraph, float32) stops when an
+iteration changes the vector by less than ``epsilon`` in L1; it runs on the same sources at
+``epsilon = tol (1 - alpha) / alpha * 4**j`` for j = 2, 1, 0, -1, ... and the first ``epsilon`` whose
+worst measured error is at most ``tol`` is timed (``reached`` false, with its error, when none is).
+NetworkX (CPU) likewise, with its ``tol`` (a bound on the L1 change over n) scaled the same way.
 """
 
 from __future__ import annotations
@@ -31,138 +26,155 @@ from operators import ppr
 from operators.ppr.cost import cost_model
 
 from . import cugraph_peer
-from .common import Reporter, fresh, wall
+from .common import Reporter, fresh
 from .topk_ppr import _sources, _sync
 
-METHODS = ("push", "pull", "hybrid")
+METHODS = ("push", "pull", "hybrid", "power")
+TARGETS = (1e-4, 1e-6, 1e-8)
 ALPHA = 0.8  # ppr's default, used throughout
 
 
+def _exact(g, srcs) -> np.ndarray:
+    """Exact rows: power iteration to a certified L1 error of 1e-11."""
+    return np.concatenate(
+        [to_host(ppr(g, srcs[i : i + 8], method="power", tol=1e-11)) for i in range(0, len(srcs), 8)]
+    )
+
+
+def _l1(x, exact) -> list[float]:
+    return [float(v) for v in np.abs(to_host(x).astype(np.float64) - exact[: len(x)]).sum(axis=1)]
+
+
 def _per_source(g, srcs, **opts):
-    info: dict = {}
-    out = []
+    """Milliseconds of each one-source call, the rows, and the info of every call."""
+    ms, rows, bounds, iters = [], [], [], []
     for s in srcs:
+        info: dict = {}
         _sync(g.device)
         t0 = time.perf_counter()
         x = ppr(g, [s], info=info, **opts)
         _sync(g.device)
-        out.append(time.perf_counter() - t0)
-    return np.array(out) * 1e3, info, x
-
-
-def _matched_power(g, srcs, exact, l1: float, alpha: float = ALPHA) -> dict:
-    """Power iteration per source to the L1 error ``l1`` (not tighter): median ms and its own error."""
-
-    def error(opts):
-        return float(np.abs(to_host(ppr(g, srcs, method="power", **opts)) - exact).sum(axis=1).max())
-
-    tries = [dict(tol=10.0, max_iter=k) for k in range(1, 9)] if g.device == "gpu" else []
-    tries += [dict(tol=max(l1 * (1 - alpha) / alpha * 4.0**j, 1e-12)) for j in (3, 2, 1, 0)]
-    for opts in tries:
-        if (err := error(opts)) <= l1:
-            break
-    ms, _, _ = _per_source(g, srcs, method="power", **opts)
-    return {"impl": f"power to the same L1 error {g.device}", "median": float(np.median(ms)), **opts,
-            "l1_max": err}  # fmt: skip
-
-
-def _peer_run(peer, g, srcs, exact, epsilon: float, alpha: float = ALPHA) -> dict:
-    """cuGraph's PPR per source (median ms) to an L1 change of ``epsilon``, and its worst L1 error."""
-    ids = [int(v) for v in g.internal_ids(srcs)]
-    peer.ppr(ids[0], alpha=alpha, epsilon=epsilon)  # warm-up
-    ms, err = [], 0.0
-    for i, v in enumerate(ids):
-        _sync("gpu")
-        t0 = time.perf_counter()
-        x = peer.ppr(v, alpha=alpha, epsilon=epsilon)
-        _sync("gpu")
         ms.append((time.perf_counter() - t0) * 1e3)
-        if i < len(exact):
-            err = max(err, float(np.abs(to_host(x).astype(np.float64) - exact[i]).sum()))
-    return {"impl": f"{cugraph_peer.NAME} epsilon={epsilon:.3g}", "median": float(np.median(ms)),
-            "epsilon": epsilon, "l1_max": err}  # fmt: skip
+        rows.append(to_host(x)[0])
+        bounds.append(info["l1_bound"][0])
+        iters.append(info.get("iterations", [None])[0])
+    return np.array(ms), np.array(rows), bounds, iters
 
 
-def run_graph(rep: Reporter, name: str, g, tols, *, sources=20, exact_sources=3):
+def _epsilons(tol: float, alpha: float = ALPHA):
+    return [tol * (1 - alpha) / alpha * 4.0**j for j in (2, 1, 0, -1, -2, -3, -4)]
+
+
+def _peer_matched(peer, g, srcs, exact, tol: float, alpha: float = ALPHA) -> dict:
+    """cuGraph per source at the largest ``epsilon`` whose worst measured L1 error is at most ``tol``."""
+    ids = [int(v) for v in g.internal_ids(srcs)]
+    peer.ppr(ids[0], alpha=alpha, epsilon=1e-3)  # warm-up
+    best = None
+    for eps in _epsilons(tol, alpha):
+        ms, err = [], []
+        for i, v in enumerate(ids):
+            _sync("gpu")
+            t0 = time.perf_counter()
+            x = peer.ppr(v, alpha=alpha, epsilon=eps, max_iter=1000)
+            _sync("gpu")
+            ms.append((time.perf_counter() - t0) * 1e3)
+            err.append(float(np.abs(to_host(x).astype(np.float64) - exact[i]).sum()))
+        run = {"impl": cugraph_peer.NAME, "median": float(np.median(ms)), "epsilon": eps, "l1": err,
+               "l1_max": max(err), "reached": max(err) <= tol}  # fmt: skip
+        if run["reached"]:
+            return run
+        best = run if best is None or run["l1_max"] < best["l1_max"] else best
+    return best
+
+
+def _nx_matched(h, labels, exact, tol: float, alpha: float = ALPHA) -> dict:
+    """NetworkX per source at the largest ``tol`` of its own whose worst measured L1 error is <= ``tol``."""
+    import networkx as nx
+
+    n, best = h.number_of_nodes(), None
+    for eps in _epsilons(tol, alpha):
+        ms, err = [], []
+        for i, s in enumerate(labels):
+            t0 = time.perf_counter()
+            d = nx.pagerank(h, alpha=alpha, personalization={s: 1}, tol=eps / n, max_iter=10_000)
+            ms.append((time.perf_counter() - t0) * 1e3)
+            err.append(float(np.abs(np.array([d[v] for v in h.graph["order"]]) - exact[i]).sum()))
+        run = {"impl": f"networkx {nx.__version__}", "median": float(np.median(ms)), "nx_tol": eps / n,
+               "l1": err, "l1_max": max(err), "reached": max(err) <= tol}  # fmt: skip
+        if run["reached"]:
+            return run
+        best = run if best is None or run["l1_max"] < best["l1_max"] else best
+    return best
+
+
+def run_graph(rep: Reporter, name: str, g, *, sources: int = 10, batch: int = 64, peers=True):
+    """Per-source and batched rows of every method at every L1 target, beside the peer."""
     device = g.device
-    srcs = _sources(g, sources, seed=1)
-    ppr(g, srcs[:1], method="power", tol=1e-3)  # builds the transposed matrix (not timed)
-    exact = to_host(ppr(g, srcs[:exact_sources], method="power", tol=1e-10))
-    common = dict(graph=name, n=g.n, m=g.m)
-    peer = cugraph_peer.Peer(g) if device == "gpu" and cugraph_peer.available() else None
-    if peer is not None:
-        run = _peer_run(peer, g, srcs, exact, 1e-6)
-        rep.emit(bench="ppr", impl=run["impl"], median=run["median"], unit="ms", **common, tol=1e-6,
-                 l1_max=run["l1_max"], sources=len(srcs), graph_build_s=peer.build_s)  # fmt: skip
-    for tol in tols:
-        base_ms, _, _ = _per_source(g, srcs[:exact_sources], method="power", tol=tol)
-        base = {"impl": f"power tol={tol:g} {device}", "median": float(np.median(base_ms))}
+    srcs = _sources(g, max(sources, batch), seed=1)
+    one = srcs[:sources]
+    ppr(g, one[:1], method="power", tol=1e-3)  # builds the transposed matrix (not timed)
+    exact = _exact(g, one)
+    common = dict(graph=name, n=g.n, m=g.m, sources=len(one))
+    peer = cugraph_peer.Peer(g) if peers and device == "gpu" and cugraph_peer.available() else None
+    nxg = None
+    if peers and device == "cpu":
+        nxg = _networkx(g)
+    for tol in TARGETS:
+        if device == "cpu" and tol < 1e-6:
+            continue
+        base = None
+        if peer is not None:
+            base = _peer_matched(peer, g, one, exact, tol)
+        elif nxg is not None:
+            base = _nx_matched(nxg, one, exact, tol)
+        medians = {}
         for method in METHODS:
-            ppr(g, srcs[:1], method=method, tol=tol)  # compile, plan
-            ms, info, _ = _per_source(g, srcs, method=method, tol=tol)
-            approx = to_host(ppr(g, srcs[:exact_sources], method=method, tol=tol))
-            l1 = np.abs(approx - exact).sum(axis=1)
-            matched = _matched_power(g, srcs[:exact_sources], exact, float(l1.max()))
-            models = info["models"]
-            extra = {}
-            if peer is not None and method == "hybrid":
-                bound = float(l1.max()) * (1 - ALPHA) / ALPHA  # an L1 change that bounds its error by l1
-                run = _peer_run(peer, g, srcs, exact, max(bound, 1e-7))
-                extra = {"peer": run, "speedup_vs_peer": run["median"] / float(np.median(ms))}
-            rep.emit(
-                bench="ppr", impl=f"{method} tol={tol:g} {device}", median=float(np.median(ms)), unit="ms",
-                **common, tol=tol, mean_ms=float(ms.mean()), iterations=float(np.mean(info["iterations"])),
-                pulls=float(np.mean([m.count("L") for m in models])), models_first=models[0],
-                residual_max=float(np.max(info["residual"])), l1_max=float(l1.max()), sources=len(srcs),
-                baseline=base, speedup=base["median"] / float(np.median(ms)), matched=matched,
-                speedup_matched=matched["median"] / float(np.median(ms)), **extra,
-            )  # fmt: skip
-
-
-BLOCKS = (1, 4, 16, 64, 128)
-POWER = "power batched SpMM gpu"
-
-
-def _batch_rate(g, srcs, **opts) -> float:
-    """Sources per second of one call over all of ``srcs`` (best of two)."""
-    _, times = wall(lambda: ppr(g, srcs, **opts), repeats=2, warmup=0, sync=lambda: _sync(g.device))
-    return len(srcs) / min(times)
-
-
-def run_batches(rep: Reporter, name: str, g, *, sources: int, tol: float = 1e-6, exact_sources=3):
-    """Throughput of batches of sources against one at a time, per method and block size."""
-    import cupy as cp
-
-    from operators.ppr.push_plan import ITEM_BYTES, batch_size, row_stride
-
-    cp.get_default_memory_pool().free_all_blocks()
-    srcs = _sources(g, sources, seed=2)
-    exact = to_host(ppr(g, srcs[:exact_sources], method="power", tol=1e-10))
-    power = _batch_rate(g, srcs, method="power", tol=tol)
-    model = cost_model("gpu")
-    default = batch_size(g.n, np.float64, model)
-    common = dict(graph=name, n=g.n, m=g.m, tol=tol, sources=len(srcs), default_block=default)
-    for method in METHODS:
-        single = None
-        for block in sorted({b for b in BLOCKS if b <= len(srcs)} | {min(default, len(srcs))}):
-            free = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
-            if block * row_stride(g.n, model) * ITEM_BYTES[np.float64] > free // 3:
+            ppr(g, one[:1], method=method, tol=tol)  # compile, plan
+            ms, rows, bounds, iters = _per_source(g, one, method=method, tol=tol)
+            l1 = _l1(rows, exact)
+            medians[method] = float(np.median(ms))
+            extra = {} if base is None else {"baseline": base, "speedup": base["median"] / medians[method]}
+            rep.emit(bench="ppr", impl=f"{method} {device}", median=medians[method], unit="ms", **common,
+                     tol=tol, l1=l1, l1_max=max(l1), l1_bound_max=max(bounds), within_tol=max(l1) <= tol,
+                     iterations=iters, **extra)  # fmt: skip
+        pure = min(medians["push"], medians["pull"])
+        rep.emit(bench="ppr-hybrid", impl=f"hybrid vs best of push, pull {device}", median=medians["hybrid"],
+                 unit="ms", **common, tol=tol, baseline={"impl": "best pure model", "median": pure},
+                 speedup=pure / medians["hybrid"])  # fmt: skip
+        for method in METHODS:
+            if device == "cpu" and method != "hybrid":
                 continue
-            ppr(g, srcs[:block], method=method, tol=tol, block=block)  # compile and warm the pool
-            rate = _batch_rate(g, srcs, method=method, tol=tol, block=block)
-            single = single or rate
+            ppr(g, srcs[:2], method=method, tol=tol)  # compile the batch's shapes
             info: dict = {}
-            x = to_host(ppr(g, srcs[: max(block, exact_sources)], method=method, tol=tol, block=block,
-                            info=info)[:exact_sources])  # fmt: skip
-            l1 = np.abs(x - exact[: len(x)]).sum(axis=1)
-            rep.emit(bench="ppr-batch", impl=f"{method} block={block} gpu", median=rate, unit="sources/s",
-                     **common, block=block, iterations=info["iterations"][0], models=info["models"][0],
-                     l1_max=float(l1.max()), baseline={"impl": f"{method} block=1 gpu", "median": single},
-                     speedup=rate / single, power={"impl": POWER, "median": power})  # fmt: skip
-    ppr(g, srcs[:default], tol=tol, topk=100)  # warm-up: the top-k kernels compile per shape
-    rate = _batch_rate(g, srcs, tol=tol, topk=100)
-    rep.emit(bench="ppr-batch", impl=f"hybrid block={default} topk=100 gpu", median=rate, unit="sources/s",
-             **common, block=default, baseline={"impl": POWER, "median": power})  # fmt: skip
+            _sync(device)
+            t0 = time.perf_counter()
+            x = ppr(g, srcs, method=method, tol=tol, info=info)
+            _sync(device)
+            rate = len(srcs) / (time.perf_counter() - t0)
+            l1 = _l1(to_host(x[: len(one)]), exact)
+            extra = {}
+            if base is not None:
+                peer_rate = 1e3 / base["median"]
+                extra = {"baseline": {**base, "median": peer_rate, "unit": "sources/s one at a time"},
+                         "speedup": rate / peer_rate}  # fmt: skip
+            rep.emit(bench="ppr-batch", impl=f"{method} batch {device}", median=rate, unit="sources/s",
+                     **common, batch=len(srcs), tol=tol, l1=l1, l1_max=max(l1), within_tol=max(l1) <= tol,
+                     l1_bound_max=max(b for b in info["l1_bound"] if b is not None), **extra)  # fmt: skip
+            del x
+
+
+def _networkx(g):
+    """The NetworkX DiGraph of ``g`` (vertices in internal order, recorded as ``graph['order']``)."""
+    import networkx as nx
+
+    h = nx.DiGraph()
+    labels = to_host(g.ids) if g.ids is not None else np.arange(g.n)
+    h.add_nodes_from(labels.tolist())
+    deg = np.diff(to_host(g.indptr))
+    h.add_edges_from(zip(labels[np.repeat(np.arange(g.n), deg)].tolist(), labels[to_host(g.indices)].tolist(),
+                         strict=True))  # fmt: skip
+    h.graph["order"] = labels.tolist()
+    return h
 
 
 def run_job(rep: Reporter, name: str, source, *, sources: int = 10_000, workdir: str = "/tmp/gj-ppr-job"):
@@ -192,7 +204,7 @@ def run_job(rep: Reporter, name: str, source, *, sources: int = 10_000, workdir:
              speedup=rates["default"] / rates[1])  # fmt: skip
 
 
-def run(rep: Reporter, device: str, dataset_dir, scales, *, batches_only: bool = False) -> None:
+def run(rep: Reporter, device: str, dataset_dir, scales) -> None:
     t0 = time.perf_counter()
     model = cost_model(device)
     rep.emit(bench="ppr-cost", impl=f"cost model {device}", median=time.perf_counter() - t0, unit="s",
@@ -200,18 +212,12 @@ def run(rep: Reporter, device: str, dataset_dir, scales, *, batches_only: bool =
     warm = graphs.rmat(10, seed=1, device=device)
     for method in METHODS:
         ppr(warm, _sources(warm, 2, 0), method=method)
-    for name in ("wiki-Vote", "soc-Epinions1", "soc-Slashdot0902"):
+    for name in ("soc-Epinions1", "soc-Slashdot0902"):
         path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
         if path is not None and path.is_file():
-            g = graphs.read_edgelist(path).to(device)
-            if not batches_only:
-                run_graph(rep, name, g, (1e-6, 1e-8))
-            if device == "gpu":
-                run_batches(rep, name, g, sources=256)
+            g = graphs.read_edgelist(path, dedupe=True).to(device)
+            run_graph(rep, name, g, sources=10 if device == "gpu" else 3, batch=64 if device == "gpu" else 4)
     for s in scales:
         g = graphs.rmat(s, seed=0, device=device)
-        if not batches_only:
-            tols = (1e-6, 1e-7, 1e-8) + ((1e-9, 1e-10) if device == "gpu" else ())  # dense iterations
-            run_graph(rep, f"rmat-{s}", g, tols, sources=10)
-        if device == "gpu":
-            run_batches(rep, f"rmat-{s}", g, sources=64 if s < 24 else 32)
+        run_graph(rep, f"rmat-{s}", g, sources=10, batch=64 if s < 24 else 32)
+        del g

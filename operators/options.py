@@ -24,6 +24,10 @@ from operators._checks import check_choice, check_count, check_positive, check_p
 
 PAGERANK_METHODS = ("auto", "pull", "push", "binned")
 PPR_METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
+# float32 residues and reserves round each update at 2**-24 relative: over the hundred-odd iterations of
+# a solve that rounding allowance (operators.ppr.epochs.rounding) nears 1e-5, so bounds below this
+# cannot be certified
+FLOAT32_MIN_TOL = 1e-4
 
 
 def _help(default=dataclasses.MISSING, text: str = ""):
@@ -116,27 +120,39 @@ class PPROptions(_Options):
     """Scalar options of ``operators.ppr`` (see there)."""
 
     alpha: float = _help(0.8, "probability of following an edge")
-    tol: float = _help(1e-6, "residue threshold r_max")
+    tol: float = _help(1e-6, "bound on each row's L1 error against exact PPR")
     method: str = _help("auto", "auto, hybrid, push, pull, power or montecarlo")
     max_iter: int | None = _help(None, "iterations allowed (default: none for push and pull)")
     dtype: object = _help(np.float64, "result type: float64 or float32")
     topk: int | None = _help(None, "entries kept per source")
     seed: int = _help(0, "seed of the Monte Carlo walks")
     block: int | None = _help(None, "sources solved together")
+    r_max: float | None = _help(None, "the paper's residue threshold per out-edge, instead of tol")
 
     def __post_init__(self):
         dtype = np.dtype(self.dtype)
         if dtype not in (np.float32, np.float64):
             raise OptionError(f"dtype must be float32 or float64, got {dtype}")
+        tol = check_positive("tol", self.tol)
+        method = check_choice("method", self.method, PPR_METHODS)
+        r_max = _optional(check_positive, "r_max", self.r_max)
+        if r_max is not None and method in ("power", "montecarlo"):
+            raise OptionError(f"r_max is a threshold of push, pull and hybrid, not of method={method!r}")
+        if dtype == np.float32 and r_max is None and method != "montecarlo" and tol < FLOAT32_MIN_TOL:
+            raise OptionError(
+                f"float32 cannot certify an L1 error below {FLOAT32_MIN_TOL:g} (tol={tol:g}): "
+                "use dtype=float64"
+            )
         self._set(
             alpha=check_probability("alpha", self.alpha, closed_right=False),
-            tol=check_positive("tol", self.tol),
-            method=check_choice("method", self.method, PPR_METHODS),
+            tol=tol,
+            method=method,
             max_iter=_optional(check_count, "max_iter", self.max_iter),
             dtype=dtype,
             topk=_optional(check_count, "topk", self.topk),
             seed=_seed(self.seed),
             block=_optional(check_count, "block", self.block),
+            r_max=r_max,
         )
 
 

@@ -54,7 +54,8 @@ def ppr_job(
     topk : int
         Entries kept per source.
     method, alpha, tol
-        As in ``operators.ppr``.
+        As in ``operators.ppr``: ``tol`` bounds each source's L1 error against exact PPR (the summary's
+        ``l1_bound_max`` is the largest certified bound), so the written top entries are exact to it.
     chunk : int
         Sources per task (one ``operators.ppr`` call: on the GPU they are solved together in batches
         of ``block``).
@@ -72,6 +73,7 @@ def ppr_job(
     -------
     Job
         Its result is a ``PPRSummary``: ``out``, ``queries``, ``parts``, mean seconds and iterations,
+        ``l1_bound_max``,
         ``sources_short`` (sources with fewer than ``topk`` rows: only vertices of positive PPR are
         written) and ``compile_seconds`` (the workers' one-time compilation, not in the seconds).
     """
@@ -113,6 +115,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
         short=int((counts < vertices.shape[1]).sum()),
         iterations=[i for i in info["iterations"] if i is not None],
         models=info["models"][0],
+        l1_bound_max=max((b for b in info["l1_bound"] if b is not None), default=None),
         device=g.device,
         first=first,
     )
@@ -120,6 +123,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummary:
     iterations = [i for p in parts for i in p["iterations"]]
+    bounds = [p["l1_bound_max"] for p in parts if p.get("l1_bound_max") is not None]
     o = opts["options"]
     return PPRSummary.from_parts(
         graph,
@@ -134,4 +138,5 @@ def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummar
         block=o.block,
         iterations_mean=float(np.mean(iterations)) if iterations else None,
         models_first=parts[0]["models"] if parts else None,
+        l1_bound_max=max(bounds) if bounds else None,
     )

@@ -183,7 +183,8 @@ class BatchSummary(Summary):
 @dataclass(kw_only=True)
 class PPRSummary(BatchSummary):
     """Personalized PageRank of a batch: the options (``topk``, ``method``, ``alpha``, ``tol``, ``seed``,
-    ``block``), ``iterations_mean`` and the push/pull ``models_first`` of the first source."""
+    ``block``), ``iterations_mean``, the push/pull ``models_first`` of the first source and
+    ``l1_bound_max``, the largest certified L1 error of a source's PPR vector (None for Monte Carlo)."""
 
     job: ClassVar[str] = "ppr"
     topk: int
@@ -194,9 +195,11 @@ class PPRSummary(BatchSummary):
     block: int | None = None
     iterations_mean: float | None = None
     models_first: str | None = None
+    l1_bound_max: float | None = None
 
     def describe(self) -> str:
-        return f", method={self.method}, models of the first: {self.models_first}"
+        bound = "" if self.l1_bound_max is None else f", L1 error <= {self.l1_bound_max:.3g} (certified)"
+        return f", method={self.method}{bound}, models of the first: {self.models_first}"
 
 
 @dataclass(kw_only=True)

@@ -24,6 +24,7 @@ from operators.errors import ConvergenceError
 from operators.options import PPROptions
 from operators.ppr import power as _ppr_power
 from operators.ppr.cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
+from operators.ppr.epochs import MAX_EPOCHS, first_threshold, floor_threshold, next_threshold, rounding
 from operators.ppr.top_rows import top_entries
 from operators.topk.walks import walk_ends
 
@@ -44,6 +45,7 @@ def ppr(
     topk: int | None = PPROptions.topk,
     seed: int = PPROptions.seed,
     block: int | None = PPROptions.block,
+    r_max: float | None = PPROptions.r_max,
     cost: CostModel | None = None,
     info: dict | None = None,
     options: PPROptions | None = None,
@@ -60,12 +62,13 @@ def ppr(
     alpha : float
         Probability of following an edge (0.8: the stop probability 0.2 of the PPR literature).
     tol : float
-        ``push``, ``pull``, ``hybrid``: the residue threshold r_max. A vertex is active while its
-        residue exceeds ``tol * max(d_out, 1)``; the iteration ends when none is. The L1 error of a
-        row is its remaining residue mass (``info['residual']``), at most ``tol * (m + n)``.
-        ``power``: the L1 change of a row between iterations at which it stops.
-        ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each entry has a standard deviation
-        of at most ``sqrt(pi(s, t) * tol)``.
+        Bound on each row's L1 error against exact PPR (``info['l1_bound']`` certifies it). ``push``,
+        ``pull``, ``hybrid``: epochs of decreasing residue thresholds (``operators.ppr.epochs``) run
+        until the row's residue mass, which equals its L1 error, plus a rounding allowance is at most
+        ``tol``. ``power``: until ``alpha / (1 - alpha)`` times the L1 change of an iteration (plus the
+        allowance) is at most ``tol``. ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each entry
+        has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound). float32
+        results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
     method : {'auto', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
         ``push``: synchronous forward push from the active vertices (atomic adds into a separate
         residue array). ``pull``: every vertex sums the messages of its active in-neighbours, no
@@ -89,17 +92,22 @@ def ppr(
         matrix that ``push``, ``pull`` and the hybrid iterate at once (by default up to 128
         sources, within a quarter of the free GPU memory; ``pull`` alone batches only on small
         graphs, where it pays). Each iteration of
-        such a batch runs one model for all its sources, and it ends when every source's residues
-        are below ``tol``. The CPU solves push, pull and hybrid a source at a time, on
+        such a batch runs one model for all its sources, and it ends when every source's row is
+        within ``tol``. The CPU solves push, pull and hybrid a source at a time, on
         ``numba.get_num_threads()`` threads at once (each solve then sweeps in its own thread; about
         49 bytes per vertex each, at most as many as a quarter of the free memory holds).
+    r_max : float, optional
+        ``push``, ``pull``, ``hybrid``: run the seed paper's algorithm exactly instead, one run until no
+        vertex holds a residue above ``r_max * max(d_out, 1)``; ``tol`` is then not applied, and each
+        row's L1 error (its residue mass, at most ``r_max * (m + n)``) is reported in ``info``.
     cost : CostModel, optional
         Weights and block layout of the hybrid's cost model; by default measured once per GPU
         model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU); 8 blocks per SM, 4 where
         no iteration can read 2**22 edges (``_ppr_cost.fit_grid``). The GPU runs its grid.
     info : dict, optional
-        Filled with per-source ``iterations``, ``models`` (one letter per iteration: ``P`` push,
-        ``L`` pull), ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
+        Filled with per-source ``l1_bound`` (the certified bound of the row's L1 error: None for Monte
+        Carlo), ``iterations``, ``models`` (one letter per iteration: ``P`` push, ``L`` pull),
+        ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
         are those of the source's batch, seconds divided by its size), with ``topk`` the ``counts``
         of listed entries, and ``compile_seconds``: the first call on a graph with a method, dtype,
         ``topk`` and ``block`` first solves its first batch once untimed, so that the Numba functions
@@ -133,6 +141,7 @@ def ppr(
         topk=topk,
         seed=seed,
         block=block,
+        r_max=r_max,
     )
     alpha, tol, method, max_iter, dtype, topk = o.alpha, o.tol, o.method, o.max_iter, o.dtype, o.topk
     seed, block = o.seed, o.block
@@ -140,12 +149,12 @@ def ppr(
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
     method = "hybrid" if method == "auto" else method
     if method == "power":
-        step = _ppr_power.power_steps(G, alpha, tol, block, max_iter)
+        step = _ppr_power.power_steps(G, alpha, tol, block, max_iter, dtype)
     elif method == "montecarlo":
         walks = math.ceil(1.0 / tol)
         step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
     else:
-        step = _push_steps(G, MODES[method], alpha, tol, max_iter, dtype, cost, block, len(src))
+        step = _push_steps(G, MODES[method], o, cost, len(src))
         if G.device == "cpu":  # several sources at once on threads
             with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
                 return _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
@@ -178,12 +187,12 @@ def _collect(G, src, step, dtype, topk, info, threads=1, warm=None):
         while lo < len(src):
             lo += solve(lo)
     tops = []
-    stats = {"iterations": [], "models": [], "residual": [], "seconds": []}
+    stats = {"iterations": [], "models": [], "residual": [], "l1_bound": [], "seconds": []}
     for lo in sorted(parts):
         top, hi, extra, took = parts[lo]
         if topk:
             tops.append(top)
-        for key in ("iterations", "models", "residual"):
+        for key in ("iterations", "models", "residual", "l1_bound"):
             stats[key] += extra.get(key, [None] * hi)
         stats["seconds"] += [took] * hi
     if topk:
@@ -257,34 +266,39 @@ def _montecarlo(G, ids, alpha, walks, seed):
     return (counts / max(stopped, 1))[None, :], 1, {}
 
 
-def _push_steps(G, mode, alpha, tol, max_iter, dtype, cost, block, count):
-    limit = max_iter if max_iter is not None else np.iinfo(np.int64).max
+def _push_steps(G, mode, o: PPROptions, cost, count):
+    """``ppr``'s step by push, pull or the hybrid: epochs to a residue mass <= ``tol`` (``epochs``), or
+    one run to the threshold ``r_max``."""
+    limit = o.max_iter if o.max_iter is not None else np.iinfo(np.int64).max
+    smallest = o.r_max if o.r_max is not None else floor_threshold(o.tol, G.m, G.n)
     if G.device == "gpu":
         from operators.ppr.push_gpu import reused_solver
         from operators.ppr.push_plan import batch_size
 
         full = cost or cost_model("gpu")  # block was checked by PPROptions
-        block = max(1, min(block or (batch_size(G.n, dtype, full, mode=mode) if count > 1 else 1), count))
-        cost = cost or fit_grid(full, m=G.m, rows=block, tol=tol, mode=mode)
-        solve = reused_solver(G, mode, alpha, tol, dtype, cost, batch=block)
+        block = o.block or (batch_size(G.n, o.dtype, full, mode=mode) if count > 1 else 1)
+        block = max(1, min(block, count))
+        cost = cost or fit_grid(full, m=G.m, rows=block, tol=smallest, mode=mode)
+        solve = reused_solver(G, mode, o.alpha, o.tol, o.dtype, cost, batch=block, r_max=o.r_max)
     else:
-        solve, block = _cpu_solver(G, mode, alpha, tol, cost), 1
+        cost = cost or fit_grid(cost_model("cpu"), m=G.m, rows=1, tol=smallest, mode=mode)
+        solve, block = _cpu_solver(G, mode, o.alpha, o.tol, o.r_max, cost, o.dtype), 1
 
     def step(ids, **serial):  # serial=True: a CPU solve on a thread of a batch
         ids = ids[:block]
         x, it, models, residual = solve(ids, limit, **serial)
         if it is None:
-            raise ConvergenceError("ppr", limit, float(np.max(residual)), tol)
+            raise ConvergenceError("ppr", limit, float(np.max(residual)), o.tol)
         k, res = len(ids), [float(v) for v in residual]
-        return x, k, {"iterations": [it] * k, "models": [models] * k, "residual": res}
+        bound = [v + rounding(it, x.dtype, o.dtype) for v in res]
+        return x, k, {"iterations": [it] * k, "models": [models] * k, "residual": res, "l1_bound": bound}
 
     return step
 
 
-def _cpu_solver(G, mode, alpha, tol, cost):
+def _cpu_solver(G, mode, alpha, tol, r_max, cost, dtype):
     from operators.ppr.push_cpu import solve
 
-    cost = cost or fit_grid(cost_model("cpu"), m=G.m, rows=1, tol=tol, mode=mode)
     tptr, tind = _transpose(G)
     deg = np.diff(G.indptr)
     static = G.derived(f"ppr_pull_static_{cost}", lambda g: pull_static(np.diff(tptr), cost))
@@ -292,34 +306,25 @@ def _cpu_solver(G, mode, alpha, tol, cost):
     layout = (cost.blocks, cost.warps, cost.lanes)
     dmax = int(deg.max(initial=0))
     degrees = (light_degree(cost, static[2], dmax), dmax)
+    floor = floor_threshold(tol, G.m, G.n)
 
-    def run(sources, limit, serial=False):  # one source at a time
+    def run(sources, limit, serial=False):  # one source at a time, in epochs (``epochs``)
         s = int(sources[0])
         p = np.zeros(G.n)
         r = np.zeros(G.n)
         trace = np.zeros((4096, 5))
-        it, out = solve(
-            G.indptr,
-            G.indices,
-            tptr,
-            tind,
-            deg,
-            s,
-            alpha,
-            tol,
-            mode,
-            limit,
-            weights,
-            layout,
-            static,
-            degrees,
-            p,
-            r,
-            trace,
-            serial,
-        )
+        theta = r_max if r_max is not None else first_threshold(tol, G.m, G.n)
+        it, done = 0, False
+        for _ in range(MAX_EPOCHS):
+            args = (G.indptr, G.indices, tptr, tind, deg, s, alpha, theta, mode, limit, weights, layout)
+            it, out = solve(*args, static, degrees, p, r, trace, serial, it)
+            residual = float(r.sum())
+            done = not out and (r_max is not None or residual + rounding(it, np.float64, dtype) <= tol)
+            theta = None if done or out else next_threshold(theta, residual, tol, floor)
+            if theta is None:
+                break
         models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
-        return p[None, :], (None if out else it), models, [float(r.sum())]
+        return p[None, :], (it if done else None), models, [residual]
 
     return run
 

@@ -103,9 +103,15 @@ def solve(
     r,
     trace,
     serial,
+    it0,
 ):
     """Run to an empty active set; returns (iterations, 0) or (max_iter, 1) when it ran out. ``serial``:
     pull sweeps in the calling thread (a solve of a threaded batch), else on Numba's threads.
+
+    ``it0`` = 0 starts from residue 1 at ``s``. ``it0`` > 0 resumes the reserves ``p`` and residues ``r``
+    that ``it0`` iterations left (an epoch with a lower threshold ``tol``): the active set is every v
+    with r(v) > tol * max(d_out(v), 1), the statistics are those of a frontier that a push produced
+    and that received nothing, and iteration numbers (``trace``, ``max_iter``) continue from ``it0``.
 
     ``weights`` = (l1, l2, l3), ``layout`` = (blocks, warps, lanes), ``static`` = (blk, wrp, Phi_rdr)
     of the pull sweep. ``trace[k]`` gets (model, Phi_rdw, Phi_sqw, |A_k|, bounded) of iteration k.
@@ -128,16 +134,32 @@ def solve(
     recv = np.zeros(n, dtype=np.bool_)
     front = np.empty(n, dtype=np.int64)
     touched = np.empty(n, dtype=np.int64)
-    r[s] = 1.0
-    front[0] = s
-    f = 1
-    _add_rdw(0, deg[s], rdw_b, rdw_w, nblocks, warps, lanes)
-    dmass = 1.0 if deg[s] == 0 else 0.0
-    if deg[s] > 0:
-        msg[s] = alpha / deg[s]
-    it = heavy = 0
     light, dmax = degrees
+    heavy = 0
     pushed = counted = False  # after a push, and unless the statistics were counted (see above)
+    if it0 == 0:
+        r[s] = 1.0
+        front[0] = s
+        f = 1
+        _add_rdw(0, deg[s], rdw_b, rdw_w, nblocks, warps, lanes)
+        dmass = 1.0 if deg[s] == 0 else 0.0
+        if deg[s] > 0:
+            msg[s] = alpha / deg[s]
+    else:  # as the GPU's restart: a frontier from a push, its statistics wanted
+        f = 0
+        dmass = 0.0
+        for u in range(n):
+            if r[u] > tol * max(deg[u], 1):
+                front[f] = u
+                _add_rdw(f, deg[u], rdw_b, rdw_w, nblocks, warps, lanes)
+                heavy += deg[u] > light
+                if deg[u] > 0:
+                    msg[u] = alpha * r[u] / deg[u]
+                else:
+                    dmass += r[u]
+                f += 1
+        pushed = counted = True
+    it = it0
     while f > 0:
         if it >= max_iter:
             return it, 1

@@ -20,11 +20,13 @@ from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.launch import resident_blocks
 from operators._gpu.registry import Kernel
-from operators.ppr.cost import HYBRID, PULL, cost_model, frontier_rdw, light_degree
+from operators.ppr.cost import HYBRID, PULL, PUSH, cost_model, frontier_rdw, light_degree
+from operators.ppr.epochs import MAX_EPOCHS, first_threshold, floor_threshold, next_threshold, rounding
 from operators.ppr.pull_steps import PPR_PULL_DEVICE
 from operators.ppr.push_plan import MAX_ITEMS, build_plan, row_stride
 from operators.ppr.push_steps import PPR_STEP_DEVICE, STEP_DEFINES
 
+WANTED = 2  # the counters' state bit of PPR_STEP_DEVICE: the frontier's statistics are wanted first
 TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
 HEAD_ROWS = 128  # trace rows copied with the counters after each run (more: a second copy)
 
@@ -103,6 +105,54 @@ GJ_PPR_ENTRY(double, false, f64)
 GJ_PPR_ENTRY(float, false, f32)
 GJ_PPR_ENTRY(double, true, batch_f64)
 GJ_PPR_ENTRY(float, true, batch_f32)
+"""
+)
+
+# An epoch's restart (``operators.ppr.epochs``): the reserves and residues stay; the active set becomes
+# every item over the new threshold theta, in rows whose residue mass res is still above the target,
+# written as the next frontier of iteration it - 1 (the host sets the counters: that frontier's
+# statistics WANTED), with its messages in msg and its dangling mass as the next one (dm_next).
+PPR_RESTART_KERNEL = (
+    PPR_STEP_DEVICE
+    + r"""
+template <typename T, bool MANY>
+__device__ void gj_ppr_restart(const int* deg, int n, int* cnt, const T* r, T* msg, T* msg2, int* front,
+        double* dm_next, const T* res, const Rows R, double target, double theta, int light, double alpha) {
+    const long long used = (long long)R.ns * R.stride, step = (long long)gridDim.x * blockDim.x;
+    for (long long i0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); i0 < used; i0 += step) {
+        const long long i = i0 + (threadIdx.x & 31);
+        bool on = false;
+        int d = 0;
+        T ri = (T)0;
+        if (i < used) {
+            const int v = gj_vertex<MANY>(R, (int)i);
+            msg[i] = (T)0;
+            msg2[i] = (T)0;
+            if (v < n && (double)res[gj_row<MANY>(R, (int)i)] > target) {
+                ri = r[i];
+                d = deg[v];
+                on = (double)ri > theta * (d > 1 ? d : 1);
+            }
+        }
+        const long long q = gj_append(on, &cnt[1]);
+        gj_count(on && d > light, &cnt[6]);
+        if (on) {
+            double* dm_row = dm_next + gj_row<MANY>(R, (int)i);
+            gj_activate<T>((int)i, d, ri, q, front, msg, dm_row, nullptr, 0, alpha);
+        }
+    }
+}
+#define GJ_RESTART_ENTRY(T, MANY, S)                                                                      \
+extern "C" __global__ void gj_ppr_restart_##S(const int* deg, int n, int* cnt, const T* r, T* msg,       \
+        T* msg2, int* front, double* dm_next, const T* res, const int* src, int ns, int stride, u64 magic, \
+        double target, double theta, int light, double alpha) {                                          \
+    const Rows R = {src, magic, ns, stride};                                                              \
+    gj_ppr_restart<T, MANY>(deg, n, cnt, r, msg, msg2, front, dm_next, res, R, target, theta, light, alpha); \
+}
+GJ_RESTART_ENTRY(double, false, f64)
+GJ_RESTART_ENTRY(float, false, f32)
+GJ_RESTART_ENTRY(double, true, batch_f64)
+GJ_RESTART_ENTRY(float, true, batch_f32)
 """
 )
 
@@ -188,6 +238,12 @@ PPR_PUSH = Kernel(
     cooperative=True,
     label="ppr-push-pull",
 )
+PPR_RESTART = Kernel(
+    PPR_RESTART_KERNEL,
+    ("gj_ppr_restart_f32", "gj_ppr_restart_f64", "gj_ppr_restart_batch_f32", "gj_ppr_restart_batch_f64"),
+    defines=STEP_DEFINES,
+    label="ppr-restart",
+)
 PPR_INIT = Kernel(
     PPR_INIT_KERNEL,
     ("gj_ppr_init_f32", "gj_ppr_init_f64", "gj_row_sums_f32", "gj_row_sums_f64"),
@@ -195,12 +251,12 @@ PPR_INIT = Kernel(
 )
 
 
-def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
+def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1, r_max: float | None = None):
     """``run(sources, limit) -> (reserves (len(sources), n), iterations or None, models, residuals)``."""
     work = workspace(G, dtype, cost, batch)
 
     def run(sources, limit: int):
-        out = work(sources, limit, mode, alpha, tol)
+        out = work(sources, limit, mode, alpha, tol, r_max)
         run.last_kernel_ms, run.last_trace = work.last_kernel_ms, work.last_trace  # for tests, benchmarks
         return out
 
@@ -208,7 +264,8 @@ def solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
 
 
 def workspace(G, dtype, cost, batch: int = 1):
-    """``solver`` taking the model, alpha and tol per run: ``run(sources, limit, mode, alpha, tol)``; runs
+    """``solver`` taking the model, alpha, tol and r_max per run: ``run(sources, limit, mode, alpha, tol,
+    r_max)``, which returns ``None`` as iterations when ``limit`` or the epochs ran out; runs
     of any model and tolerance share its arrays (each run leaves them as the next starts, as the hybrid's
     iterations do between models)."""
     cp = import_cupy()
@@ -226,8 +283,9 @@ def workspace(G, dtype, cost, batch: int = 1):
     name = f"gj_ppr_solve_{'batch_' if batch > 1 else ''}{'f64' if T is np.float64 else 'f32'}"
     kernel = PPR_PUSH.get(name)
     init = PPR_INIT.get(f"gj_ppr_init_{name[-3:]}")
+    restart = PPR_RESTART.get(name.replace("solve", "restart"))
     row_sums = PPR_INIT.get(f"gj_row_sums_{name[-3:]}")
-    n, nb, stride = G.n, cost.blocks, row_stride(G.n, cost)
+    n, m, nb, stride = G.n, G.m, cost.blocks, row_stride(G.n, cost)
     indptr, indices = G.indptr, G.indices  # not G: a run kept by the graph must not hold it (a cycle)
     if batch * stride > MAX_ITEMS:
         most = MAX_ITEMS // stride
@@ -308,7 +366,7 @@ def workspace(G, dtype, cost, batch: int = 1):
         bv,
     ]
 
-    def run(sources, limit: int, mode: int, alpha: float, tol: float):
+    def run(sources, limit: int, mode: int, alpha: float, tol: float, r_max: float | None = None):
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
         ns = len(src)
         if not 1 <= ns <= batch:
@@ -347,26 +405,63 @@ def workspace(G, dtype, cost, batch: int = 1):
         )
         args[9], args[22], args[27] = p, np.int32(ns), np.int32(min(limit, 2**31 - 1))
         args[29], args[33] = np.float64(ns * rdr), np.int32(light)
-        args[25], args[26], args[28] = np.float64(alpha), np.float64(tol), np.int32(mode)
+        theta = r_max if r_max is not None else first_threshold(tol, m, n)
+        args[25], args[26], args[28] = np.float64(alpha), np.float64(theta), np.int32(mode)
         # push or pull alone make no decision: null statistics arrays, the kernel skips their atomics
         args[16], args[17] = (rdw, sqw) if mode == HYBRID else (np.uint64(0), np.uint64(0))
         start.record()
-        kernel((nb,), (wb,), tuple(args))
-        stop.record()
-        row_sums((min(-(-stride // 256), nb), ns), (256,), (r, np.int32(stride), res_dev))
-        blob[:head].get(out=h_blob, blocking=False)
-        cp.cuda.get_current_stream().synchronize()
-        f, it = int(h_cnt[0]), int(h_cnt[4])
+        for _ in range(MAX_EPOCHS):  # an epoch runs to an empty active set at theta (epochs.py)
+            kernel((nb,), (wb,), tuple(args))
+            stop.record()
+            row_sums((min(-(-stride // 256), nb), ns), (256,), (r, np.int32(stride), res_dev))
+            blob[:head].get(out=h_blob, blocking=False)
+            cp.cuda.get_current_stream().synchronize()
+            f, it = int(h_cnt[0]), int(h_cnt[4])
+            worst = float(h_res[:ns].max()) + rounding(it, T, T)
+            if f or r_max is not None or worst <= tol:
+                break
+            theta = next_threshold(theta, worst, tol, floor_threshold(tol, m, n))
+            if theta is None:
+                break
+            h_cnt[:7] = (0, 0, 0, PUSH | WANTED, it - 1, 0, 0)  # the restart's frontier: iteration it - 1's
+            cnt[:7].set(h_cnt[:7])
+            dm[ns : 2 * ns].fill(0.0)
+            restart(
+                (min(-(-used // 256), 8 * nb),),
+                (256,),
+                (
+                    deg,
+                    np.int32(n),
+                    cnt,
+                    r,
+                    msg,
+                    msg2,
+                    front if (it - 1) & 1 else front2,
+                    dm[ns:],
+                    res_dev,
+                    src_dev,
+                    np.int32(ns),
+                    np.int32(stride),
+                    magic,
+                    np.float64(tol),
+                    np.float64(theta),
+                    np.int32(light),
+                    np.float64(alpha),
+                ),
+            )
+            res_dev.fill(0)
+            args[26] = np.float64(theta)
         run.last_kernel_ms = cp.cuda.get_elapsed_time(start, stop)
         rows = min(it, TRACE)  # per iteration, as _ppr_push_cpu.solve's trace
         run.last_trace = h_trace[:rows].copy() if rows <= HEAD_ROWS else trace[:rows].get()
         models = "".join("PL"[int(m) == PULL] for m in run.last_trace[:, 0])
-        return p.reshape(ns, stride)[:, :n], (None if f else it), models, h_res[:ns].copy()
+        done = not f and (r_max is not None or worst <= tol)
+        return p.reshape(ns, stride)[:, :n], (it if done else None), models, h_res[:ns].copy()
 
     return run
 
 
-def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1):
+def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: int = 1, r_max=None):
     """``solver``'s run on the workspace kept by the graph for the next call of the same dtype, grid
     and batch, whatever its model, alpha and tol (each call saves the workspace's set-up); one idle
     per graph: concurrent runs (threads) each get their own."""
@@ -377,7 +472,7 @@ def reused_solver(G, mode: int, alpha: float, tol: float, dtype, cost, batch: in
         with slot[0]:
             idle, slot[1] = slot[1], None
         work = idle[1] if idle and idle[0] == key else workspace(G, dtype, cost, batch)
-        out = work(sources, limit, mode, alpha, tol)
+        out = work(sources, limit, mode, alpha, tol, r_max)
         with slot[0]:  # after a run that ended: the kernel left r_in and the counters cleared
             slot[1] = (key, work)
         return out

@@ -27,7 +27,7 @@ def test_solver_statistics_follow_the_reference():
     p, r = np.zeros(g.n), np.zeros(g.n)
     it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-6, PUSH, 10**6,
                     np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), (-1, 0), p, r,
-                    trace, False)  # fmt: skip
+                    trace, False, 0)  # fmt: skip
     ref_p, _, history = _push_reference(g, 0, 0.8, 1e-6)
     assert out == 0 and it == len(history)
     np.testing.assert_allclose(p, ref_p, atol=1e-15)
@@ -50,7 +50,7 @@ def _hybrid_trace(g, model, tol):
         trace = np.zeros((500, 5))
         p = np.zeros(g.n)
         it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, tol, HYBRID, 10**6, weights,
-                        layout, static, degrees, p, np.zeros(g.n), trace, serial)  # fmt: skip
+                        layout, static, degrees, p, np.zeros(g.n), trace, serial, 0)  # fmt: skip
         assert out == 0
         runs.append((it, trace[:it], p))
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
@@ -147,13 +147,14 @@ def test_hybrid_decisions_follow_psi_and_switch():
     trace = np.zeros((500, 5))
     p, r = np.zeros(g.n), np.zeros(g.n)
     degrees = (light_degree(model, static[2], int(deg.max())), int(deg.max()))
+    weights = np.array([20.0, 1.0, 1.0])
     it, _ = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-9, HYBRID, 10**6,
-                  np.array([20.0, 1.0, 1.0]), (16, 8, 32), static, degrees, p, r, trace, False)  # fmt: skip
+                  weights, (16, 8, 32), static, degrees, p, r, trace, False, 0)  # fmt: skip
     chosen = trace[:it, 0].astype(int)
     for k in range(it):
         assert chosen[k] == model.choose(trace[k, 1], static[2], trace[k, 2])
     assert {PUSH, PULL} <= set(chosen.tolist())  # both models ran
-    push = to_host(ppr(g, [0], method="push", tol=1e-9))[0]
+    push = to_host(ppr(g, [0], method="push", r_max=1e-9))[0]
     np.testing.assert_allclose(p, push, atol=1e-14)
 
 
@@ -174,7 +175,7 @@ def test_gpu_hybrid_decides_on_the_device_as_psi_says():
     for k in range(it):
         assert trace[k, 0] == model.choose(trace[k, 1], rdr, trace[k, 2])
     assert set(models) == {"P", "L"} and (trace[:, 3] > 0).all()
-    push = to_host(ppr(g, [0], method="push", tol=1e-9))[0]
+    push = to_host(ppr(g, [0], method="push", r_max=1e-9))[0]
     np.testing.assert_allclose(to_host(p)[0], push, atol=1e-13)
     limited = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)([0], 3)
     assert limited[1] is None and len(limited[2]) == 3  # stopped by the iteration limit

@@ -12,6 +12,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
+from graphs.errors import OptionError
 from operators import ConvergenceError, ppr
 from operators.ppr.cost import HYBRID, PULL, CostModel, pull_static
 from tests.conftest import DEVICES, snap, to_networkx
@@ -113,9 +114,10 @@ def test_topk_and_dtype(device):
         and (labels[0, reached:] == -1).all()
         and (values[0, reached:] == 0).all()
     )
-    f32 = ppr(g, [0], tol=1e-9, dtype=np.float32)
-    assert f32.dtype == np.float32
-    np.testing.assert_allclose(to_host(f32)[0], dense[0], atol=1e-6)
+    f32 = ppr(g, [0], tol=1e-4, dtype=np.float32)
+    assert f32.dtype == np.float32 and np.abs(to_host(f32)[0] - dense[0]).sum() <= 1e-4
+    with pytest.raises(OptionError, match=r"float32 cannot certify an L1 error below 0\.0001"):
+        ppr(g, [0], tol=1e-5, dtype=np.float32)
 
 
 def test_errors():
@@ -159,8 +161,8 @@ def test_cpu_sources_on_threads_equal_one_at_a_time(method, monkeypatch):
     try:
         numba.set_num_threads(1)
         one: dict = {}
-        alone = ppr(g, labels, method=method, tol=1e-8, info=one)
-        top_alone = ppr(g, labels, method=method, tol=1e-8, topk=7)
+        alone = ppr(g, labels, method=method, r_max=1e-8, info=one)
+        top_alone = ppr(g, labels, method=method, r_max=1e-8, topk=7)
         numba.set_num_threads(2)
         calls = []
         monkeypatch.setattr(
@@ -169,8 +171,8 @@ def test_cpu_sources_on_threads_equal_one_at_a_time(method, monkeypatch):
             lambda *a: calls.append(len(a[1])) or threads.for_each_on_threads(*a),
         )
         two: dict = {}
-        np.testing.assert_array_equal(ppr(g, labels, method=method, tol=1e-8, info=two), alone)
-        top = ppr(g, labels, method=method, tol=1e-8, topk=7)
+        np.testing.assert_array_equal(ppr(g, labels, method=method, r_max=1e-8, info=two), alone)
+        top = ppr(g, labels, method=method, r_max=1e-8, topk=7)
         assert calls == [2, 2]
         np.testing.assert_array_equal(top[0], top_alone[0])
         np.testing.assert_array_equal(top[1], top_alone[1])
@@ -190,11 +192,11 @@ def test_gpu_batches_equal_one_source_at_a_time(method):
     g = graphs.rmat(10, seed=4, device="gpu")
     labels = _batch_sources(g)
     one: dict = {}
-    alone = to_host(ppr(g, labels, method=method, tol=1e-8, block=1, info=one))
+    alone = to_host(ppr(g, labels, method=method, r_max=1e-8, block=1, info=one))
     exact = to_host(ppr(g, labels, method="power", tol=1e-13))
     for block in (2, 5):
         info: dict = {}
-        x = to_host(ppr(g, labels, method=method, tol=1e-8, block=block, info=info))
+        x = to_host(ppr(g, labels, method=method, r_max=1e-8, block=block, info=info))
         np.testing.assert_allclose(x, alone, rtol=0, atol=1e-13)
         np.testing.assert_allclose(info["residual"], one["residual"], rtol=1e-9, atol=1e-15)
         np.testing.assert_allclose(x.sum(axis=1) + info["residual"], 1.0, atol=1e-12)
@@ -222,7 +224,7 @@ def test_gpu_batch_hybrid_decides_on_all_rows():
     for k in range(it):
         assert trace[k, 0] == model.choose(trace[k, 1], 3 * rdr, trace[k, 2])
     assert set(models) == {"P", "L"} and (residual <= 1e-9 * (g.m + g.n)).all()
-    push = to_host(ppr(g, [0, 7, 2999], method="push", tol=1e-9, block=1))
+    push = to_host(ppr(g, [0, 7, 2999], method="push", r_max=1e-9, block=1))
     np.testing.assert_allclose(to_host(p), push, atol=1e-13)
     with pytest.raises(ValueError, match="1 to 3 sources"):
         run([0, 1, 2, 3], 10)
@@ -303,16 +305,16 @@ def test_gpu_solver_workspace_is_reused_and_private_to_a_run():
 
     g = graphs.rmat(12, seed=2, device="gpu")
     labels = to_host(g.ids)[::97][:24]
-    one = {int(s): to_host(ppr(g, [s], method="hybrid", tol=1e-8))[0] for s in labels}
+    one = {int(s): to_host(ppr(g, [s], method="hybrid", r_max=1e-8))[0] for s in labels}
     idle = g.derived("ppr_solver_idle", lambda _: None)[1]
-    ppr(g, [labels[0]], method="hybrid", tol=1e-8)
+    ppr(g, [labels[0]], method="hybrid", r_max=1e-8)
     assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is idle[1]  # the same workspace again
-    ppr(g, [labels[0]], method="push", tol=1e-8)  # the same grid (fit_grid): the same workspace
+    ppr(g, [labels[0]], method="push", r_max=1e-8)  # the same grid (fit_grid): the same workspace
     assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is idle[1]
-    ppr(g, [labels[0]], method="hybrid", tol=1e-8, dtype=np.float32)
+    ppr(g, [labels[0]], method="hybrid", r_max=1e-8, dtype=np.float32)
     assert g.derived("ppr_solver_idle", lambda _: None)[1][1] is not idle[1]  # another dtype: another
     with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(lambda s: to_host(ppr(g, [s], method="hybrid", tol=1e-8))[0], labels))
+        got = list(pool.map(lambda s: to_host(ppr(g, [s], method="hybrid", r_max=1e-8))[0], labels))
     for s, x in zip(labels, got, strict=True):
         np.testing.assert_allclose(x, one[int(s)], atol=1e-12)
         assert x.sum() > 0.5
