@@ -22,10 +22,12 @@ import graphs
 from benchmarks.topk_ppr import _sources
 from operators import TopkTuning, build_ppr_index, topk_ppr
 from operators.topk import gpu as tg
+from operators.topk.gpu.bound import Candidates
 
 METHODS = ("start", "push", "estimate_launch", "estimate_finish", "fallback")
 STEPS = ("start", "push", "estimate", "fallback", "bound", "compute")
 STEP_OF = {"estimate_launch": "estimate", "estimate_finish": "estimate"}  # a round's two halves
+profiled = {}  # per workspace (by id): the last query's frontiers, edges pushed and touched vertices
 VARIANTS = (("graphjobs", {}), ("paper schedule", dict(tuning=TopkTuning(persistent=False, jump=False))))
 
 
@@ -44,25 +46,27 @@ def _timed(totals, name, fn):
 def _instrument(totals) -> dict:
     """Patch the timers in; returns the originals to restore."""
     saved = {name: getattr(tg.GPUQuery, name) for name in METHODS}
-    saved |= {name: getattr(tg, name) for name in ("select_and_bound_gpu", "compute_ppr_gpu")}
+    saved["select_and_bound"] = Candidates.select_and_bound
+    saved["compute_ppr_gpu"] = tg.compute_ppr_gpu
     for name in METHODS:
         setattr(tg.GPUQuery, name, _timed(totals, STEP_OF.get(name, name), saved[name]))
-    tg.select_and_bound_gpu = _timed(totals, "bound", saved["select_and_bound_gpu"])
+    Candidates.select_and_bound = _timed(totals, "bound", saved["select_and_bound"])
     tg.compute_ppr_gpu = _timed(totals, "compute", saved["compute_ppr_gpu"])
     finish = tg.GPUQuery.estimate_finish
 
     def counting(self, *a, **kw):  # the round's record has arrived
         out = finish(self, *a, **kw)
-        self.profiled = (int(self.record[4]) + self.launches, self.record[5], self.record[1])
+        record = self.tops.record
+        profiled[id(self)] = (int(record[4]) + self.launches, record[5], record[1])
         return out
 
     start = tg.GPUQuery.start
 
     def starting(self, s):  # the previous query's counts
-        last = getattr(self, "profiled", (0, 0, 0))
+        last = profiled.get(id(self), (0, 0, 0))
         for key, x in zip(("frontiers", "edges", "touched"), last, strict=True):
             totals[key] += x
-        self.profiled = (0, 0, 0)
+        profiled[id(self)] = (0, 0, 0)
         start(self, s)
 
     tg.GPUQuery.estimate_finish, tg.GPUQuery.start = counting, starting
@@ -70,15 +74,16 @@ def _instrument(totals) -> dict:
 
 
 def _count_last(idx, totals) -> None:
-    ws = next(iter(idx._workspaces.values()))  # one thread: one workspace
-    for key, x in zip(("frontiers", "edges", "touched"), ws.profiled, strict=True):
+    ws = next(iter(idx.cache.get("workspaces").values()))  # one thread: one workspace
+    for key, x in zip(("frontiers", "edges", "touched"), profiled.get(id(ws), (0, 0, 0)), strict=True):
         totals[key] += x
-    ws.profiled = (0, 0, 0)
+    profiled[id(ws)] = (0, 0, 0)
 
 
 def _restore(saved: dict) -> None:
     for name, fn in saved.items():
-        setattr(tg.GPUQuery if name in METHODS else tg, name, fn)
+        owner = tg.GPUQuery if name in METHODS else Candidates if name == "select_and_bound" else tg
+        setattr(owner, name, fn)
 
 
 def main() -> None:

@@ -71,7 +71,8 @@ def workspaces_that_fit(G, bytes_per_vertex: int, made: int = 0) -> int:
 
 
 class StreamPool:
-    """Slots of (CUDA stream, workspace); ``make()`` builds a workspace (on the caller's stream)."""
+    """Slots of (CUDA stream, workspace); ``make()`` builds a workspace (on the caller's stream). ``close()``
+    closes the kept workspaces (those with a ``close()``) and drops their streams."""
 
     def __init__(self, make):
         self._make, self._free, self._lock = make, [], threading.Lock()
@@ -99,6 +100,18 @@ class StreamPool:
         ready.record()
         stream.wait_event(ready)
         return stream, workspace
+
+    def close(self) -> None:
+        """Close the kept slots' workspaces, once their streams' work is done, and drop the streams; the
+        pool is then empty (a later ``interleave`` makes new slots)."""
+        with self._lock:
+            slots, self._free = self._free, []
+            self.size -= len(slots)
+        for stream, workspace in slots:
+            stream.synchronize()
+            close = getattr(workspace, "close", None)
+            if callable(close):
+                close()
 
     def interleave(self, start, items, workers: int) -> None:
         """Run the generator ``start(item, workspace)`` of every item, up to ``workers`` at once, each on

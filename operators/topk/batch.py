@@ -25,7 +25,8 @@ CPU_WORKSPACE_BYTES = 37  # per vertex: residues, reserves, marks, touched list,
 
 
 def workspace(index):
-    """The calling thread's query workspace for ``index`` (kept with the index, one per thread)."""
+    """The calling thread's query workspace for ``index`` (kept with the index, one per thread, until
+    ``index.forget_workspaces()`` closes it)."""
     cache = index.cache.setdefault("workspaces", dict)
     key = threading.get_ident()
     ops = cache.get(key)

@@ -51,8 +51,14 @@ class QueryCache:
             return got
 
     def clear(self) -> None:
+        """Forget every kept value, closing the workspaces among them (``close()``: a ``GPUQuery``, the
+        ``StreamPool`` of several streams' workspaces), so that their buffers, streams and CUDA graphs go
+        now rather than whenever nothing else refers to them."""
         with self._lock:
+            values = list(self._items.values())
             self._items.clear()
+            for value in values:
+                _close(value, 2)
 
     def __contains__(self, key: str) -> bool:
         return key in self._items
@@ -67,6 +73,19 @@ class QueryCache:
 def _check(key: str) -> None:
     if key not in KEYS:
         raise KeyError(f"{key!r} is not a declared query cache key ({', '.join(KEYS)})")
+
+
+def _close(value, depth: int) -> None:
+    """``value.close()`` where it has one, else that of what it holds (through dicts, lists and tuples)."""
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+    elif depth > 0 and isinstance(value, dict):
+        for v in value.values():
+            _close(v, depth - 1)
+    elif depth > 0 and isinstance(value, (list, tuple)):
+        for v in value:
+            _close(v, depth - 1)
 
 
 def _owned_elsewhere(value) -> bool:

@@ -126,7 +126,8 @@ class PPRIndex:
     def forget_workspaces(self) -> None:
         """Drop what queries keep with the index for the next call, so that its memory can be freed:
         their workspaces (about 93 bytes per vertex for each GPU stream, 81 with refine=False, 37 for each CPU
-        thread) and round constants."""
+        thread) and round constants. GPU workspaces are closed (``GPUQuery.close``): their buffers, CUDA
+        graphs and streams go at once, and a query on one kept elsewhere raises."""
         if self.graph.device == "gpu":  # no kernel may still use them when their memory is reused
             import_cupy().cuda.Device().synchronize()
         self.cache.clear()

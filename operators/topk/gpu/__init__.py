@@ -16,15 +16,22 @@ from graphs._device import import_cupy
 from operators._gpu.device import sm_count
 from operators._gpu.registry import Kernel
 from operators.topk.gpu import graph as graph_rounds
-from operators.topk.gpu.bound import BY_VERTEX_H, select_and_bound_gpu
-from operators.topk.gpu.entries import bound_smem_plan, segment_count
+from operators.topk.gpu.bound import Candidates
 from operators.topk.gpu.estimate import compute_ppr_gpu, fallback_gpu
-from operators.topk.gpu.frontier import BIG_DEGREE, TSIZE, push_frontiers
-from operators.topk.gpu.lists import round_constants
-from operators.topk.gpu.push import QP_S, VERTEX_CUDA, VERTEX_DEFINES, persistent_blocks, push_persistent
-from operators.topk.gpu.refine import refine_launch_gpu, refine_read_gpu
-from operators.topk.gpu.seen import list_seen, seen_tiles_buffer
-from operators.topk.gpu.select import launch_round_top, read_round_top
+from operators.topk.gpu.frontier import TSIZE, push_frontiers
+from operators.topk.gpu.graph import GraphReplay
+from operators.topk.gpu.push import (
+    QP_S,
+    VERTEX_CUDA,
+    VERTEX_DEFINES,
+    PushState,
+    RoundParams,
+    persistent_blocks,
+)
+from operators.topk.gpu.refine import Refinement
+from operators.topk.gpu.seen import list_seen
+from operators.topk.gpu.select import RoundTops
+from operators.topk.refine import REFINE_Z
 
 THREADS = 256
 
@@ -88,195 +95,187 @@ def _kernel(name):
     return QUERY.get(name)
 
 
-class GPUQuery:
-    """The workspace and round of Algorithm 3 on the GPU (one per calling thread, or stream, and index).
+def _start_args(push: PushState):
+    """The arguments of ``gj_query_clear`` and those of ``gj_query_start`` after the parameter block."""
+    clear = (
+        push.touched,
+        push.counts[3:],
+        np.int64(push.r.size),
+        push.state,
+        push.thr32,
+        push.pi0,
+        push.seen,
+    )
+    return clear, (push.state, push.seen, push.touched, push.counts, push.stats)
 
-    ``counts``: [0:3] frontier sizes (a ring in ``push_frontiers``; [0:2] in the persistent push),
-    [3] touched (listed from ``seen`` after each push), [4:6] big-vertex lists, [6] candidates,
-    [7] unused (cleared with [6]).
-    ``stats``: the query's pushes, frontiers and edges pushed.
-    ``ids``: the high-IRW set H, then the round's candidates; ``est``: their estimates.
+
+class GPUQuery:
+    """The workspace and rounds of Algorithm 3 on the GPU (one per calling thread, or stream, and index):
+    an engine built from parts that own their buffers, closed by ``close()`` (or as a context manager).
+
+    Its parts: ``params``, the round's parameter block (``_topk_gpu_push.RoundParams``); ``push_state``,
+    the vertex state and the push's buffers (``_topk_gpu_push.PushState``); ``candidates``, the round's
+    list, its estimates and Alg. 4's buffers (``_topk_gpu_bound.Candidates``); ``tops``, the round's top
+    k and record (``_topk_gpu_select.RoundTops``); ``refinement``, the refinement's buffers
+    (``_topk_gpu_refine.Refinement``); ``graph_replay``, the rounds captured as CUDA graphs and their
+    capture stream (``_topk_gpu_graph.GraphReplay``); and ``done``, the event recorded after a round's
+    or refinement's last copy. ``blocks`` (the persistent push's grid, fewer when several queries run at
+    once), ``in_flight`` (queries running at once on the GPU) and ``replay`` (rounds as CUDA graphs where
+    they may be) are set by ``_topk_batch``; ``s``, ``fresh``, ``deferred``, ``round`` and ``launches``
+    follow the query in progress.
     """
 
     def __init__(self, index):
         cp = import_cupy()
-        g, a = index.graph, index.arrays
-        if g.indices.dtype != np.int32:
+        if index.graph.indices.dtype != np.int32:
             raise NotImplementedError("GPU top-k PPR queries support graphs with fewer than 2**31 vertices")
-        n = g.n
+        sm_blocks = sm_count()
         self.index = index
-        self.has_big = bool(n) and int(cp.diff(g.indptr).max()) > BIG_DEGREE
-        self.constants = round_constants(index)
-        self.inv_omega = self.constants.inv_omega
-        # gj_vertex records (residue, float threshold, flags); ``r`` views the residues for CuPy code
-        self.state = cp.zeros(2 * n, dtype=cp.float64)
-        self.r = self.state[0::2]
-        self.thr32 = cp.zeros(n, dtype=cp.float32)  # the records' thresholds, for the dense clear
-        self.adaptive = None  # which thresholds they are
-        self.pi0 = cp.zeros(n, dtype=cp.float64)
-        # received a push (a byte per vertex): the touched list is rebuilt from it; whole 16-byte words,
-        # the bytes past n never written
-        self.seen_words = cp.zeros(-(-n // 16) * 16, dtype=cp.uint8)
-        self.seen = self.seen_words[:n]
-        self.touched = cp.empty(n, dtype=cp.int32)
-        self.front = cp.empty((2, n), dtype=cp.int32)
-        self.big = cp.empty(n, dtype=cp.int32)
-        self.bigval = cp.empty(n, dtype=cp.float64)  # also per-frontier values (push), estimates (refine)
-        self.off = cp.empty(n + 1, dtype=cp.int64)
-        self.shift = cp.empty(n, dtype=cp.int64)
-        self.dangling = cp.zeros(1, dtype=cp.float64)
-        self.nh = int(a["high"].size)
-        self.ids = cp.empty(self.nh + n, dtype=cp.int32)
-        self.ids[: self.nh] = a["high"]
-        self.est = cp.empty(self.nh + n, dtype=cp.float64)
-        self.est_h = cp.zeros(self.nh + 1, dtype=cp.float64)
-        self.counts = cp.zeros(8, dtype=cp.int32)
-        self.stats = cp.zeros(3, dtype=cp.uint64)
-        self.round_top = None  # the buffers of ``round_top`` for the last k
-        self.round_tops = {}  # and for every k so far (a captured round holds their addresses)
-        self.sm_blocks = sm_count()
         self.blocks = persistent_blocks()  # fewer when several queries run at once
         self.in_flight = 1  # queries running at once on the GPU (``_topk_batch``)
         self.replay = False  # rounds as CUDA graphs where they may be (set by ``_topk_batch`` for queries)
-        self.bsum = cp.empty(self.blocks, dtype=cp.int64)
-        self.seen_tiles = seen_tiles_buffer(self.seen_words)
-        self.seg_entries = cp.empty(segment_count(self.sm_blocks), dtype=cp.int64)  # Alg. 4's segments
-        self.seg_back = cp.empty(self.seg_entries.size, dtype=cp.float64)
-        self.seg_owners = cp.empty(self.seg_entries.size, dtype=cp.int32)  # lists with entries per segment
-        self.bound_by_vertex, self.bound_smem = self.nh <= BY_VERTEX_H, bound_smem_plan(self.nh)
-        self.launches = 0
-        self.args = {}  # round kernels' arguments, built once per workspace (``launch_args``)
-        # the round's r_max, tau and source (QP_*), written on the host and copied before the kernels
-        self.qp = cp.zeros(4, dtype=cp.float64)
-        self.qp_host = np.frombuffer(cp.cuda.alloc_pinned_memory(32), dtype=np.float64, count=4)
-        self.qp_copy = (self.qp.data.ptr, self.qp_host.ctypes.data, 32)
-        self.qp_sent = False  # qp holds qp_host's values (or their copy is queued)
+        self.params = RoundParams()
+        self.push_state = PushState(index, self.params, sm_blocks, self.blocks)
+        self.candidates = Candidates(index, self.push_state, self.params, sm_blocks)
+        self.tops = RoundTops(index, self.candidates, self.push_state)
+        self.refinement = Refinement(index, self.candidates, sm_blocks)
+        self.graph_replay = GraphReplay()
+        self.done = cp.cuda.Event(block=False, disable_timing=True)  # recorded after a round's last copy
+        self.s = None  # the source of the query in progress
+        self.launches = 0  # the push's launches of the query (the paper's schedule)
         self.fresh = False  # started, its start kernels not yet queued
         self.deferred = None  # the push, queued with the rest of the round (``_topk_gpu_graph``)
-        self.graphs = {}  # the rounds captured as CUDA graphs, by configuration
-        self.capture_stream = None  # where they are captured when the query runs on the legacy stream
-        self.record = np.zeros(6)
-        self.done = cp.cuda.Event(block=False, disable_timing=True)  # recorded after a round's last copy
         self.round = None  # what ``estimate_finish`` reads: (ids, offset, k)
+        self.closed = False
 
-    def thresholds(self, adaptive: bool):
-        """The push thresholds in double: d_out(v) beta(v) (``adaptive``) or d_out(v), at least 1."""
-        cp = import_cupy()
-        deg1 = cp.maximum(cp.diff(self.index.graph.indptr), 1).astype(cp.float64)
-        return deg1 * self.index.arrays["beta"] if adaptive else deg1
+    def __enter__(self) -> GPUQuery:
+        return self
 
-    def load_thresholds(self, adaptive: bool) -> None:
-        """Write ``thresholds(adaptive)`` into the records as floats rounded toward zero: a push then
-        leaves every residue at most the double threshold times r_max."""
-        if self.adaptive == adaptive:
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the workspace: its buffers, captured graphs, capture stream and event, once the device
+        has finished its queued work. A query on it afterwards raises ``RuntimeError``."""
+        if self.closed:
             return
-        cp = import_cupy()
-        thr = self.thresholds(adaptive)
-        low = thr.astype(cp.float32)
-        self.thr32[:] = cp.where(low.astype(cp.float64) > thr, cp.nextafter(low, cp.float32(0)), low)
-        self.state.view(cp.float32)[2::4] = self.thr32
-        self.adaptive = adaptive
+        import_cupy().cuda.Device().synchronize()  # no kernel may still use them when their memory is reused
+        for part in (
+            self.graph_replay,
+            self.refinement,
+            self.tops,
+            self.candidates,
+            self.push_state,
+            self.params,
+        ):
+            part.close()
+        self.done = self.round = self.deferred = None
+        self.closed = True
 
-    def ntouched(self) -> int:
-        return int(self.counts[3])
-
-    def launch_args(self, key, make):
-        """What ``make()`` returns (a round kernel's arguments, or parts of them), kept per workspace and
-        ``key``: a round launches without slicing, viewing or converting its buffers again (a CuPy slice
-        costs a sizeable share of a launch's host time)."""
-        got = self.args.get(key)
-        if got is None:
-            got = self.args[key] = make()
-        return got
-
-    def _start_args(self):
-        clear = (
-            self.touched,
-            self.counts[3:],
-            np.int64(self.r.size),
-            self.state,
-            self.thr32,
-            self.pi0,
-            self.seen,
-        )
-        return clear, (self.state, self.seen, self.touched, self.counts, self.stats)
-
-    def set_param(self, i: int, value) -> None:
-        """Parameter ``i`` (QP_RMAX, QP_TAU, QP_S) of the round, copied to ``qp`` on the current stream
-        before the next kernel that reads it: one copy for the values set since the last (inside a
-        captured round the copy runs with the graph, from what the host wrote last)."""
-        if self.qp_host[i] != value:
-            self.qp_host[i] = value
-            self.qp_sent = False
-
-    def send_params(self) -> None:
-        if not self.qp_sent:
-            cp = import_cupy()
-            stream = cp.cuda.get_current_stream().ptr
-            cp.cuda.runtime.memcpyAsync(*self.qp_copy, cp.cuda.runtime.memcpyHostToDevice, stream)
-            self.qp_sent = True
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(
+                "this GPU top-k query workspace is closed (its buffers were released by close() or "
+                "index.forget_workspaces()); take a new one"
+            )
 
     @property
     def as_graphs(self) -> bool:
         """The rounds of ``topk_ppr``'s queries (``replay``; one at a time, or several in flight, each on its
         own stream) on a graph below ``_topk_gpu_graph.MAX_VERTICES`` run as CUDA graphs; called one by
         one, as the tests do, these primitives launch their kernels at once."""
-        return self.replay and graph_rounds.GRAPHS and self.r.size < graph_rounds.MAX_VERTICES
+        return self.replay and graph_rounds.GRAPHS and self.index.graph.n < graph_rounds.MAX_VERTICES
 
     def start(self, s: int) -> None:
+        self._check_open()
         self.s, self.launches, self.fresh = s, 0, True
         if not self.as_graphs:  # else queued with the first round
             self.launch_start()
 
     def launch_start(self) -> None:
+        p = self.push_state
         self.fresh = False
-        self.set_param(QP_S, self.s)
-        self.send_params()
-        clear, tail = self.launch_args("start", self._start_args)
-        _kernel("gj_query_clear")((self.sm_blocks * 4,), (THREADS,), clear)
-        _kernel("gj_query_start")((1,), (1,), (self.qp, *tail))
+        self.params.set(QP_S, self.s)
+        self.params.send()
+        clear, tail = p.args.get("start", lambda: _start_args(p))
+        _kernel("gj_query_clear")((p.sm_blocks * 4,), (THREADS,), clear)
+        _kernel("gj_query_start")((1,), (1,), (self.params.qp, *tail))
 
     def push(self, rmax: float, *, adaptive: bool, tiling: bool, persistent: bool) -> None:
         """ParallelAFP from the regenerated frontier until it is empty (where rounds run as graphs,
         queued with the rest of the round by ``estimate_launch``)."""
-        self.load_thresholds(adaptive)
+        self._check_open()
+        self.push_state.load_thresholds(adaptive)
         if persistent and self.as_graphs:
             self.deferred = float(rmax)
             return
         if self.fresh:
             self.launch_start()
         if persistent:
-            push_persistent(self, float(rmax))
+            self.push_state.push_persistent(float(rmax), self.blocks)
         else:
-            push_frontiers(self, np.float64(rmax), adaptive, tiling)
-        list_seen(self)
+            self.launches += push_frontiers(self.push_state, self.s, np.float64(rmax), adaptive, tiling)
+        list_seen(self.push_state, self.blocks)
 
     def estimate_launch(self, tau: float, k: int, *, high_irw: bool, tiling: bool) -> None:
         """Queue the rest of the round on the current stream: candidates, Alg. 4, Alg. 6 and the top k,
         copied to the host; ``ready()`` tells when it has arrived."""
-        nh = self.nh
+        self._check_open()
+        c = self.candidates
+        nh = c.nh
         offset = nh if high_irw else 0  # with H: the list is H, then the candidates outside H
-        ids = self.launch_args(("ids", offset), lambda: self.ids[nh - offset :])
+        ids = c.args.get(("ids", offset), lambda: c.ids[nh - offset :])
         if self.deferred is not None:
             rmax, self.deferred = self.deferred, None
-            graph_rounds.queue_round(self, rmax, tau, k, high_irw, tiling, ids, offset)
+            self._queue_round(rmax, tau, k, high_irw, tiling, ids, offset)
         else:
             self.estimate_kernels(tau, k, high_irw, tiling, ids, offset)
         self.done.record()
         self.round = (ids, offset, k)
 
+    def _queue_round(self, rmax, tau, k, high_irw, tiling, ids, offset) -> None:
+        """Queue one round of the query on the current stream, as a graph where one was captured."""
+        c = self.candidates
+        key = (
+            self.fresh,
+            k,
+            high_irw,
+            tiling,
+            self.blocks,
+            self.in_flight,
+            c.bound_smem,
+            c.bound_by_vertex,
+            offset,
+        )
+        self.params.set_round(rmax, tau, self.s)  # a round's first launch sends them: one copy a round
+        args = (rmax, tau, k, high_irw, tiling, ids, offset)
+        if self.graph_replay.replay(key, lambda: self.round_kernels(*args), self._rewind):
+            # the graph sent the parameters (``sent`` is the host's view)
+            self.fresh = self.params.sent = False
+            self.tops.use(k)  # where the graph's copy lands, read by ``estimate_finish``
+
+    def _rewind(self):
+        """What a capture that fails puts back (``GraphReplay.replay``): the start kernels and the
+        parameters' copy were captured, not run."""
+        fresh = self.fresh
+
+        def undo() -> None:
+            self.fresh, self.params.sent = fresh, False
+
+        return undo
+
     def round_kernels(self, rmax, tau, k, high_irw, tiling, ids, offset) -> None:
         """The whole round: the start kernels when it is the query's first, the push and the rest."""
         if self.fresh:
             self.launch_start()
-        push_persistent(self, rmax)
-        list_seen(self)
+        self.push_state.push_persistent(rmax, self.blocks)
+        list_seen(self.push_state, self.blocks)
         self.estimate_kernels(tau, k, high_irw, tiling, ids, offset)
 
     def estimate_kernels(self, tau, k, high_irw, tiling, ids, offset) -> None:
-        select_and_bound_gpu(self, tau, high_irw)
-        compute_ppr_gpu(self, ids, offset, TSIZE if tiling else 1)
-        launch_round_top(self, ids, offset, k)
+        self.candidates.select_and_bound(tau, high_irw, self.in_flight)
+        compute_ppr_gpu(self.candidates, ids, offset, TSIZE if tiling else 1)
+        self.tops.launch(ids, offset, k)
 
     def ready(self) -> bool:
         return self.done.done
@@ -285,23 +284,52 @@ class GPUQuery:
         """The round's top k (host arrays: internal ids, unnormalised estimates), the number of
         candidates and the returned mass sum r(v) b_v (waits for ``estimate_launch``'s work)."""
         self.done.synchronize()
-        verts, est = read_round_top(self, *self.round)
-        return verts, est, int(self.record[0]), float(self.record[2])
+        verts, est = self.tops.read(*self.round)
+        record = self.tops.record
+        return verts, est, int(record[0]), float(record[2])
 
-    # the refinement of the last round's answer at the k-th value (``_topk_refine``)
-    refine_launch, refine_finish = refine_launch_gpu, refine_read_gpu
+    def refine_launch(self, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z) -> None:
+        """Queue the refinement of the last round's answer at the k-th value (``_topk_refine``) on the
+        current stream: in ``topk_ppr``'s queries (``replay``) as a CUDA graph once captured."""
+        self._check_open()
+        ids, offset, _ = self.round
+        listed = offset + self.tops.record[0]  # H and the candidates (the round's record holds their count)
+        graphs = self.graph_replay if self.replay and graph_rounds.GRAPHS else None
+        self.refinement.launch(
+            verts,
+            raw,
+            k,
+            ids,
+            offset,
+            listed,
+            self.s,
+            tau=tau,
+            rho=rho,
+            high_irw=high_irw,
+            edges=edges,
+            z=z,
+            graphs=graphs,
+            rewind=self._rewind,
+        )
+        self.done.record()
+
+    def refine_finish(self):
+        """(vertices, raw estimates, band size) once ``refine_launch``'s copies have arrived."""
+        self.done.synchronize()
+        return self.refinement.read()
 
     def pushes(self) -> int:
-        return int(self.record[3])
+        return int(self.tops.record[3])
 
     def closed_reach(self, limit: int):
         """The touched vertices when at most ``limit`` and each was pushed (see ``_topk_exact``)."""
-        nt = int(self.record[1])  # the round's touched count
+        nt = int(self.tops.record[1])  # the round's touched count
         if nt > limit:
             return None
-        t = self.touched[:nt]
-        pushed = self.pi0[t] > 0
+        t = self.push_state.touched[:nt]
+        pushed = self.push_state.pi0[t] > 0
         return t.get() if bool(pushed.all()) else None
 
     def fallback(self, walks_per_mass: float, key: int):
-        return fallback_gpu(self, walks_per_mass, key)
+        self._check_open()
+        return fallback_gpu(self.push_state, walks_per_mass, key)

@@ -23,10 +23,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.registry import Kernel
-from operators.topk.gpu.entries import TYPES_CUDA, WIDE_ENTRIES, bound_entries, entry_types
-from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, QP_TAU
+from operators.topk.gpu.args import LaunchArgs
+from operators.topk.gpu.entries import (
+    TYPES_CUDA,
+    WIDE_ENTRIES,
+    bound_entries,
+    bound_smem_plan,
+    entry_types,
+    segment_count,
+)
+from operators.topk.gpu.lists import round_constants
+from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, QP_TAU, PushState, RoundParams
 
 BY_VERTEX_H = 1024  # |H| up to which each touched vertex's list is added by its lane or warp
 
@@ -122,70 +132,103 @@ BOUND = Kernel(
 )
 
 
-def select_and_bound_gpu(q, tau: float, exclude_h: bool) -> None:
-    """Append the candidates pi0(s, v) >= tau (outside H when ``exclude_h``) to ``q.ids[nh:]``, counted
-    in ``q.counts[6]``; the walk parts of H's estimates into ``q.est_h[:nh]`` and the returned mass
-    sum r(v) b_v into ``q.est_h[nh]``. ``q`` is the GPUQuery: ``bigval``, ``shift``, ``off`` and
-    ``seg_*`` are its scratch space here, ``bound_by_vertex`` is ``nh <= BY_VERTEX_H`` and
-    ``bound_smem`` its ``_topk_gpu_entries.bound_smem_plan``."""
-    if q.bound_by_vertex:
-        q.est_h.fill(0)
-    q.set_param(QP_TAU, tau)
-    q.send_params()
-    key = ("lists", exclude_h, q.bound_by_vertex)
-    kernel, args, entries = q.launch_args(key, lambda: _round_args(q, exclude_h))
-    kernel((q.seg_entries.size,), (256,), args)
-    if entries is not None:
-        bound_entries(q, *entries)
+class Candidates:
+    """A round's list and Alg. 4's buffers: ``ids`` holds the high-IRW set H, then the round's candidates,
+    ``est`` their estimates (Alg. 6, ``_topk_gpu_estimate.compute_ppr_gpu``), ``est_h`` the walk parts of
+    H's estimates and, last, the returned mass; ``seg_*`` the segments' entry counts, returned mass and
+    lists with entries (``gj_round_lists``). ``bound_by_vertex`` is ``nh <= BY_VERTEX_H`` and
+    ``bound_smem`` its ``_topk_gpu_entries.bound_smem_plan``. It reads the push's vertex state and
+    scratch (``push``) and the round's parameters (``params``); what it reads of the index is built once
+    per index (``_topk_gpu_lists.round_constants``)."""
+
+    def __init__(self, index, push: PushState, params: RoundParams, sm_blocks: int) -> None:
+        cp = import_cupy()
+        n = index.graph.n
+        self.index = index
+        self.push = push
+        self.params = params
+        self.sm_blocks = sm_blocks  # the device's SMs: grids are multiples of it
+        self.constants = round_constants(index)
+        self.nh = int(index.arrays["high"].size)
+        self.ids = cp.empty(self.nh + n, dtype=cp.int32)
+        self.ids[: self.nh] = index.arrays["high"]
+        self.est = cp.empty(self.nh + n, dtype=cp.float64)
+        self.est_h = cp.zeros(self.nh + 1, dtype=cp.float64)
+        self.seg_entries = cp.empty(segment_count(sm_blocks), dtype=cp.int64)  # Alg. 4's segments
+        self.seg_back = cp.empty(self.seg_entries.size, dtype=cp.float64)
+        self.seg_owners = cp.empty(self.seg_entries.size, dtype=cp.int32)  # lists with entries per segment
+        self.bound_by_vertex, self.bound_smem = self.nh <= BY_VERTEX_H, bound_smem_plan(self.nh)
+        self.args = LaunchArgs()
+
+    def select_and_bound(self, tau: float, exclude_h: bool, in_flight: int) -> None:
+        """Append the candidates pi0(s, v) >= tau (outside H when ``exclude_h``) to ``ids[nh:]``, counted
+        in the push's ``counts[6]``; the walk parts of H's estimates into ``est_h[:nh]`` and the returned
+        mass sum r(v) b_v into ``est_h[nh]``. The push's ``bigval``, ``shift`` and ``off`` are scratch
+        space here; ``in_flight``: queries running at once on the GPU (``bound_entries``)."""
+        if self.bound_by_vertex:
+            self.est_h.fill(0)
+        self.params.set(QP_TAU, tau)
+        self.params.send()
+        key = ("lists", exclude_h, self.bound_by_vertex)
+        kernel, args, entries = self.args.get(key, lambda: _round_args(self, exclude_h))
+        kernel((self.seg_entries.size,), (256,), args)
+        if entries is not None:
+            bound_entries(self, in_flight, *entries)
+
+    def close(self) -> None:
+        """Drop the buffers (and the kernel arguments that hold them)."""
+        self.args.close()
+        self.ids = self.est = self.est_h = self.seg_entries = self.seg_back = self.seg_owners = None
 
 
-def _round_args(q, exclude_h: bool):
+def _round_args(c: Candidates, exclude_h: bool):
     """``gj_round_lists`` and its arguments, and those of the entry pass (None by vertex)."""
-    a, nh, nt = q.index.arrays, q.nh, q.counts[3:]
-    segments, by_vertex = q.seg_entries.size, q.bound_by_vertex
-    c = q.constants
-    wide, narrow = c.h_pack.size >= WIDE_ENTRIES, c.h_pack.dtype == np.uint16
+    p = c.push
+    a, nh, nt = c.index.arrays, c.nh, p.counts[3:]
+    segments, by_vertex = c.seg_entries.size, c.bound_by_vertex
+    k = c.constants
+    wide, narrow = k.h_pack.size >= WIDE_ENTRIES, k.h_pack.dtype == np.uint16
     eoff = np.int64 if wide else np.int32
     # scratch: each list's weight (float), gap (its first entry minus its place) and place in its segment
-    wv, gap, off = q.bigval.view(np.float32), q.shift.view(eoff), q.off.view(eoff)
+    wv, gap, off = p.bigval.view(np.float32), p.shift.view(eoff), p.off.view(eoff)
     lists = (
-        q.touched,
+        p.touched,
         nt,
-        q.pi0,
-        q.qp,
+        p.pi0,
+        c.params.qp,
         a["h_index"],
         np.int32(exclude_h),
-        q.ids[nh:],
-        q.counts[6:],
-        q.state,
-        c.lists,
-        c.h_pack,
-        np.int32(c.hbits),
+        c.ids[nh:],
+        p.counts[6:],
+        p.state,
+        k.lists,
+        k.h_pack,
+        np.int32(k.hbits),
         np.int32(nh),
         np.int32(by_vertex),
-        q.est_h,
+        c.est_h,
         wv,
         gap,
         off,
-        q.seg_entries,
-        q.seg_owners,
-        q.seg_back,
+        c.seg_entries,
+        c.seg_owners,
+        c.seg_back,
     )
     entries = None
     if not by_vertex:
         args = (
             nt,
             np.int32(segments),
-            q.seg_entries,
-            q.seg_owners,
-            q.seg_back,
+            c.seg_entries,
+            c.seg_owners,
+            c.seg_back,
             off,
             wv,
             gap,
-            c.h_pack,
-            np.int32(c.hbits),
+            k.h_pack,
+            np.int32(k.hbits),
             np.int32(nh),
-            q.est_h,
+            c.est_h,
         )
         entries = (args, wide, narrow)
     return BOUND.get("gj_round_lists", **entry_types(wide, narrow)), lists, entries

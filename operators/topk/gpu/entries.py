@@ -25,6 +25,7 @@ sampling error is around 1e-3. A float add to shared memory is a compare-and-swa
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.device import shared_memory_optin, shared_memory_per_sm
 from operators._gpu.registry import Kernel
+
+if TYPE_CHECKING:  # (bound imports this module)
+    from operators.topk.gpu.bound import Candidates
 
 BOUND_CHUNK = 8192  # consecutive H entries a warp takes at once, a search each (smaller: more searches)
 # chunks a warp takes, at least (strided over the sequence), where chunks stay within BOUND_CHUNK
@@ -242,28 +246,29 @@ ENTRIES = Kernel(
 )
 
 
-def bound_entries(q, args, wide: bool, narrow: bool) -> None:
-    """Launch the entry pass on ``args`` (``_topk_gpu_bound.select_and_bound_gpu``): into a shared copy
-    of est_h, or of its first part when ``q.bound_smem`` says that all of it does not fit, else into est_h
-    itself. With several queries in flight it takes one block an SM, leaving the rest to their other
-    kernels: batches gain throughput at some cost to a lone query's latency."""
+def bound_entries(c: Candidates, in_flight: int, args, wide: bool, narrow: bool) -> None:
+    """Launch the entry pass on ``args`` (``_topk_gpu_bound.Candidates.select_and_bound``; ``c`` is that
+    part): into a shared copy of est_h, or of its first part when ``c.bound_smem`` says that all of it
+    does not fit, else into est_h itself. With several queries in flight (``in_flight`` > 1) it takes one
+    block an SM, leaving the rest to their other kernels: batches gain throughput at some cost to a lone
+    query's latency."""
 
     def make():
-        smem, per_sm, ncache = q.bound_smem
+        smem, per_sm, ncache = c.bound_smem
         if per_sm:
-            kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < q.nh, narrow)
-            per = min(per_sm, fit) if q.in_flight == 1 else 1
-            return kernel, (q.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), smem
+            kernel, fit = _smem_kernel(import_cupy().cuda.Device().id, wide, ncache < c.nh, narrow)
+            per = min(per_sm, fit) if in_flight == 1 else 1
+            return kernel, (c.sm_blocks * per,), (1024,), (*args, np.int32(ncache)), smem
         return (
             ENTRIES.get("gj_bound_entries", **entries_variant(wide, narrow)),
-            (q.sm_blocks * 8,),
+            (c.sm_blocks * 8,),
             (256,),
             (*args, np.int32(0)),
             0,
         )
 
-    key = ("entries", q.bound_smem, q.in_flight == 1, wide, narrow)
-    kernel, grid, block, full, smem = q.launch_args(key, make)
+    key = ("entries", c.bound_smem, in_flight == 1, wide, narrow)
+    kernel, grid, block, full, smem = c.args.get(key, make)
     kernel(grid, block, full, shared_mem=smem)
 
 

@@ -10,7 +10,8 @@ from graphs._device import import_cupy
 from graphs._mix import MIX_CUDA, MIX_DEFINES
 from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.registry import Kernel
-from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES
+from operators.topk.gpu.bound import Candidates
+from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES, PushState
 from operators.topk.walks import WALK_CUDA
 
 BIG_STEPS = 32  # a tile's steps over one start list, beyond which a block takes the list
@@ -96,59 +97,61 @@ ESTIMATE = Kernel(
 )
 
 
-def compute_ppr_gpu(q, ids, offset: int, tsize: int) -> None:
+def compute_ppr_gpu(c: Candidates, ids, offset: int, tsize: int) -> None:
     """pi0 (+ the residue's own share) + IRW walk sums (+ H part) of the ``offset + ncand`` vertices
-    listed in ``ids``, into ``q.est`` (``q`` is the GPUQuery; the candidate count stays on the device).
-    With tiles (tsize > 1), start lists longer than ``BIG_STEPS`` steps of a tile are summed by a block
-    each afterwards."""
+    listed in ``ids``, into ``c.est`` (``c`` is the round's ``_topk_gpu_bound.Candidates``; the candidate
+    count stays on the device). With tiles (tsize > 1), start lists longer than ``BIG_STEPS`` steps of a
+    tile are summed by a block each afterwards."""
 
     def make():
-        a = q.index.arrays
+        a, p = c.index.arrays, c.push
         big_list = BIG_STEPS * tsize if tsize > 1 else np.iinfo(np.int64).max
-        lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], q.state, q.inv_omega)
-        count = q.counts[6:]
+        lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], p.state, c.constants.inv_omega)
+        count = p.counts[6:]
         small = (
             ids,
             count,
             np.int32(offset),
             np.int32(tsize),
             np.int64(big_list),
-            q.big,
+            p.big,
             *lists,
-            q.pi0,
+            p.pi0,
             a["h_index"],
-            q.est_h,
-            np.float64(q.index.params.own_share),
-            q.est,
+            c.est_h,
+            np.float64(c.index.params.own_share),
+            c.est,
         )
-        big = (ids, count, q.big, *lists, q.est) if tsize > 1 else None
+        big = (ids, count, p.big, *lists, c.est) if tsize > 1 else None
         return small, big
 
-    small, big = q.launch_args(("ppr", offset, tsize), make)
-    ESTIMATE.get("gj_compute_ppr")((q.sm_blocks * 4,), (256,), small)
+    small, big = c.args.get(("ppr", offset, tsize), make)
+    ESTIMATE.get("gj_compute_ppr")((c.sm_blocks * 4,), (256,), small)
     if big is not None:
-        ESTIMATE.get("gj_compute_big")((q.sm_blocks * 2,), (256,), big)
+        ESTIMATE.get("gj_compute_big")((c.sm_blocks * 2,), (256,), big)
 
 
 FALLBACK = Kernel(FALLBACK_KERNEL, ("gj_fallback_walks",), defines=MIX_DEFINES, label="topk-fallback")
 
 
-def fallback_gpu(q, walks_per_mass: float, key: int):
-    """Dense estimates from fresh walks: ceil(r(v) * walks_per_mass) from every v with residue."""
+def fallback_gpu(push: PushState, walks_per_mass: float, key: int):
+    """Dense estimates from fresh walks: ceil(r(v) * walks_per_mass) from every v with residue (``push``
+    is the query's ``_topk_gpu_push.PushState``)."""
     cp = import_cupy()
-    verts = q.touched[: q.ntouched()]
-    rv = q.r[verts]
+    verts = push.touched[: push.ntouched()]
+    rv = push.r[verts]
     keep = rv > 0
     verts, rv = verts[keep], rv[keep]
     nv = cp.maximum(cp.ceil(rv * walks_per_mass), 1).astype(cp.int64)
     wptr = cp.zeros(verts.size + 1, dtype=cp.int64)
     cp.cumsum(nv, out=wptr[1:])
-    est = q.pi0.copy()
+    est = push.pi0.copy()
     ret = cp.zeros(1, dtype=cp.float64)
     total = int(wptr[-1])
+    index = push.index
     if total:
-        g = q.index.graph
-        grid = (max(1, min(q.sm_blocks * 8, (total + 255) // 256)),)
+        g = index.graph
+        grid = (max(1, min(push.sm_blocks * 8, (total + 255) // 256)),)
         FALLBACK.get("gj_fallback_walks")(
             grid,
             (256,),
@@ -160,13 +163,13 @@ def fallback_gpu(q, walks_per_mass: float, key: int):
                 wptr,
                 np.int64(verts.size),
                 np.uint64(key),
-                np.float64(1.0 - q.index.params.alpha),
+                np.float64(1.0 - index.params.alpha),
                 est,
                 ret,
             ),
         )
     est /= 1.0 - ret
-    perm = q.index.perm  # ties (PPR 0 among them) by the ids of the graph the index was built from
+    perm = index.perm  # ties (PPR 0 among them) by the ids of the graph the index was built from
     return (
         (cp.argsort(-est) if perm is None else cp.lexsort(cp.stack([perm.astype(cp.float64), -est]))),
         est,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from operators._gpu.registry import Kernel
-from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, THREADS
+from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, THREADS, PushState
 
 TSIZE = 8
 BIG_DEGREE = 8192
@@ -110,20 +110,21 @@ FRONTIER = Kernel(
 )
 
 
-def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
-    """The round's push, a launch per frontier (``q`` is the GPUQuery)."""
-    g, c = q.index.graph, q.counts
-    q.load_thresholds(adaptive)
+def push_frontiers(push: PushState, s: int, rmax: float, adaptive: bool, tiling: bool) -> int:
+    """The round's push from source ``s``, a launch per frontier; returns the number of launches."""
+    g, c = push.index.graph, push.counts
+    push.load_thresholds(adaptive)
 
     def kernel(name):
         return FRONTIER.get(name)
 
-    grid = (q.sm_blocks * 4,)
+    grid = (push.sm_blocks * 4,)
     c[:3] = 0
     c[4:6] = 0
-    args = (q.touched, c[3:], q.state, rmax, q.front[0], c)
+    args = (push.touched, c[3:], push.state, rmax, push.front[0], c)
     kernel("gj_afp_frontier")(grid, (THREADS,), args)
-    push = kernel("gj_afp_push_tiles" if tiling else "gj_afp_push_threads")
+    push_kernel = kernel("gj_afp_push_tiles" if tiling else "gj_afp_push_threads")
+    has_big = push.max_degree > BIG_DEGREE
     i = 0
     while int(c[i % 3]):  # a host sync per LAUNCHES iterations; empty frontiers cost a launch
         for _ in range(LAUNCHES):
@@ -131,24 +132,24 @@ def push_frontiers(q, rmax: float, adaptive: bool, tiling: bool) -> None:
                 g.indptr,
                 g.indices,
                 rmax,
-                np.int32(q.s),
-                np.float64(q.index.params.alpha),
-                q.state,
-                q.pi0,
-                q.seen,
-                q.front[i % 2],
+                np.int32(s),
+                np.float64(push.index.params.alpha),
+                push.state,
+                push.pi0,
+                push.seen,
+                push.front[i % 2],
                 c[i % 3 :],
-                q.front[(i + 1) % 2],
+                push.front[(i + 1) % 2],
                 c[(i + 1) % 3 :],
                 c[(i + 2) % 3 :],
-                q.big,
-                q.bigval,
+                push.big,
+                push.bigval,
                 c[4 + i % 2 :],
                 c[4 + (i + 1) % 2 :],
-                q.stats,
+                push.stats,
             )
-            push(grid, (THREADS,), args)
-            if tiling and q.has_big:
-                kernel("gj_afp_push_big")((q.sm_blocks * 2,), (THREADS,), args)
+            push_kernel(grid, (THREADS,), args)
+            if tiling and has_big:
+                kernel("gj_afp_push_big")((push.sm_blocks * 2,), (THREADS,), args)
             i += 1
-    q.launches += i
+    return i

@@ -4,18 +4,19 @@ A round queues ten or so launches and copies (the query's start with its first r
 touched list, the candidates and Alg. 4, Alg. 6, the round's top k and its copy to the host), each
 costing host time in CuPy. In a batch the host thread queues every stream's rounds, so on small
 graphs it, not the GPU, sets the rate. The kernels read the round's r_max, tau and source from the
-workspace's parameter block (``GPUQuery.qp``, copied from pinned memory inside the round), so the same
+workspace's parameter block (``RoundParams.qp``, copied from pinned memory inside the round), so the same
 launches serve every round of a configuration: its first round runs them directly (kernels compile,
 buffers and argument tuples get made), the second captures them on the workspace's stream, and every
 later one writes the three parameters and launches the graph. A configuration whose capture fails
 (a driver that cannot capture a cooperative launch) keeps running them directly.
 
 A graph holds the addresses of the workspace's buffers, the index's arrays and the round's top-k
-buffers (``GPUQuery.round_tops``, one per k), which live as long as the workspace that holds it.
+buffers (``RoundTops.by_k``, one per k), which live until the workspace is closed (``GPUQuery.close``),
+the graphs with them.
 
 Rounds replay below MAX_VERTICES only: on larger graphs a batch is bound by the GPU, not the host.
-The refinement (``_topk_refine_gpu``) replays through ``replay`` at every size: its dozen launches a
-query cost host time that the replay saves. Several queries in flight each replay their rounds on
+The refinement (``_topk_refine_gpu``) replays through ``GraphReplay.replay`` at every size: its dozen
+launches a query cost host time that the replay saves. Several queries in flight each replay their rounds on
 their own stream. This relies on ``gj_list_seen`` waiting for the thread that writes a tile's start
 before the block reads it (``_topk_gpu_seen``): rounds replayed side by side would otherwise read a
 start left by an earlier query.
@@ -31,51 +32,53 @@ _CAPTURE = object()  # the configuration ran once: capture it next time
 _DIRECT = object()  # its capture failed: run its launches directly
 
 
-def queue_round(q, rmax: float, tau: float, k: int, high_irw: bool, tiling: bool, ids, offset: int) -> None:
-    """Queue one round of the query on the current stream, as a graph where one was captured."""
-    key = (q.fresh, k, high_irw, tiling, q.blocks, q.in_flight, q.bound_smem, q.bound_by_vertex, offset)
-    q.qp_host[:3] = (rmax, tau, q.s)
-    q.qp_sent = False  # a round's first launch sends them: one copy a round, inside its graph
-    args = (rmax, tau, k, high_irw, tiling, ids, offset)
-    if replay(q, key, lambda: q.round_kernels(*args)):
-        q.fresh = q.qp_sent = False  # the graph sent the parameters (``qp_sent`` is the host's view)
-        q.round_top = q.round_tops[k]  # where the graph's copy lands, read by ``estimate_finish``
+class GraphReplay:
+    """A workspace's rounds and refinements captured as CUDA graphs (``graphs``, by configuration: a
+    graph, or _CAPTURE / _DIRECT), and the stream they are captured on when the query runs on the legacy
+    default stream (``capture_stream``, made at the first such capture)."""
 
+    def __init__(self) -> None:
+        self.graphs = {}
+        self.capture_stream = None
 
-def replay(q, key, launch) -> bool:
-    """Queue ``launch()``'s work (launches and copies on the current stream, the same buffers each time) as
-    the workspace's graph for ``key``: run directly the first time, captured and launched the second,
-    launched from then on. True where a graph was launched."""
-    cp = import_cupy()
-    got = q.graphs.get(key)
-    if got is None or got is _DIRECT:
-        launch()
-        q.graphs.setdefault(key, _CAPTURE)
-        return False
-    if got is _CAPTURE:
-        got = q.graphs[key] = _capture(cp, q, launch)
-        if got is _DIRECT:
+    def replay(self, key, launch, rewind) -> bool:
+        """Queue ``launch()``'s work (launches and copies on the current stream, the same buffers each time)
+        as the graph for ``key``: run directly the first time, captured and launched the second, launched
+        from then on. True where a graph was launched. ``rewind()``, called before a capture, returns a
+        function that puts back the workspace's state that the launches change on the host, called when
+        the capture fails (they were captured, not run)."""
+        cp = import_cupy()
+        got = self.graphs.get(key)
+        if got is None or got is _DIRECT:
             launch()
+            self.graphs.setdefault(key, _CAPTURE)
             return False
-    got.launch(cp.cuda.get_current_stream())
-    return True
+        if got is _CAPTURE:
+            got = self.graphs[key] = self._capture(cp, launch, rewind)
+            if got is _DIRECT:
+                launch()
+                return False
+        got.launch(cp.cuda.get_current_stream())
+        return True
+
+    def _capture(self, cp, launch, rewind):
+        """``launch()``'s work captured (nothing runs yet), or _DIRECT. The legacy default stream, where a
+        query answered alone runs, cannot capture: the workspace's own stream captures it then, and the
+        graph is launched on the current stream like any other work."""
+        stream = cp.cuda.get_current_stream()
+        if stream.ptr == 0:
+            if self.capture_stream is None:
+                self.capture_stream = cp.cuda.Stream(non_blocking=True)
+            stream = self.capture_stream
+        with stream:
+            return _capture_on(cp, launch, stream, rewind())
+
+    def close(self) -> None:
+        """Drop the graphs and the capture stream (no work of theirs may be pending)."""
+        self.graphs = self.capture_stream = None
 
 
-def _capture(cp, q, launch):
-    """``launch()``'s work captured (nothing runs yet), or _DIRECT. The legacy default stream, where a
-    query answered alone runs, cannot capture: the workspace's own stream captures it then, and the
-    graph is launched on the current stream like any other work."""
-    stream = cp.cuda.get_current_stream()
-    if stream.ptr == 0:
-        if q.capture_stream is None:
-            q.capture_stream = cp.cuda.Stream(non_blocking=True)
-        stream = q.capture_stream
-    with stream:
-        return _capture_on(cp, q, launch, stream)
-
-
-def _capture_on(cp, q, launch, stream):
-    fresh = q.fresh
+def _capture_on(cp, launch, stream, undo):
     stream.begin_capture(cp.cuda.runtime.streamCaptureModeThreadLocal)
     ok, graph = False, None
     try:
@@ -89,6 +92,6 @@ def _capture_on(cp, q, launch, stream):
         except Exception:  # an invalidated capture reports it here
             graph = None
     if not ok or graph is None:
-        q.fresh, q.qp_sent = fresh, False  # the start kernels and the parameters' copy were captured, not run
+        undo()  # the start kernels and the parameters' copy were captured, not run
         return _DIRECT
     return graph

@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.device import sm_count
 from operators._gpu.launch import resident_blocks
 from operators._gpu.registry import Kernel
+from operators.topk.gpu.args import LaunchArgs
 
 THREADS = 256
 # persistent push: edges of a lane whose atomic adds are in flight together, and blocks per SM (85
 # registers; 4 per SM would spill); tuned on the benchmark graphs (benchmarks/RESULTS.md, top-k section)
 PUSH_BATCH, PUSH_PER_SM = 2, 3
-QP_RMAX, QP_TAU, QP_S = 0, 1, 2  # GPUQuery.qp, as GJ_QP_* in the kernels
+QP_RMAX, QP_TAU, QP_S = 0, 1, 2  # RoundParams.qp, as GJ_QP_* in the kernels
 
 VERTEX_CUDA = r"""
 // a vertex's query state in one 16-byte record, so that a pushed edge reads one random sector (in three
@@ -42,7 +44,7 @@ VERTEX_CUDA = r"""
 // 2: claimed, so that the reserve pi0 is read and cleared only where one was written)
 struct __align__(16) gj_vertex { double r; float thr; int mark; };
 """
-# a query's parameters of the round in device memory (GPUQuery.qp), so that the round's launches can be
+# a query's parameters of the round in device memory (RoundParams.qp), so that the round's launches can be
 # replayed as a CUDA graph: r_max, tau, the source; the defines of every Kernel whose source has VERTEX_CUDA
 VERTEX_DEFINES = {"GJ_QP_RMAX": QP_RMAX, "GJ_QP_TAU": QP_TAU, "GJ_QP_S": QP_S}
 
@@ -249,32 +251,143 @@ def persistent_blocks(streams: int = 1) -> int:
     return max(1, min(resident, MAX_BLOCKS) // max(1, streams))
 
 
-def push_persistent(q, rmax: float) -> None:
-    """The round's push, every frontier in one cooperative launch (``q`` is the GPUQuery, its thresholds
-    loaded)."""
-    q.set_param(QP_RMAX, rmax)
-    q.send_params()
+class RoundParams:
+    """The round's r_max, tau and source (``QP_*``) in device memory (``qp``), which the round's kernels read
+    so that a captured round serves every round of its configuration: written on the host (pinned memory)
+    and copied to ``qp`` on the current stream before the next kernel that reads them, one copy for the
+    values set since the last (inside a captured round the copy runs with the graph, from what the host
+    wrote last)."""
 
-    def make():
-        g = q.index.graph
-        return (
-            g.indptr,
-            g.indices,
-            q.qp,
-            np.float64(q.index.params.alpha),
-            q.state,
-            q.pi0,
-            q.touched,
-            q.seen,
-            q.front,
-            np.int64(g.n),
-            q.counts,
-            q.bigval,
-            q.off,
-            q.shift,
-            q.bsum,
-            q.dangling,
-            q.stats,
-        )
+    def __init__(self) -> None:
+        cp = import_cupy()
+        self.qp = cp.zeros(4, dtype=cp.float64)
+        self.host = np.frombuffer(cp.cuda.alloc_pinned_memory(32), dtype=np.float64, count=4)
+        self.copy = (self.qp.data.ptr, self.host.ctypes.data, 32)  # memcpyAsync's pointers and size
+        self.sent = False  # qp holds host's values (or their copy is queued)
 
-    persistent_kernel()((q.blocks,), (THREADS,), q.launch_args("push", make))
+    def set(self, i: int, value) -> None:
+        """Parameter ``i`` (QP_RMAX, QP_TAU, QP_S), sent by the next ``send()``."""
+        if self.host[i] != value:
+            self.host[i] = value
+            self.sent = False
+
+    def set_round(self, rmax: float, tau: float, s: int) -> None:
+        """All three for a round queued as a whole: its first launch sends them (inside its graph)."""
+        self.host[:3] = (rmax, tau, s)
+        self.sent = False
+
+    def send(self) -> None:
+        if not self.sent:
+            cp = import_cupy()
+            stream = cp.cuda.get_current_stream().ptr
+            cp.cuda.runtime.memcpyAsync(*self.copy, cp.cuda.runtime.memcpyHostToDevice, stream)
+            self.sent = True
+
+    def close(self) -> None:
+        self.qp = self.host = self.copy = None
+        self.sent = False
+
+
+class PushState:
+    """A query's vertex state and the push's buffers, for a graph of n vertices.
+
+    ``state``: the gj_vertex records (residue, float threshold, flags), ``r`` viewing their residues for
+    CuPy code, ``thr32`` their thresholds (for the dense clear) and ``adaptive`` which ones they are;
+    ``pi0`` the reserves; ``seen_words`` a byte per vertex that received a push (whole 16-byte words,
+    the bytes past n never written; ``seen`` its first n), from which ``touched`` is listed after each
+    push (``_topk_gpu_seen.list_seen``, its per-tile counts in ``seen_tiles``); the two frontiers, the
+    big-vertex list and per-entry values (``big``, ``bigval``: also the persistent push's per-frontier
+    values, Alg. 4's scratch and the refinement's dense estimates), the persistent push's offsets and
+    block sums (``off``, ``shift``: also Alg. 4's scratch; ``bsum``) and dangling share.
+
+    ``counts``: [0:3] frontier sizes (a ring in ``push_frontiers``; [0:2] in the persistent push),
+    [3] touched (listed from ``seen`` after each push), [4:6] big-vertex lists, [6] candidates,
+    [7] unused (cleared with [6]). ``stats``: the query's pushes, frontiers and edges pushed.
+    """
+
+    def __init__(self, index, params: RoundParams, sm_blocks: int, blocks: int) -> None:
+        cp = import_cupy()
+        g = index.graph
+        n = g.n
+        self.index = index
+        self.params = params  # the engine's, read by the push's kernels
+        self.sm_blocks = sm_blocks  # the device's SMs: grids are multiples of it
+        self.max_degree = int(cp.diff(g.indptr).max()) if n else 0
+        self.state = cp.zeros(2 * n, dtype=cp.float64)
+        self.r = self.state[0::2]
+        self.thr32 = cp.zeros(n, dtype=cp.float32)
+        self.adaptive = None
+        self.pi0 = cp.zeros(n, dtype=cp.float64)
+        self.seen_words = cp.zeros(-(-n // 16) * 16, dtype=cp.uint8)
+        self.seen = self.seen_words[:n]
+        self.touched = cp.empty(n, dtype=cp.int32)
+        self.front = cp.empty((2, n), dtype=cp.int32)
+        self.big = cp.empty(n, dtype=cp.int32)
+        self.bigval = cp.empty(n, dtype=cp.float64)
+        self.off = cp.empty(n + 1, dtype=cp.int64)
+        self.shift = cp.empty(n, dtype=cp.int64)
+        self.dangling = cp.zeros(1, dtype=cp.float64)
+        self.counts = cp.zeros(8, dtype=cp.int32)
+        self.stats = cp.zeros(3, dtype=cp.uint64)
+        self.bsum = cp.empty(blocks, dtype=cp.int64)  # blocks: the most the persistent push launches
+        # ``list_seen``'s per-tile counts and starts, for tiles of at least THREADS words
+        self.seen_tiles = cp.empty(2 * max(1, -(-(self.seen_words.size // 16) // THREADS)), dtype=cp.int64)
+        self.args = LaunchArgs()
+
+    def thresholds(self, adaptive: bool):
+        """The push thresholds in double: d_out(v) beta(v) (``adaptive``) or d_out(v), at least 1."""
+        cp = import_cupy()
+        deg1 = cp.maximum(cp.diff(self.index.graph.indptr), 1).astype(cp.float64)
+        return deg1 * self.index.arrays["beta"] if adaptive else deg1
+
+    def load_thresholds(self, adaptive: bool) -> None:
+        """Write ``thresholds(adaptive)`` into the records as floats rounded toward zero: a push then
+        leaves every residue at most the double threshold times r_max."""
+        if self.adaptive == adaptive:
+            return
+        cp = import_cupy()
+        thr = self.thresholds(adaptive)
+        low = thr.astype(cp.float32)
+        self.thr32[:] = cp.where(low.astype(cp.float64) > thr, cp.nextafter(low, cp.float32(0)), low)
+        self.state.view(cp.float32)[2::4] = self.thr32
+        self.adaptive = adaptive
+
+    def ntouched(self) -> int:
+        return int(self.counts[3])
+
+    def push_persistent(self, rmax: float, blocks: int) -> None:
+        """The round's push, every frontier in one cooperative launch of ``blocks`` blocks (thresholds
+        loaded)."""
+        self.params.set(QP_RMAX, rmax)
+        self.params.send()
+
+        def make():
+            g = self.index.graph
+            return (
+                g.indptr,
+                g.indices,
+                self.params.qp,
+                np.float64(self.index.params.alpha),
+                self.state,
+                self.pi0,
+                self.touched,
+                self.seen,
+                self.front,
+                np.int64(g.n),
+                self.counts,
+                self.bigval,
+                self.off,
+                self.shift,
+                self.bsum,
+                self.dangling,
+                self.stats,
+            )
+
+        persistent_kernel()((blocks,), (THREADS,), self.args.get("push", make))
+
+    def close(self) -> None:
+        """Drop the buffers (and the kernel arguments that hold them)."""
+        self.args.close()
+        self.state = self.r = self.thr32 = self.adaptive = self.pi0 = None
+        self.seen_words = self.seen = self.touched = self.front = self.big = self.bigval = None
+        self.off = self.shift = self.dangling = self.counts = self.stats = self.bsum = self.seen_tiles = None

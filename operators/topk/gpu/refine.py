@@ -12,10 +12,11 @@ from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.registry import Kernel
 from operators.topk.cpu import tie_order
-from operators.topk.gpu import graph as graph_rounds
+from operators.topk.gpu.args import LaunchArgs
+from operators.topk.gpu.bound import Candidates
 from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES
 from operators.topk.gpu.refine_need import RP_S, NeedBuffers, estimate_need
-from operators.topk.refine import REFINE_Z, band_cap, merge
+from operators.topk.refine import band_cap, merge
 
 REFINE_KERNELS = r"""
 // the round's list (rp[RP_COUNT] ids, their estimates est): each estimate into dense[t], and the band's
@@ -156,14 +157,22 @@ RP = dict(RP_COUNT=0, RP_RHO=1, RP_KTH=2, RP_VK=3, RP_TAU=4, RP_S=RP_S)
 REFINE_SOURCE = VERTEX_CUDA + SCAN_CUDA + REFINE_KERNELS
 
 
+REFINE = Kernel(
+    REFINE_SOURCE,
+    ("gj_refine_band", "gj_refine_chunks", "gj_refine_need", "gj_refine_sum", "gj_refine_reduce"),
+    defines={"REFINE_PARTS": REFINE_PARTS, **RP, **VERTEX_DEFINES},
+    label="topk-refine",
+)
+
+
 class _Shared:
     """A workspace's refinement buffers for every k: the need list's (``_topk_refine_need.NeedBuffers``),
     the chunks' sums, and the parameter block (device, with its pinned host copy), which the kernels read
     so that the same launches, captured once, serve every query."""
 
-    def __init__(self, q):
+    def __init__(self, index) -> None:
         cp = import_cupy()
-        self.need = NeedBuffers(q)
+        self.need = NeedBuffers(index)
         self.part = cp.empty(REFINE_PARTS, dtype=cp.float64)
         self.rp = cp.zeros(len(RP), dtype=cp.float64)
         mem = cp.cuda.alloc_pinned_memory(self.rp.nbytes)
@@ -175,7 +184,7 @@ class _Band:
     """The band buffers for a cap: the band, its chunks, and the packed answer (``gj_refine_reduce``) with
     its pinned host copy."""
 
-    def __init__(self, cap: int):
+    def __init__(self, cap: int) -> None:
         cp = import_cupy()
         self.cap = cap
         self.band = cp.empty(cap, dtype=cp.int32)
@@ -186,64 +195,85 @@ class _Band:
         self.host = np.frombuffer(mem, dtype=np.float64, count=self.pack.size)
 
 
-def refine_launch_gpu(q, verts, raw, k, *, tau, rho, high_irw, edges, z=REFINE_Z):
-    """Queue the band of the last round's list, its sums and their copy to the host on the current
-    stream (``q``: GPUQuery; ``GPUQuery.refine_launch``). The per-query values go to the parameter block;
-    in ``topk_ppr``'s queries (``q.replay``) the launches run as a CUDA graph from the second query of a
-    configuration on (``_topk_gpu_graph.replay``): its dozen launches, each costing host time, would
-    otherwise hold up the batch's other streams. Once the band kernel has read the round's list and
-    estimates, their buffers (``q.ids``, ``q.est`` past H) hold the need list and its estimates, and
-    ``q.big`` the long start lists, as in a round."""
-    _, offset, _ = q.round
-    cap = band_cap(k)
-    shared = q.__dict__.get("refine_shared")
-    if shared is None:
-        shared = q.refine_shared = _Shared(q)
-    buf = shared.by_cap.get(cap) or shared.by_cap.setdefault(cap, _Band(cap))
-    q.refining = (verts, raw, k, buf)
-    # H and the candidates (the round's record holds their count)
-    shared.rp_host[:] = (offset + q.record[0], rho, raw[k - 1], verts[k - 1], tau, q.s)
-    high_irw, z = bool(high_irw), float(z)
-    key = ("refine", cap, offset, high_irw, z, edges[0].data.ptr, edges[1].data.ptr)
-    launch = lambda: _refine_kernels(q, key, lambda: _args(q, shared, buf, high_irw, z, edges))  # noqa: E731
-    if q.replay and graph_rounds.GRAPHS:
-        graph_rounds.replay(q, key, launch)
-    else:
-        launch()
-    q.done.record()
+class Refinement:
+    """A workspace's refinement of the last round's answer at the k-th value: its buffers (``shared``,
+    made at the first refinement: REFINE_BYTES a vertex that queries with refine=False never take), the
+    refinement in flight (``refining``: the round's answer and the band buffers its copy lands in) and
+    its kernels' arguments. It reads the query's vertex state and the round's list (``cands``, whose
+    ``ids`` and ``est`` past H hold the need list and its estimates once the band kernel has read the
+    round's, and whose push's ``big`` holds the long start lists, as in a round)."""
+
+    def __init__(self, index, cands: Candidates, sm_blocks: int) -> None:
+        self.index = index
+        self.cands = cands
+        self.sm_blocks = sm_blocks  # the device's SMs: grids are multiples of it
+        self.shared: _Shared | None = None
+        self.refining = None
+        self.args = LaunchArgs()
+
+    def launch(self, verts, raw, k, ids, offset, listed, s, *, tau, rho, high_irw, edges, z, graphs, rewind):
+        """Queue the band of the last round's list (``ids``, H past ``offset``; ``listed`` entries), its
+        sums and their copy to the host on the current stream. The per-query values go to the parameter
+        block; with ``graphs`` (a ``_topk_gpu_graph.GraphReplay``: in ``topk_ppr``'s queries) the launches
+        run as a CUDA graph from the second query of a configuration on (``rewind`` as its ``replay``
+        takes): its dozen launches, each costing host time, would otherwise hold up the batch's other
+        streams."""
+        cap = band_cap(k)
+        if self.shared is None:
+            self.shared = _Shared(self.index)
+        shared = self.shared
+        buf = shared.by_cap.get(cap) or shared.by_cap.setdefault(cap, _Band(cap))
+        self.refining = (verts, raw, k, buf)
+        shared.rp_host[:] = (listed, rho, raw[k - 1], verts[k - 1], tau, s)
+        high_irw, z = bool(high_irw), float(z)
+        key = ("refine", cap, offset, high_irw, z, edges[0].data.ptr, edges[1].data.ptr)
+        launch = lambda: self._kernels(key, lambda: _args(self, ids, buf, high_irw, z, edges))  # noqa: E731
+        if graphs is not None:
+            graphs.replay(key, launch, rewind)
+        else:
+            launch()
+
+    def _kernels(self, key, make) -> None:
+        """The refinement's copies and launches on the current stream, their arguments made once per
+        workspace and configuration ``key`` (by ``make``)."""
+        cp = import_cupy()
+        copies, (band, chunks, need, sums, reduce) = self.args.get(key, make)
+        stream = cp.cuda.get_current_stream().ptr
+        runtime = cp.cuda.runtime
+        runtime.memcpyAsync(*copies[0], runtime.memcpyHostToDevice, stream)
+        runtime.memsetAsync(*copies[1], stream)
+        grid = (self.sm_blocks * 4,)
+        REFINE.get("gj_refine_band")(grid, (256,), band)
+        REFINE.get("gj_refine_chunks")((1,), (256,), chunks)
+        REFINE.get("gj_refine_need")(grid, (256,), need)
+        estimate_need(self.shared.need, self.cands, self.shared.rp, self.sm_blocks)
+        REFINE.get("gj_refine_sum")(grid, (256,), sums)
+        REFINE.get("gj_refine_reduce")(grid, (256,), reduce)
+        runtime.memcpyAsync(*copies[2], runtime.memcpyDeviceToHost, stream)
+
+    def read(self):
+        """(vertices, raw estimates, band size) once ``launch``'s copies have arrived."""
+        verts, raw, k, buf = self.refining
+        cap = buf.cap
+        nb = int(buf.host[0])
+        if nb == 0 or nb > cap:
+            return verts, raw, 0
+        band = buf.host[1 : 1 + nb].astype(np.int64)
+        v, e = merge(verts, raw, band, buf.host[1 + cap : 1 + cap + nb].copy(), k, tie_order(self.index)[0])
+        return v, e, nb
+
+    def close(self) -> None:
+        """Drop the buffers (and the kernel arguments that hold them)."""
+        self.args.close()
+        self.shared = self.refining = None
 
 
-REFINE = Kernel(
-    REFINE_SOURCE,
-    ("gj_refine_band", "gj_refine_chunks", "gj_refine_need", "gj_refine_sum", "gj_refine_reduce"),
-    defines={"REFINE_PARTS": REFINE_PARTS, **RP, **VERTEX_DEFINES},
-    label="topk-refine",
-)
-
-
-def _refine_kernels(q, key, make) -> None:
-    """The refinement's copies and launches on the current stream, their arguments made once per
-    workspace and configuration ``key`` (by ``make``)."""
-    cp = import_cupy()
-    copies, (band, chunks, need, sums, reduce) = q.launch_args(key, make)
-    stream = cp.cuda.get_current_stream().ptr
-    runtime = cp.cuda.runtime
-    runtime.memcpyAsync(*copies[0], runtime.memcpyHostToDevice, stream)
-    runtime.memsetAsync(*copies[1], stream)
-    grid = (q.sm_blocks * 4,)
-    REFINE.get("gj_refine_band")(grid, (256,), band)
-    REFINE.get("gj_refine_chunks")((1,), (256,), chunks)
-    REFINE.get("gj_refine_need")(grid, (256,), need)
-    estimate_need(q, q.refine_shared.need, q.refine_shared.rp)
-    REFINE.get("gj_refine_sum")(grid, (256,), sums)
-    REFINE.get("gj_refine_reduce")(grid, (256,), reduce)
-    runtime.memcpyAsync(*copies[2], runtime.memcpyDeviceToHost, stream)
-
-
-def _args(q, shared, buf, high_irw, z, edges):
-    """(copies, kernel arguments) of ``_refine_kernels``."""
-    ids, _, _ = q.round
-    a, P = q.index.arrays, q.index.params
+def _args(r: Refinement, ids, buf, high_irw, z, edges):
+    """(copies, kernel arguments) of ``Refinement._kernels``."""
+    c = r.cands
+    p = c.push
+    a, P = r.index.arrays, r.index.params
+    shared = r.shared
     nb = shared.need
     rp = shared.rp
     copies = (
@@ -255,23 +285,9 @@ def _args(q, shared, buf, high_irw, z, edges):
     chunks = (*head, buf.chunk, *edges)
     own = np.float64(P.own_share)
     return copies, (
-        (ids, rp, q.est, q.state, q.pi0, own, np.float64(z), q.bigval, buf.band, nb.nband, np.int32(buf.cap)),
+        (ids, rp, c.est, p.state, p.pi0, own, np.float64(z), p.bigval, buf.band, nb.nband, np.int32(buf.cap)),
         (*head[:3], edges[0], buf.coff, buf.chunk),
-        (*chunks, q.pi0, a["h_index"], rp, np.int32(high_irw), nb.mark, q.ids[q.nh :], nb.nneed),
-        (*chunks, q.index.graph.indptr, q.bigval, shared.part),
-        (*head, shared.part, q.bigval, np.float64(P.alpha), rp, buf.pack),
+        (*chunks, p.pi0, a["h_index"], rp, np.int32(high_irw), nb.mark, c.ids[c.nh :], nb.nneed),
+        (*chunks, r.index.graph.indptr, p.bigval, shared.part),
+        (*head, shared.part, p.bigval, np.float64(P.alpha), rp, buf.pack),
     )
-
-
-def refine_read_gpu(q):
-    """(vertices, raw estimates, band size) once ``refine_launch_gpu``'s copies have arrived
-    (``GPUQuery.refine_finish``)."""
-    q.done.synchronize()
-    verts, raw, k, buf = q.refining
-    cap = buf.cap
-    nb = int(buf.host[0])
-    if nb == 0 or nb > cap:
-        return verts, raw, 0
-    band = buf.host[1 : 1 + nb].astype(np.int64)
-    v, e = merge(verts, raw, band, buf.host[1 + cap : 1 + cap + nb].copy(), k, tie_order(q.index)[0])
-    return v, e, nb

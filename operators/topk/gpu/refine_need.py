@@ -15,6 +15,8 @@ import numpy as np
 
 from graphs._device import import_cupy
 from operators._gpu.registry import Kernel
+from operators.topk.gpu.args import LaunchArgs
+from operators.topk.gpu.bound import Candidates
 from operators.topk.gpu.estimate import BIG_STEPS
 from operators.topk.gpu.frontier import TSIZE
 from operators.topk.gpu.push import VERTEX_CUDA, VERTEX_DEFINES
@@ -162,20 +164,21 @@ class NeedBuffers:
     before each refinement), and the long lists' slots and chunk sums, sized for the index's lists of
     more than BIG_LIST entries read (``need_variant``)."""
 
-    def __init__(self, q):
+    def __init__(self, index) -> None:
         cp = import_cupy()
-        n = q.r.size
+        n = index.graph.n
         self.mark = cp.zeros(n, dtype=cp.int32)
         self.w = cp.zeros(n, dtype=cp.float64)
         self.counts = cp.zeros(2, dtype=cp.uint64)
         self.nband, self.nneed = self.counts[:1].view(cp.int32)[:1], self.counts[:1].view(cp.int32)[1:]
         self.bc = self.counts[1:]
-        lengths = cp.diff(q.index.arrays["ip1"])
+        lengths = cp.diff(index.arrays["ip1"])
         # entries read, at most: a sampled list's from offset 0
         read = cp.where(lengths > SAMPLE_FROM, (lengths + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE, lengths)
         long_lists = read[read > BIG_LIST]
         self.cbase = cp.empty(max(long_lists.size, 1), dtype=cp.int64)
         self.part = cp.empty(max(int(((long_lists + BIG_CHUNK - 1) // BIG_CHUNK).sum()), 1), dtype=cp.float64)
+        self.args = LaunchArgs()  # ``estimate_need``'s
 
 
 NEED = Kernel(
@@ -197,12 +200,12 @@ def _kernel(name: str):
     return NEED.get(name, **need_variant())
 
 
-def estimate_need(q, nb: NeedBuffers, rp) -> None:
-    """Queue the estimates of the ``nb.nneed`` vertices listed in ``q.ids`` past H into ``q.bigval`` (the
-    dense estimates) on the current stream, their walk parts through ``q.est`` past H; marks and weights
-    are cleared (the arguments made once per workspace)."""
-    weights, walk_sums, big, big_sum, scatter = q.launch_args(("refine-need",), lambda: _args(q, nb, rp))
-    grid = (q.sm_blocks * 4,)
+def estimate_need(nb: NeedBuffers, cands: Candidates, rp, sm_blocks: int) -> None:
+    """Queue the estimates of the ``nb.nneed`` vertices listed in ``cands.ids`` past H into the push's
+    ``bigval`` (the dense estimates) on the current stream, their walk parts through ``cands.est`` past H;
+    marks and weights are cleared (the arguments made once per workspace; grids of ``sm_blocks`` times 4)."""
+    weights, walk_sums, big, big_sum, scatter = nb.args.get(("refine-need",), lambda: _args(nb, cands, rp))
+    grid = (sm_blocks * 4,)
     _kernel("gj_refine_weights")(grid, (256,), (*weights, np.int32(1), nb.w))
     _kernel("gj_refine_walk_sums")(grid, (256,), walk_sums)
     _kernel("gj_refine_big")(grid, (256,), big)
@@ -211,16 +214,17 @@ def estimate_need(q, nb: NeedBuffers, rp) -> None:
     _kernel("gj_refine_scatter")(grid, (256,), scatter)
 
 
-def _args(q, nb: NeedBuffers, rp):
-    a = q.index.arrays
-    need, got = q.ids[q.nh :], q.est[q.nh :]
+def _args(nb: NeedBuffers, c: Candidates, rp):
+    p = c.push
+    a = c.index.arrays
+    need, got = c.ids[c.nh :], c.est[c.nh :]
     lists = (a["ip1"], a["starts"], a["ip2"], a["freqs"], nb.w)
-    spread = (need, nb.bc, q.big, nb.cbase)
-    own = np.float64(q.index.params.own_share)
+    spread = (need, nb.bc, p.big, nb.cbase)
+    own = np.float64(c.index.params.own_share)
     return (
-        (q.touched, q.counts[3:], q.state, q.inv_omega, nb.nneed),
-        (need, nb.nneed, np.int32(TSIZE), nb.bc, q.big, nb.cbase, *lists, rp, got),
+        (p.touched, p.counts[3:], p.state, c.constants.inv_omega, nb.nneed),
+        (need, nb.nneed, np.int32(TSIZE), nb.bc, p.big, nb.cbase, *lists, rp, got),
         (*spread, *lists, rp, nb.part),
         (*spread, a["ip1"], rp, nb.part, got),
-        (need, nb.nneed, got, q.state, q.pi0, a["h_index"], q.est_h, own, q.bigval, nb.mark),
+        (need, nb.nneed, got, p.state, p.pi0, a["h_index"], c.est_h, own, p.bigval, nb.mark),
     )

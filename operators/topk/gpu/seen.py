@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import import_cupy
 from operators._gpu.blocks import SCAN_CUDA
 from operators._gpu.registry import Kernel
-from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, THREADS
+from operators.topk.gpu.push import PUSH_DEFINES, PUSH_DEVICE, THREADS, PushState
 
 LIST_SEEN_CUDA = r"""
 // a 16-byte word of flags (vertices 16 w to 16 w + 15) as a 16-bit mask, bit i for vertex 16 w + i; a
@@ -117,21 +116,23 @@ LIST_SEEN = Kernel(
 )
 
 
-def list_seen(q) -> None:
-    """Rebuild ``q.touched`` (and its count) from the seen flags after a push, in vertex order."""
+def list_seen(push: PushState, blocks: int) -> None:
+    """Rebuild ``push.touched`` (and its count) from the seen flags after a push, in vertex order, in a
+    cooperative launch of ``blocks`` blocks."""
 
     def make():
-        nw = q.seen_words.size // 16
-        tw = THREADS * max(1, -(-nw // (THREADS * SEEN_TILES * q.blocks)))
+        nw = push.seen_words.size // 16
+        tw = THREADS * max(1, -(-nw // (THREADS * SEEN_TILES * blocks)))
         kernel = LIST_SEEN.get("gj_list_seen")
-        args = (q.seen_words, np.int64(q.seen.size), np.int64(tw), q.touched, q.counts[3:], q.seen_tiles)
+        args = (
+            push.seen_words,
+            np.int64(push.seen.size),
+            np.int64(tw),
+            push.touched,
+            push.counts[3:],
+            push.seen_tiles,
+        )
         return kernel, args
 
-    kernel, args = q.launch_args(("seen", q.blocks), make)
-    kernel((q.blocks,), (THREADS,), args)
-
-
-def seen_tiles_buffer(seen_words):
-    """``list_seen``'s per-tile counts and starts, for tiles of at least THREADS words."""
-    cp = import_cupy()
-    return cp.empty(2 * max(1, -(-(seen_words.size // 16) // THREADS)), dtype=cp.int64)
+    kernel, args = push.args.get(("seen", blocks), make)
+    kernel((blocks,), (THREADS,), args)

@@ -19,6 +19,8 @@ from graphs._device import import_cupy
 from operators._gpu.launch import resident_blocks
 from operators._gpu.registry import Kernel
 from operators.topk.cpu import select_top, tie_order
+from operators.topk.gpu.bound import Candidates
+from operators.topk.gpu.push import PushState
 
 HEAD = 8  # record (6), entries above the k-th value, ties at it
 THREADS = 256
@@ -133,49 +135,75 @@ class RoundTop:
         self.args = {}  # the kernel's arguments by list offset
 
 
-def launch_round_top(q, ids, offset: int, k: int) -> None:
-    """Queue the kernel and the copy of its buffer into pinned host memory on the current stream (``q`` is
-    the GPUQuery; its list is ``ids[:offset + candidates]`` with estimates ``q.est``)."""
-    top = q.round_top = q.round_tops.get(k) or q.round_tops.setdefault(k, RoundTop(k))
-    args = top.args.get(offset)
-    if args is None:
-        args = top.args[offset] = (
-            q.est,
-            ids,
-            np.int32(offset),
-            q.counts,
-            q.est_h,
-            np.int32(q.nh),
-            q.stats,
-            np.int32(k),
-            np.int32(top.cap),
-            top.hist[:1024],
-            top.hist[1024:],
-            top.out,
+class RoundTops:
+    """A workspace's round top k: the ``RoundTop`` buffers of every k so far (a captured round holds their
+    addresses), those of the last round's k (``current``), and the last round's record (``record``: its
+    candidates, touched vertices, returned mass, and the query's pushes, frontiers and edges so far). It
+    reads the round's list (``cands``, a ``_topk_gpu_bound.Candidates``) and counts (``push``)."""
+
+    def __init__(self, index, cands: Candidates, push: PushState) -> None:
+        self.index = index
+        self.cands = cands
+        self.push = push
+        self.by_k = {}
+        self.current: RoundTop | None = None
+        self.record = np.zeros(6)
+
+    def launch(self, ids, offset: int, k: int) -> None:
+        """Queue the kernel and the copy of its buffer into pinned host memory on the current stream (the
+        list is ``ids[:offset + candidates]`` with estimates ``cands.est``)."""
+        c, p = self.cands, self.push
+        top = self.current = self.by_k.get(k) or self.by_k.setdefault(k, RoundTop(k))
+        args = top.args.get(offset)
+        if args is None:
+            args = top.args[offset] = (
+                c.est,
+                ids,
+                np.int32(offset),
+                p.counts,
+                c.est_h,
+                np.int32(c.nh),
+                p.stats,
+                np.int32(k),
+                np.int32(top.cap),
+                top.hist[:1024],
+                top.hist[1024:],
+                top.out,
+            )
+        _kernel()((top.blocks,), (THREADS,), args)
+        # ``top.out.get(out=top.host, blocking=False)`` without its checks (host time a round)
+        cp = import_cupy()
+        cp.cuda.runtime.memcpyAsync(
+            *top.copy, cp.cuda.runtime.memcpyDeviceToHost, cp.cuda.get_current_stream().ptr
         )
-    _kernel()((top.blocks,), (THREADS,), args)
-    cp = import_cupy()  # ``top.out.get(out=top.host, blocking=False)`` without its checks (host time a round)
-    cp.cuda.runtime.memcpyAsync(
-        *top.copy, cp.cuda.runtime.memcpyDeviceToHost, cp.cuda.get_current_stream().ptr
-    )
 
+    def use(self, k: int) -> None:
+        """The last round's copy landed in k's buffers (a round replayed as a graph)."""
+        self.current = self.by_k[k]
 
-def read_round_top(q, ids, offset: int, k: int):
-    """Once ``launch_round_top``'s copy has arrived: the round's record (``q.record``) and its list's top
-    k, host arrays of vertex ids and estimates, decreasing, ties ranked as ``select_top`` ranks them."""
-    cp = import_cupy()
-    top = q.round_top
-    h = top.host
-    q.record = h[:6].copy()
-    above, ties = int(h[6]), int(h[7])
-    a0, t0 = HEAD, HEAD + 2 * k
-    est = np.concatenate((h[a0 : a0 + above], h[t0 : t0 + min(ties, top.cap)]))
-    verts = np.concatenate((h[a0 + k : a0 + k + above], h[t0 + top.cap : t0 + top.cap + min(ties, top.cap)]))
-    if ties > top.cap:  # more entries equal to the k-th value than the buffer holds: read them all
-        size = offset + int(q.record[0])
-        sel = cp.flatnonzero(q.est[:size].astype(cp.float32) == np.float32(h[t0]))
-        est = np.concatenate((est[:above], q.est[sel].get()))
-        verts = np.concatenate((verts[:above], ids[sel].get().astype(np.float64)))
-    verts = verts.astype(np.int64)
-    best = select_top(verts, est, k, tie_order(q.index)[0])
-    return verts[best], est[best]
+    def read(self, ids, offset: int, k: int):
+        """Once ``launch``'s copy has arrived: the round's record (``record``) and its list's top k, host
+        arrays of vertex ids and estimates, decreasing, ties ranked as ``select_top`` ranks them."""
+        cp = import_cupy()
+        top = self.current
+        h = top.host
+        self.record = h[:6].copy()
+        above, ties = int(h[6]), int(h[7])
+        a0, t0 = HEAD, HEAD + 2 * k
+        est = np.concatenate((h[a0 : a0 + above], h[t0 : t0 + min(ties, top.cap)]))
+        verts = np.concatenate(
+            (h[a0 + k : a0 + k + above], h[t0 + top.cap : t0 + top.cap + min(ties, top.cap)])
+        )
+        if ties > top.cap:  # more entries equal to the k-th value than the buffer holds: read them all
+            size = offset + int(self.record[0])
+            est_all = self.cands.est
+            sel = cp.flatnonzero(est_all[:size].astype(cp.float32) == np.float32(h[t0]))
+            est = np.concatenate((est[:above], est_all[sel].get()))
+            verts = np.concatenate((verts[:above], ids[sel].get().astype(np.float64)))
+        verts = verts.astype(np.int64)
+        best = select_top(verts, est, k, tie_order(self.index)[0])
+        return verts[best], est[best]
+
+    def close(self) -> None:
+        """Drop the buffers of every k."""
+        self.by_k = self.current = None

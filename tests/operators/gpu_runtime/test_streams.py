@@ -134,6 +134,26 @@ def test_interleave_runs_on_the_slots_that_fit_when_a_workspace_finds_no_memory(
     assert pool.size == 2 and len(pool._free) == 2  # the failed slot is not counted
 
 
+def test_close_closes_the_kept_workspaces_after_their_streams(pool, monkeypatch):
+    """``close()`` (``forget_workspaces``) waits for each kept slot's stream, closes its workspace and
+    leaves the pool empty; a later call makes new slots."""
+    closed = []
+
+    def close(work):  # each stream's work done before its workspace closes
+        closed.append((work, all(stream.synced for stream, w in slots if w is work)))
+
+    monkeypatch.setattr(Work, "close", close, raising=False)
+    log, live = [], []
+    pool.interleave(lambda item, work: _query(item, work, log, live), list(range(9)), 3)
+    slots = list(pool._free)
+    pool.close()
+    assert sorted(id(w) for w, _ in closed) == sorted(id(w) for _, w in slots)
+    assert all(synced for _, synced in closed)
+    assert pool.size == 0 and not pool._free
+    pool.interleave(lambda item, work: _query(item, work, log, live), [1, 2], 2)
+    assert pool.size == 2 and not {id(w) for _, w in pool._free} & {id(w) for _, w in slots}
+
+
 def test_exhaust_returns_the_generators_value():
     def gen():
         yield

@@ -31,18 +31,19 @@ def test_gpu_push_conserves_mass_and_empties_the_frontier(rmat13, persistent, bl
     idx = build_ppr_index(rmat13.to("gpu"), seed=2)
     q = GPUQuery(idx)
     q.blocks = blocks or q.blocks
+    p = q.push_state
     for s in _sources(rmat13, 3, seed=1):
         q.start(int(s))
         for delta in (1e-3, 1e-4, 1e-5):  # three rounds: each regenerates its frontier from touched
             rmax = idx.params.r_max(delta)
             q.push(rmax, adaptive=True, tiling=True, persistent=persistent)
-            r, pi0 = q.r.get(), q.pi0.get()
+            r, pi0 = p.r.get(), p.pi0.get()
             assert abs(r.sum() + pi0.sum() - 1.0) < 1e-9 and (r >= 0).all() and (pi0 >= 0).all()
-            assert (r <= q.thresholds(True).get() * rmax * (1 + 1e-12)).all()
-            touched = q.touched[: q.ntouched()].get()
+            assert (r <= p.thresholds(True).get() * rmax * (1 + 1e-12)).all()
+            touched = p.touched[: p.ntouched()].get()
             assert (np.diff(touched) > 0).all()  # once each, in vertex order
             assert set(np.flatnonzero((r > 0) | (pi0 > 0))) <= set(touched.tolist())
-            np.testing.assert_array_equal(np.flatnonzero(q.seen.get()), touched)
+            np.testing.assert_array_equal(np.flatnonzero(p.seen.get()), touched)
         cp.cuda.Device().synchronize()
 
 
@@ -64,17 +65,18 @@ def test_gpu_touched_list_from_seen_flags(n, share, blocks):
 
     q = GPUQuery(build_ppr_index(graphs.barabasi_albert(n, 3, seed=0, device="gpu"), seed=0))
     q.blocks = blocks or q.blocks
+    p = q.push_state
     rng = np.random.default_rng(n)
     flags = rng.random(n) < np.where(np.arange(n) < n // 10, 0.9, share)
     flags[-1] = True
-    q.seen[:] = cp.asarray(flags * rng.integers(1, 256, n), dtype=cp.uint8)
-    q.r[:] = cp.asarray(flags.astype(np.float64))
-    list_seen(q)
-    assert q.ntouched() == flags.sum()
-    np.testing.assert_array_equal(q.touched[: q.ntouched()].get(), np.flatnonzero(flags))
+    p.seen[:] = cp.asarray(flags * rng.integers(1, 256, n), dtype=cp.uint8)
+    p.r[:] = cp.asarray(flags.astype(np.float64))
+    list_seen(p, q.blocks)
+    assert p.ntouched() == flags.sum()
+    np.testing.assert_array_equal(p.touched[: p.ntouched()].get(), np.flatnonzero(flags))
     q.start(0)
-    assert np.flatnonzero(q.seen.get()).tolist() == [0] and q.ntouched() == 1
-    assert np.flatnonzero(q.r.get()).tolist() == [0]
+    assert np.flatnonzero(p.seen.get()).tolist() == [0] and p.ntouched() == 1
+    assert np.flatnonzero(p.r.get()).tolist() == [0]
 
 
 @pytest.mark.gpu
@@ -87,18 +89,19 @@ def test_gpu_vertex_records_hold_thresholds_rounded_down(rmat13):
     from operators.topk.gpu import GPUQuery
 
     q = GPUQuery(build_ppr_index(rmat13.to("gpu"), seed=2))
-    floats, flags = q.state.view(cp.float32)[2::4], q.state.view(cp.int32)[3::4]
+    p = q.push_state
+    floats, flags = p.state.view(cp.float32)[2::4], p.state.view(cp.int32)[3::4]
     for adaptive in (True, False, True):
-        q.load_thresholds(adaptive)
-        want, got = q.thresholds(adaptive).get(), floats.get().astype(np.float64)
+        p.load_thresholds(adaptive)
+        want, got = p.thresholds(adaptive).get(), floats.get().astype(np.float64)
         below = np.nextafter(floats.get(), np.float32(np.inf)).astype(np.float64)
         assert (got <= want).all() and (below > want).all() and (got < want).any() == adaptive
-    q.r[:] = 0.5  # as if the last query had touched every vertex
+    p.r[:] = 0.5  # as if the last query had touched every vertex
     flags[:] = 3
-    q.touched[:] = cp.arange(rmat13.n, dtype=cp.int32)
-    q.counts[3] = rmat13.n
+    p.touched[:] = cp.arange(rmat13.n, dtype=cp.int32)
+    p.counts[3] = rmat13.n
     q.start(7)
-    assert q.r.get().sum() == 1.0 and q.r.get()[7] == 1.0 and not flags.get().any()
+    assert p.r.get().sum() == 1.0 and p.r.get()[7] == 1.0 and not flags.get().any()
     np.testing.assert_array_equal(floats.get(), got.astype(np.float32))
 
 
@@ -113,8 +116,9 @@ def test_gpu_start_clears_the_claimed_reserves(rmat13):
 
     idx = build_ppr_index(rmat13.to("gpu"), seed=2)
     q, n = GPUQuery(idx), rmat13.n
-    q.load_thresholds(True)
-    flags = q.state.view(cp.int32)[3::4]
+    p = q.push_state
+    p.load_thresholds(True)
+    flags = p.state.view(cp.int32)[3::4]
     deg = np.diff(to_host(idx.graph.indptr))  # the query's ids are the index's (a copy by degree)
     sources = np.flatnonzero(deg > 0)
     sources = sources[np.argsort(deg[sources], kind="stable")][:: sources.size // 40]  # all degrees
@@ -123,16 +127,16 @@ def test_gpu_start_clears_the_claimed_reserves(rmat13):
         for delta in (1.0, 10.0):  # large r_max: a few hundred touched, a few dozen claimed (of n = 8,192)
             q.start(int(s))
             q.push(idx.params.r_max(delta), adaptive=True, tiling=True, persistent=True)
-            pi0, f, nt = q.pi0.get(), flags.get(), q.ntouched()
-            touched = q.touched[:nt].get()
+            pi0, f, nt = p.pi0.get(), flags.get(), p.ntouched()
+            touched = p.touched[:nt].get()
             assert ((f[pi0 > 0] & 4) > 0).all()  # every reserve written is flagged
             assert set(np.flatnonzero(f & 4)) <= set(touched)
             claimed = int((pi0 > 0).sum())
             if nt * DENSE_CLEAR > n or not 1 < claimed < nt:
                 continue
             q.start(int(s))
-            assert not q.pi0.get().any() and not flags.get().any()
-            assert np.flatnonzero(q.r.get()).tolist() == [s] and q.r.get()[s] == 1.0
+            assert not p.pi0.get().any() and not flags.get().any()
+            assert np.flatnonzero(p.r.get()).tolist() == [s] and p.r.get()[s] == 1.0
             checked += 1
     assert checked >= 5
 
@@ -163,7 +167,8 @@ def _pushed_query(idx):
     q, a = GPUQuery(idx), _host(idx)
     q.start(int(np.argmax(np.diff(a["hptr"]))))
     q.push(idx.params.r_max(1e-6), adaptive=True, tiling=True, persistent=True)
-    return q, a, q.r.get(), q.pi0.get(), q.touched[: q.ntouched()].get()
+    p = q.push_state
+    return q, a, p.r.get(), p.pi0.get(), p.touched[: p.ntouched()].get()
 
 
 @pytest.mark.gpu
@@ -202,7 +207,6 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
     import functools
 
     from operators.topk.gpu import bound, entries, lists
-    from operators.topk.gpu.bound import select_and_bound_gpu
 
     # the index's round constants are built again here, and the index's own put back after the test
     lists.round_constants(rmat16_gpu)
@@ -216,40 +220,41 @@ def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast,
         monkeypatch.setattr(entries, "_smem_kernel", functools.cache(entries._smem_kernel.__wrapped__))
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
-    assert q.constants.h_pack.dtype == (np.uint16 if words == 16 else np.uint32)
+    c = q.candidates
+    assert c.constants.h_pack.dtype == (np.uint16 if words == 16 else np.uint32)
     if narrow:
-        q.sm_blocks = 1
+        c.sm_blocks = 1
     v = np.flatnonzero(r > 0)
     lo, hi = a["hptr"][v], a["hptr"][v + 1]
     owner = np.repeat(np.arange(v.size), hi - lo)  # entry j of v's list is hptr[v] + j
     entry = np.arange(owner.size) - np.repeat(np.cumsum(hi - lo) - (hi - lo) - lo, hi - lo)
     w = rmat16_gpu.params.walk_share * r[v] / a["omega"][v]  # first-step walks carry alpha of r(v)
-    expect = np.zeros(q.nh + 1)
+    expect = np.zeros(c.nh + 1)
     np.add.at(expect, a["h_end"][entry], w[owner] * a["h_freq"][entry])
-    expect[q.nh] = (w * a["ret"][v]).sum()
-    assert (hi - lo).max() > 32 and (hi - lo > 0).sum() > 100 and touched.size > 4 * q.seg_entries.size
-    assert q.bound_smem[1] > 0 and q.bound_smem[2] == q.nh
+    expect[c.nh] = (w * a["ret"][v]).sum()
+    assert (hi - lo).max() > 32 and (hi - lo > 0).sum() > 100 and touched.size > 4 * c.seg_entries.size
+    assert c.bound_smem[1] > 0 and c.bound_smem[2] == c.nh
     assert not narrow or owner.size > 64 * 4 * 32  # BOUND_SPREAD chunks of 32 or more, each of 64 warps
     tau = float(np.quantile(pi0[touched], 0.9))
-    assert q.bound_by_vertex
-    ways = [(True, q.bound_smem, True), (False, q.bound_smem, True), (False, q.bound_smem, False)]
+    assert c.bound_by_vertex
+    ways = [(True, c.bound_smem, True), (False, c.bound_smem, True), (False, c.bound_smem, False)]
     # the pass over the entries takes w(v) in float and forms each term w(v) f in float (two roundings);
     # the shared-memory copy adds in float too: a bin of N terms (all positive) is off by at most
     # (N + 2) 2^-24 of its sum, whatever block took them; the lane-or-warp way adds in double
-    terms = np.append(np.bincount(a["h_end"][entry], minlength=q.nh), 0)
+    terms = np.append(np.bincount(a["h_end"][entry], minlength=c.nh), 0)
     in_float = (terms + 2) * 2.0**-24 * expect
-    half = q.nh // 2  # a shared copy of H's first half only, as when |H| does not fit (R-MAT 26)
+    half = c.nh // 2  # a shared copy of H's first half only, as when |H| does not fit (R-MAT 26)
     ways += [(False, (4 * half, 1, half), True), (False, (0, 0, 0), True)]
     for by_vertex, plan, exclude_h in ways:
-        q.bound_by_vertex, q.bound_smem = by_vertex, plan
-        q.est_h.fill(1.0)
-        q.counts[6] = 0
-        select_and_bound_gpu(q, tau, exclude_h)
-        got, shared = q.est_h.get(), not by_vertex and plan[1] > 0
+        c.bound_by_vertex, c.bound_smem = by_vertex, plan
+        c.est_h.fill(1.0)
+        q.push_state.counts[6] = 0
+        c.select_and_bound(tau, exclude_h, q.in_flight)
+        got, shared = c.est_h.get(), not by_vertex and plan[1] > 0
         tol = in_float if shared else 1e-9 * expect if by_vertex else 2.0**-23 * expect
         assert (np.abs(got - expect) <= tol + 1e-15).all()
-        assert np.abs(got[q.nh] - expect[q.nh]) <= 1e-12 * expect[q.nh]  # returned mass: in double
-        listed = q.ids[q.nh : q.nh + int(q.counts[6])].get()
+        assert np.abs(got[c.nh] - expect[c.nh]) <= 1e-12 * expect[c.nh]  # returned mass: in double
+        listed = c.ids[c.nh : c.nh + int(q.push_state.counts[6])].get()
         want = touched[(pi0[touched] >= tau) & ~(exclude_h & (a["h_index"][touched] >= 0))]
         assert listed.size == np.unique(listed).size and set(listed) == set(want) and want.size > 10
 
@@ -261,15 +266,15 @@ def test_gpu_estimates_sum_each_start_list(rmat16_gpu, monkeypatch, steps):
     of the starts with residue, plus the H part), whether a tile or a block (a list longer than
     BIG_STEPS steps of a tile) adds the list, or a thread (no tiling)."""
     from operators.topk.gpu import estimate
-    from operators.topk.gpu.bound import select_and_bound_gpu
 
     q, a, r, pi0, touched = _pushed_query(rmat16_gpu)
-    select_and_bound_gpu(q, float(np.quantile(pi0[touched], 0.5)), True)
-    listed = q.nh + int(q.counts[6])
+    c, counts = q.candidates, q.push_state.counts
+    c.select_and_bound(float(np.quantile(pi0[touched], 0.5)), True, q.in_flight)
+    listed = c.nh + int(counts[6])
     if steps:
         monkeypatch.setattr(estimate, "BIG_STEPS", steps)
-    estimate.compute_ppr_gpu(q, q.ids, q.nh, 8 if steps else 1)
-    ids, est_h, got = q.ids[:listed].get(), q.est_h.get(), q.est[:listed].get()
+    estimate.compute_ppr_gpu(c, c.ids, c.nh, 8 if steps else 1)
+    ids, est_h, got = c.ids[:listed].get(), c.est_h.get(), c.est[:listed].get()
     P = rmat16_gpu.params  # first-step walks: alpha of r(v) on the walks, 1 - alpha of r(t) exactly
     ip1, ip2, w = a["ip1"], a["ip2"], np.where(r > 0, P.walk_share * r / a["omega"], 0.0)
     expect, lengths = np.empty(listed), ip1[ids + 1] - ip1[ids]
@@ -280,8 +285,8 @@ def test_gpu_estimates_sum_each_start_list(rmat16_gpu, monkeypatch, steps):
         own = pi0[t] + P.own_share * r[t]
         expect[i] = own + (w[a["starts"][ip1[t] : ip1[t + 1]]] * walks).sum() + (est_h[h] if h >= 0 else 0)
     np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-18)
-    big = int(q.counts[7])  # the lists that blocks added
-    assert big == ((lengths > 8 * steps).sum() if steps else 0) and listed > q.nh + 100
+    big = int(counts[7])  # the lists that blocks added
+    assert big == ((lengths > 8 * steps).sum() if steps else 0) and listed > c.nh + 100
     if steps:
         assert big > 50 and (steps == 1 or big < (lengths > 0).sum())
 
@@ -301,7 +306,7 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
     import cupy as cp
 
     from operators.topk.cpu import select_top
-    from operators.topk.gpu.select import launch_round_top, read_round_top
+    from operators.topk.gpu.select import RoundTops
 
     rng = np.random.default_rng(size + k)
     est = rng.integers(0, distinct, size) / distinct * rng.pareto(1.5)
@@ -309,19 +314,20 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
     counts = np.zeros(8, dtype=np.int32)
     counts[3], counts[6], counts[7] = 11, size - offset, 3
     nh = 4
-    q = SimpleNamespace(
+    cands = SimpleNamespace(  # the round's list and H's part (``Candidates``)
         est=cp.asarray(np.concatenate((est, [-1.0] * 5))),  # entries past the list are not read
-        counts=cp.asarray(counts), est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
-        stats=cp.asarray([5, 6, 7], dtype=cp.uint64), record=None, round_top=None, round_tops={},
-        index=SimpleNamespace(perm=None, cache=QueryCache()),  # ties by these ids (its graph's numbering)
+        est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
     )  # fmt: skip
+    push = SimpleNamespace(counts=cp.asarray(counts), stats=cp.asarray([5, 6, 7], dtype=cp.uint64))
+    index = SimpleNamespace(perm=None, cache=QueryCache())  # ties by these ids (its graph's numbering)
+    tops = RoundTops(index, cands, push)
     for _ in range(2):  # the buffers are reused: counters must be left at zero
-        q.counts[6] = size - offset
-        launch_round_top(q, cp.asarray(ids), offset, k)
+        push.counts[6] = size - offset
+        tops.launch(cp.asarray(ids), offset, k)
         cp.cuda.get_current_stream().synchronize()  # the copy into pinned memory is asynchronous
-        verts, got = read_round_top(q, cp.asarray(ids), offset, k)
+        verts, got = tops.read(cp.asarray(ids), offset, k)
         best = select_top(ids.astype(np.int64), est, k)
         np.testing.assert_array_equal(verts, ids[best])
         np.testing.assert_array_equal(got, est[best])
-        np.testing.assert_array_equal(q.record, [size - offset, 11, 0.125, 5, 6, 7])
-        assert int(q.counts[6]) == 0 and int(q.counts[7]) == 0
+        np.testing.assert_array_equal(tops.record, [size - offset, 11, 0.125, 5, 6, 7])
+        assert int(push.counts[6]) == 0 and int(push.counts[7]) == 0

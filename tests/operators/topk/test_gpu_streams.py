@@ -70,10 +70,11 @@ def _check_every_round(monkeypatch):
             tallies[id(q)] = (cp.zeros(7, cp.int32), cp.zeros(5, cp.int32))
         bad, tally = tallies[id(q)]
         reserve = np.float64((1 - q.index.params.alpha) * (1 - 1e-9))
-        n = np.int64(q.r.size)
-        source((1,), (256,), (q.qp, q.pi0, q.seen, q.touched, q.counts, reserve, bad, tally))
-        listed((q.sm_blocks * 2,), (256,), (n, q.state, q.pi0, q.seen, q.touched, q.counts, tally))
-        count((1,), (1,), (q.counts, tally, bad))
+        p = q.push_state
+        n = np.int64(p.r.size)
+        source((1,), (256,), (q.params.qp, p.pi0, p.seen, p.touched, p.counts, reserve, bad, tally))
+        listed((p.sm_blocks * 2,), (256,), (n, p.state, p.pi0, p.seen, p.touched, p.counts, tally))
+        count((1,), (1,), (p.counts, tally, bad))
 
     monkeypatch.setattr(GPUQuery, "estimate_launch", checked)
 
@@ -114,7 +115,9 @@ def test_gpu_batch_on_streams_keeps_each_touched_list_whole(rmat18, monkeypatch,
     if as_graphs:  # the pooled workspaces replayed their rounds
         pool = idx.cache.get("stream_pool")
         assert any(
-            g is not gr._CAPTURE and g is not gr._DIRECT for _, w in pool._free for g in w.graphs.values()
+            g is not gr._CAPTURE and g is not gr._DIRECT
+            for _, w in pool._free
+            for g in w.graph_replay.graphs.values()
         )
 
 

@@ -111,14 +111,19 @@ def _check_band(device):
     checked = sampled = long_lists = 0
     for k, s in [(k, s) for k in (50, 200) for s in _sources(g, 3)]:
         verts, raw, tau, rho = _one_round(q, idx, s, k)
-        r, pi0, est_h = (to_host(x).astype(np.float64) for x in (q.r, q.pi0, q.est_h))
+        state = (
+            (q.push_state.r, q.push_state.pi0, q.candidates.est_h)
+            if device == "gpu"
+            else (q.r, q.pi0, q.est_h)
+        )
+        r, pi0, est_h = (to_host(x).astype(np.float64) for x in state)
         # the listed vertices: H and the candidates
         listed = np.union1d(to_host(idx.arrays["high"]), np.flatnonzero(pi0 >= tau))
         est, smooth = _reference(idx, r, pi0, est_h, int(s), np.isin(np.arange(g.n), listed))
         q.refine_launch(verts, raw, k, tau=tau, rho=rho, high_irw=True, edges=edges)
         got_v, got_e, nb = q.refine_finish()
         if device == "gpu":
-            long_lists += int(q.refine_shared.need.bc[0]) >> BIG_SHIFT
+            long_lists += int(q.refinement.shared.need.bc[0]) >> BIG_SHIFT
         # the band by its definition, over the listed vertices
         w = np.maximum(est - pi0 - idx.params.own_share * r, 0.0)
         vk = verts[k - 1]
@@ -205,7 +210,7 @@ def test_gpu_refinement_replayed_as_a_graph_answers_as_launched_directly(monkeyp
     srcs = _sources(g, 24)
 
     def refine_graphs(works):
-        return [v for w in works for key, v in w.graphs.items() if key[0] == "refine"]
+        return [v for w in works for key, v in w.graph_replay.graphs.items() if key[0] == "refine"]
 
     def check(got, want):
         same = [list(x) == list(y) for x, y in zip(want.vertices, got.vertices, strict=True)]

@@ -204,7 +204,7 @@ def test_gpu_batch_replays_rounds_as_graphs(rmat13, monkeypatch):
         return [
             g
             for w in works
-            for key, g in w.graphs.items()
+            for key, g in w.graph_replay.graphs.items()
             if key[0] != "refine" and g is not gr._CAPTURE and g is not gr._DIRECT
         ]
 
@@ -232,14 +232,14 @@ def test_gpu_batch_replays_rounds_as_graphs(rmat13, monkeypatch):
     idx.forget_workspaces()
     seen = tg.list_seen
 
-    def no_capture(q):  # a launch that a capture cannot take
+    def no_capture(*args):  # a launch that a capture cannot take
         if cp.cuda.get_current_stream().is_capturing():
             raise RuntimeError("not capturable")
-        seen(q)
+        seen(*args)
 
     monkeypatch.setattr(tg, "list_seen", no_capture)
     check(topk_ppr(idx, srcs, k=10, streams=1), direct[10])
-    assert not captured([workspace(idx)]) and gr._DIRECT in workspace(idx).graphs.values()
+    assert not captured([workspace(idx)]) and gr._DIRECT in workspace(idx).graph_replay.graphs.values()
 
 
 @pytest.mark.gpu
@@ -259,7 +259,7 @@ def test_gpu_single_source_calls_replay_rounds_as_graphs(rmat13, monkeypatch):
     assert cp.cuda.get_current_stream().ptr == 0
     monkeypatch.setattr(gr, "GRAPHS", False)
     direct = [topk_ppr(idx, [s], k=20) for s in srcs]
-    assert not workspace(idx).graphs
+    assert not workspace(idx).graph_replay.graphs
     idx.forget_workspaces()
     monkeypatch.setattr(gr, "GRAPHS", True)
     for _ in range(2):  # the first pass runs, then captures, then replays; the second replays only
@@ -269,8 +269,8 @@ def test_gpu_single_source_calls_replay_rounds_as_graphs(rmat13, monkeypatch):
         np.testing.assert_allclose([g.ppr[0] for g in got], [d.ppr[0] for d in direct], rtol=1e-6)
         assert np.mean([g.rounds[0] == d.rounds[0] for g, d in zip(got, direct, strict=True)]) >= 0.9
     ops = workspace(idx)
-    assert ops.capture_stream is not None
-    assert [g for g in ops.graphs.values() if g is not gr._CAPTURE and g is not gr._DIRECT]
+    assert ops.graph_replay.capture_stream is not None
+    assert [g for g in ops.graph_replay.graphs.values() if g is not gr._CAPTURE and g is not gr._DIRECT]
 
     # interrupted while capturing (as by Ctrl-C): the stream leaves capture mode, later calls capture anew
     class Interrupt(BaseException):
@@ -278,10 +278,10 @@ def test_gpu_single_source_calls_replay_rounds_as_graphs(rmat13, monkeypatch):
 
     seen = tg.list_seen
 
-    def interrupted(q):
+    def interrupted(*args):
         if cp.cuda.get_current_stream().is_capturing():
             raise Interrupt
-        seen(q)
+        seen(*args)
 
     idx.forget_workspaces()
     monkeypatch.setattr(tg, "list_seen", interrupted)
@@ -289,11 +289,12 @@ def test_gpu_single_source_calls_replay_rounds_as_graphs(rmat13, monkeypatch):
         for s in srcs:
             topk_ppr(idx, [s], k=20)
     ops = workspace(idx)
-    assert ops.capture_stream is not None and not ops.capture_stream.is_capturing()
+    replay = ops.graph_replay
+    assert replay.capture_stream is not None and not replay.capture_stream.is_capturing()
     monkeypatch.setattr(tg, "list_seen", seen)
     got = [topk_ppr(idx, [s], k=20) for s in srcs]
     np.testing.assert_allclose([g.ppr[0] for g in got], [d.ppr[0] for d in direct], rtol=1e-6)
-    assert [g for g in ops.graphs.values() if g is not gr._CAPTURE and g is not gr._DIRECT]
+    assert [g for g in replay.graphs.values() if g is not gr._CAPTURE and g is not gr._DIRECT]
 
 
 def test_cpu_batch_on_threads_answers_as_one_at_a_time(rmat13, monkeypatch):
