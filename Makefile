@@ -9,7 +9,7 @@ SRC    := graphjobs graphs operators pipelines cluster benchmarks tests
 # Numba's on-disk cache lives in the venv so repeated runs (and CI re-runs) skip compilation.
 export NUMBA_CACHE_DIR ?= $(CURDIR)/$(VENV)/numba-cache
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test nx-tests lint bench clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,10 @@ lint: setup
 
 test: setup lint
 	$(BIN)/python -m pytest -q
+
+# NetworkX's own PageRank and similarity tests with graphjobs as their backend (also run by `make test`)
+nx-tests: setup
+	$(BIN)/python -m pytest -q tests/test_nx_backend.py -k networkx_own_tests
 
 bench: setup
 	$(BIN)/python -m benchmarks.run --device cpu --out bench-cpu.jsonl
