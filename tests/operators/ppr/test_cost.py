@@ -168,7 +168,7 @@ def test_gpu_hybrid_decides_on_the_device_as_psi_says():
     g = graphs.barabasi_albert(3000, 6, seed=1, device="gpu")
     model = CostModel(20.0, 1.0, 1.0, blocks=16)  # as the CPU test: pull wins on large frontiers
     rdr = pull_static(np.diff(to_host(g.transpose().indptr)), model)[2]
-    run = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)
+    run = solver(g, HYBRID, 0.8, 1e-9, np.float64, model, r_max=1e-9)
     p, it, models, residual = run([0], 10**6)
     trace = run.last_trace
     assert it == len(models) == len(trace) and residual[0] <= 1e-9 * (g.m + g.n)
@@ -177,7 +177,7 @@ def test_gpu_hybrid_decides_on_the_device_as_psi_says():
     assert set(models) == {"P", "L"} and (trace[:, 3] > 0).all()
     push = to_host(ppr(g, [0], method="push", r_max=1e-9))[0]
     np.testing.assert_allclose(to_host(p)[0], push, atol=1e-13)
-    limited = solver(g, HYBRID, 0.8, 1e-9, np.float64, model)([0], 3)
+    limited = solver(g, HYBRID, 0.8, 1e-9, np.float64, model, r_max=1e-9)([0], 3)
     assert limited[1] is None and len(limited[2]) == 3  # stopped by the iteration limit
 
 
@@ -192,7 +192,7 @@ def test_gpu_hybrid_bounds_match_the_cpu():
     model = CostModel(2.3, 1.1, 1.0, blocks=8)
     it, want = _hybrid_trace(g, model, 1e-6)
     assert 0 < want[:, 4].sum() < it and (want[:, 0] == PUSH).all()
-    run = solver(g.to("gpu"), HYBRID, 0.8, 1e-6, np.float64, model)
+    run = solver(g.to("gpu"), HYBRID, 0.8, 1e-6, np.float64, model, r_max=1e-6)
     bounded = want[:, 4] == 1
     for _ in range(2):
         _, got, models, _ = run([0], 10**6)
@@ -213,7 +213,7 @@ def test_gpu_pull_statistics_match_the_cpu():
     model = CostModel(1000.0, 0.0, 0.0, blocks=16)  # Psi = 1000 Phi_rdw >= 0: pull every time
     it, want = _hybrid_trace(g, model, 1e-7)
     assert (want[:, 0] == PULL).all() and it > 10
-    run = solver(g.to("gpu"), HYBRID, 0.8, 1e-7, np.float64, model)
+    run = solver(g.to("gpu"), HYBRID, 0.8, 1e-7, np.float64, model, r_max=1e-7)
     for _ in range(2):
         _, got, models, _ = run([0], 10**6)
         assert got == it and models == "L" * it

@@ -217,7 +217,7 @@ def test_gpu_batch_hybrid_decides_on_all_rows():
     g = graphs.barabasi_albert(3000, 6, seed=1, device="gpu")
     model = CostModel(20.0, 1.0, 1.0, blocks=16)
     rdr = pull_static(np.diff(to_host(g.transpose().indptr)), model)[2]
-    run = solver(g, HYBRID, 0.8, 1e-9, np.float64, model, batch=3)
+    run = solver(g, HYBRID, 0.8, 1e-9, np.float64, model, batch=3, r_max=1e-9)
     p, it, models, residual = run([0, 7, 2999], 10**6)
     trace = run.last_trace
     assert p.shape == (3, g.n) and it == len(models) == len(trace) and trace[0, 3] == 3
