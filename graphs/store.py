@@ -13,7 +13,7 @@ import numpy as np
 
 from ._device import resolve_device, to_host
 from .csr import CSRGraph
-from .errors import GraphFormatError
+from .errors import GraphFormatError, IntegrityError
 
 FORMAT = "graphjobs-csr"
 VERSION = 1
@@ -140,9 +140,9 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
     checksums = meta["checksums"]
     for f, digest in checksums.items():
         if not (path / f).is_file():
-            raise GraphFormatError(path / f, None, "expected this file (listed in meta.json); it is missing")
+            raise IntegrityError(path / f, None, "expected this file (listed in meta.json); it is missing")
         if verify and file_sha256(path / f) != digest:
-            raise GraphFormatError(path / f, None, "checksum mismatch: the file changed or is damaged")
+            raise IntegrityError(path / f, None, "checksum mismatch: the file changed or is damaged")
     mode = "r" if mmap else None
     arrays = {
         f[:-4]: np.load(path / f, mmap_mode=mode, allow_pickle=False) for f in checksums if f.endswith(".npy")
