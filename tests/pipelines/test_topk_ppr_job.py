@@ -238,3 +238,46 @@ def test_cli_index_with_the_papers_walks_or_in_degree_order(tmp_path, capsys):
         query = ["topk-ppr", "--index", str(idx), "--random", "20", "--random-among", "out", "-k", "8"]
         assert main([*query, "--out", str(out), "--quiet", "--device", "cpu"]) == 0
         _check_against_exact(graphs.rmat(9, seed=2, device="cpu"), pd.read_parquet(out), 8)
+
+
+def test_a_copied_index_folder_answers_from_its_own_files(tmp_path, capsys):
+    import shutil
+
+    from tests.conftest import dataset_path
+
+    path = dataset_path("ca-GrQc.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    original, copy = tmp_path / "idx", tmp_path / "elsewhere" / "idx"
+    assert main(["index", str(path), "--out", str(original), "--quiet", "--device", "cpu"]) == 0
+    (tmp_path / "s.txt").write_text("13\n14\n22\n")
+
+    def query(index, out):
+        args = ["topk-ppr", "--index", str(index), "--sources", str(tmp_path / "s.txt"), "-k", "20"]
+        return main([*args, "--out", str(out), "--quiet", "--device", "cpu"])
+
+    assert query(original, tmp_path / "a") == 0
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)  # the copy must not read the original's files
+    assert query(copy, tmp_path / "b") == 0
+    a, b = pd.read_parquet(tmp_path / "a"), pd.read_parquet(tmp_path / "b")
+    assert len(a) > 20 and set(a["source"]) == {13, 14, 22}
+    pd.testing.assert_frame_equal(a, b)
+    # a copy that lacks an array of the index: one line naming it
+    capsys.readouterr()
+    damaged = tmp_path / "damaged"
+    shutil.copytree(copy, damaged)
+    (array,) = damaged.glob("ppr-index-*/h_freq.npy")
+    array.unlink()
+    assert query(damaged, tmp_path / "c") == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        f"graphjobs: error: {array}: expected this array of the index; it is missing: rebuild the index "
+        "(graphjobs index, or build_ppr_index(...).save)"
+    )
+    shutil.rmtree(next(damaged.glob("graph-*")))  # the graph the manifest names
+    assert query(damaged, tmp_path / "c") == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        err.startswith(f"graphjobs: error: {damaged}/graph-") and "/meta.json: expected the graph that" in err
+    )
