@@ -10,19 +10,30 @@ so ``pandas.read_parquet(out)`` sees exactly the job's rows.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from pathlib import Path
+
+from graphs.store import owner_tag, remove_stale
 
 MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
 
 
 def write_atomic(path, write) -> None:
-    """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half."""
+    """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half.
+    Temporaries of ``path`` left by processes that were killed while writing it are removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.partial"
+    prefix = f".{path.name}."
+
+    def owner(name: str):  # .NAME.HOST-PID.partial (.NAME.PID.partial before owners were named)
+        tag = name[len(prefix) : -len(".partial")]
+        return None if tag.isdigit() else tag
+
+    remove_stale(path.parent, f"{glob.escape(prefix)}*.partial", owner)
+    tmp = path.parent / f"{prefix}{owner_tag()}.partial"
     try:
         write(str(tmp))
         os.replace(tmp, path)

@@ -491,3 +491,45 @@ def test_an_index_of_format_version_1_loads_with_the_papers_walks(tmp_path, rmat
         ValueError, match=r"expected format graphjobs-ppr-index version 1 to 4, found .* version 5"
     ):
         load_ppr_index(tmp_path / "v1", rmat13)
+
+
+def test_a_killed_save_leaves_no_partial_folder_after_the_next_one(tmp_path, grqc_index):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+
+    g, _ = grqc_index
+    out = tmp_path / "index"
+    # a build killed (SIGKILL: no cleanup runs) while it writes its arrays
+    script = f"""
+        import os, signal, numpy as np, operators
+        from tests.conftest import snap
+        index = operators.build_ppr_index(snap("ca-GrQc"), seed=3)
+        save = np.save
+        def save_then_die(*args, **kw):
+            save(*args, **kw)
+            os.kill(os.getpid(), signal.SIGKILL)
+        np.save = save_then_die
+        index.save({str(out)!r})
+    """
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], cwd=os.getcwd(), capture_output=True
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr.decode()
+    (leaked,) = tmp_path.glob(".index.partial-*")
+    assert any(leaked.glob("*.npy")) and not out.exists()
+    # temporaries of a live process (this one) or of another host may be in use: they stay
+    live = tmp_path / f".index.partial-{socket.gethostname()}-{os.getpid()}-live1234"
+    other = tmp_path / ".index.partial-otherhost-1-abcd1234"
+    live.mkdir()
+    other.mkdir()
+    index = build_ppr_index(g, seed=3)
+    index.save(out)
+    assert not leaked.exists() and live.is_dir() and other.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "index"])
+    np.testing.assert_array_equal(
+        topk_ppr(load_ppr_index(out), g.ids[:2], k=5).vertices, topk_ppr(index, g.ids[:2], k=5).vertices
+    )
