@@ -13,9 +13,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 from pathlib import Path
 
-from graphs.store import owner_tag, remove_stale
+from graphs.store import file_sha256, owner_tag, remove_stale
 
 MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
@@ -42,15 +43,45 @@ def write_atomic(path, write) -> None:
             tmp.unlink()
 
 
+def warn(message: str) -> None:
+    """One line ``graphjobs: warning: ...`` on standard error (of the process running the task)."""
+    print(f"graphjobs: warning: {message}", file=sys.stderr, flush=True)
+
+
 def save_npy(path, x) -> None:
-    """``np.save`` of ``x`` to ``path`` through ``write_atomic``."""
+    """``np.save`` of ``x`` to ``path`` through ``write_atomic``, then its SHA-256 to ``path.sha256``
+    (``sha256sum`` format) for ``reusable_npy``."""
     import numpy as np
 
     def write(tmp):
         with open(tmp, "wb") as f:  # a file object: np.save would append .npy to the temporary's name
             np.save(f, x)
 
+    path = Path(path)
     write_atomic(path, write)
+    line = f"{file_sha256(path)}  {path.name}\n"
+    write_atomic(_digest_file(path), lambda tmp: Path(tmp).write_text(line))
+
+
+def _digest_file(path: Path) -> Path:
+    return path.with_name(f"{path.name}.sha256")
+
+
+def reusable_npy(path) -> bool:
+    """Whether ``path``, written by ``save_npy`` in an earlier run, may be reused: it matches the SHA-256
+    recorded with it. A damaged one is reported (``warn``); one saved before digests were recorded is
+    recomputed too."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    try:
+        digest = _digest_file(path).read_text().split()[0]
+    except (OSError, IndexError):
+        return False
+    if file_sha256(path) == digest:
+        return True
+    warn(f"{path}: checksum mismatch: the cached result changed or is damaged; computing it again")
+    return False
 
 
 def _record(part: Path) -> Path:

@@ -20,9 +20,11 @@ from dask.base import tokenize
 
 import operators
 from graphs._device import to_device
-from graphs.errors import IntegrityError, OptionError
+from graphs.errors import GraphFormatError, IntegrityError, OptionError
 from operators.options import IndexOptions, PageRankOptions
+from operators.topk.index_io import REBUILD, verify_ppr_index
 
+from . import _output
 from .job import Job
 from .pagerank import _pagerank
 from .stages import GraphHandle, default_workdir, load_stage
@@ -131,7 +133,7 @@ def index_job(
 
 def _index(graph: GraphHandle, ranks: dict, options: IndexOptions, delta_min, artifact: str) -> IndexHandle:
     t0 = time.perf_counter()
-    if not (Path(artifact) / "meta.json").is_file():
+    if not _reusable_index(artifact):
         g = graph.get()
         pr = to_device(np.load(ranks["path"]), g.device)
         if delta_min is not None:  # "K/n" is resolved once the graph is known
@@ -141,6 +143,18 @@ def _index(graph: GraphHandle, ranks: dict, options: IndexOptions, delta_min, ar
     meta = json.loads((Path(artifact) / "meta.json").read_text())
     info = {**meta["info"], "delta_min": meta["delta_min"], "build_seconds": time.perf_counter() - t0}
     return IndexHandle(artifact, tokenize(artifact, meta["graph_token"], meta["seed"]), info)
+
+
+def _reusable_index(artifact: str) -> bool:
+    """Whether an earlier run's index is at ``artifact`` and intact (checksums; a damaged one is reported)."""
+    if not (Path(artifact) / "meta.json").is_file():
+        return False
+    try:
+        verify_ppr_index(artifact)
+    except GraphFormatError as exc:
+        _output.warn(f"{str(exc).removesuffix(f'; {REBUILD}')}; building the index again")
+        return False
+    return True
 
 
 def _delta_min(value):

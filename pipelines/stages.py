@@ -168,20 +168,25 @@ def load_stage(source, *, workdir, read_options=None, reorder=None) -> tuple[das
 
 
 def _load(src, options, reorder, artifact) -> GraphHandle:
-    if not (Path(artifact) / "meta.json").is_file():
-        if src[0] == "graph":
-            g = src[1]
-        elif src[0] == "generator":
-            fn = GENERATORS[src[1]]
-            kwargs = dict(src[2])
-            if src[1] == "rmat":
-                kwargs.setdefault("device", worker_device())
-            g = fn(**kwargs)
-        else:
-            g = graphs.read_edgelist(src[1], **options)
-        if reorder:
-            g = graphs.reorder(g, by=reorder)
-        g.save(artifact, overwrite=True)
+    if (Path(artifact) / "meta.json").is_file():  # an earlier run's: checked before it is reused
+        try:
+            g = graphs.load(artifact, mmap=True)
+            return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)
+        except graphs.GraphFormatError as exc:
+            _output.warn(f"{exc}; reading the graph again")
+    if src[0] == "graph":
+        g = src[1]
+    elif src[0] == "generator":
+        fn = GENERATORS[src[1]]
+        kwargs = dict(src[2])
+        if src[1] == "rmat":
+            kwargs.setdefault("device", worker_device())
+        g = fn(**kwargs)
+    else:
+        g = graphs.read_edgelist(src[1], **options)
+    if reorder:
+        g = graphs.reorder(g, by=reorder)
+    g.save(artifact, overwrite=True)
     g = graphs.load(artifact, mmap=True, verify=False)
     return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)
 

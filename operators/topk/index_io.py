@@ -121,19 +121,10 @@ def load_ppr_index(
         If a file differs from its checksum, is missing, is not a NumPy array, or holds values an index
         cannot hold (a ``GraphFormatError``, like meta.json that is not JSON).
     """
-    from operators.topk.index import ARRAYS, FORMAT, VERSION, PPRIndex, PPRParams
+    from operators.topk.index import ARRAYS, PPRIndex, PPRParams
 
     path = Path(path)
-    meta_file = path / "meta.json"
-    meta = _read_meta(meta_file, f"{path}: no PPR index here (missing meta.json)")
-    if meta.get("format") != FORMAT or meta.get("version") not in range(1, VERSION + 1):
-        raise GraphFormatError(
-            meta_file,
-            None,
-            f"expected format {FORMAT} version 1 to {VERSION}, "
-            f"found {meta.get('format')} version {meta.get('version')}",
-        )
-    _check_meta(path, meta, verify)
+    meta = verify_ppr_index(path, files=verify)
     if G is None:
         if meta.get("graph") is None:
             raise OptionError(f"{path}: the index was saved without its graph; pass load_ppr_index(path, G)")
@@ -163,6 +154,26 @@ def load_ppr_index(
     params = PPRParams(*(meta[k] for k in ("n", "m", "alpha", "epsilon", "delta_min", "p_fail")), first_step)
     args = (meta["seed"], meta["budget"], arrays, meta["omega_i_ub"], meta["info"], perm, source)
     return PPRIndex(G, params, *args)
+
+
+def verify_ppr_index(path, *, files: bool = True) -> dict:
+    """The metadata of the index saved at ``path`` once its format, its own checksum and (``files``) every
+    array file's checksum are checked; an ``IntegrityError`` (a ``GraphFormatError``) names what is not.
+    The message ends with ``REBUILD``, what to do."""
+    from operators.topk.index import FORMAT, VERSION
+
+    path = Path(path)
+    meta_file = path / "meta.json"
+    meta = _read_meta(meta_file, f"{path}: no PPR index here (missing meta.json)")
+    if meta.get("format") != FORMAT or meta.get("version") not in range(1, VERSION + 1):
+        raise GraphFormatError(
+            meta_file,
+            None,
+            f"expected format {FORMAT} version 1 to {VERSION}, "
+            f"found {meta.get('format')} version {meta.get('version')}",
+        )
+    _check_meta(path, meta, files)
+    return meta
 
 
 def _load_perm(path: Path, n: int, device: str, mmap: bool, verify: bool):
@@ -196,7 +207,7 @@ def _check_meta(path: Path, meta: dict, verify: bool) -> None:
         return
     meta_file = path / "meta.json"
     if "checksum" not in meta or not isinstance(meta.get("checksums"), dict):
-        raise IntegrityError(meta_file, None, f"expected the index's checksums; they are missing: {REBUILD}")
+        raise IntegrityError(meta_file, None, f"expected the index's checksums; they are missing; {REBUILD}")
     if meta["checksum"] != _meta_checksum(meta):
         raise IntegrityError(
             meta_file,
@@ -210,7 +221,7 @@ def _check_meta(path: Path, meta: dict, verify: bool) -> None:
         if file.name not in meta["checksums"]:
             raise IntegrityError(meta_file, None, f"expected a checksum of {file.name}; {REBUILD}")
         if not file.is_file():
-            raise IntegrityError(file, None, f"expected this array of the index; it is missing: {REBUILD}")
+            raise IntegrityError(file, None, f"expected this array of the index; it is missing; {REBUILD}")
         if verify and file_sha256(file) != meta["checksums"][file.name]:
             raise IntegrityError(file, None, f"checksum mismatch: the file changed or is damaged; {REBUILD}")
 
@@ -218,7 +229,7 @@ def _check_meta(path: Path, meta: dict, verify: bool) -> None:
 def _load_array(file: Path, mmap: bool) -> np.ndarray:
     """``np.load`` of an index array; a missing or unreadable file is an ``IntegrityError`` naming it."""
     if not file.is_file():
-        raise IntegrityError(file, None, f"expected this array of the index; it is missing: {REBUILD}")
+        raise IntegrityError(file, None, f"expected this array of the index; it is missing; {REBUILD}")
     try:
         return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:  # numpy's header and size errors name no file

@@ -272,7 +272,7 @@ def test_a_copied_index_folder_answers_from_its_own_files(tmp_path, capsys):
     assert query(damaged, tmp_path / "c") == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (
-        f"graphjobs: error: {array}: expected this array of the index; it is missing: rebuild the index "
+        f"graphjobs: error: {array}: expected this array of the index; it is missing; rebuild the index "
         "(graphjobs index, or build_ppr_index(...).save)"
     )
     shutil.rmtree(next(damaged.glob("graph-*")))  # the graph the manifest names
@@ -281,3 +281,27 @@ def test_a_copied_index_folder_answers_from_its_own_files(tmp_path, capsys):
     assert (
         err.startswith(f"graphjobs: error: {damaged}/graph-") and "/meta.json: expected the graph that" in err
     )
+
+
+def test_a_damaged_cached_index_is_built_again_with_a_warning(tmp_path, sync, capsys):
+    from tests.conftest import dataset_path
+
+    path = dataset_path("ca-GrQc.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    idx = tmp_path / "idx"
+    pipelines.run(pipelines.index_job(path, out=idx), progress=False)
+    (array,) = idx.glob("ppr-index-*/starts.npy")
+    clean = array.read_bytes()
+    data = bytearray(clean)
+    data[-7] ^= 0x40
+    array.write_bytes(bytes(data))
+    capsys.readouterr()
+    pipelines.run(pipelines.index_job(path, out=idx), progress=False)
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"graphjobs: warning: {array}: checksum mismatch: the file changed or is damaged; "
+        "building the index again"
+    ]
+    assert array.read_bytes() == clean  # the same seed: the same index
+    _state.clear()
+    operators.load_ppr_index(array.parent)
