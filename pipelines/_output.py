@@ -1,9 +1,10 @@
 """Output folders of batch jobs: one Parquet part per chunk, a record per finished chunk, a manifest.
 
 A chunk writes ``part-NNNNN.parquet`` atomically (a hidden temporary file, then a rename), then its record
-``_chunks/part-NNNNN.json`` holding the chunk's token and summary. A re-run finds the record with the same
-token and skips the chunk (resume); a chunk killed before its record exists is recomputed and overwrites
-its own part, so rows are never duplicated or lost. The summary task writes ``_manifest.json`` and removes
+``_chunks/part-NNNNN.json`` holding the chunk's token, the part's size and SHA-256, and the chunk's
+summary. A re-run finds the record with the same token and skips the chunk (resume) if the part is still
+that file; a damaged part, or a chunk killed before its record exists, is recomputed and overwrites its
+own part, so rows are never duplicated or lost. The summary task writes ``_manifest.json`` and removes
 parts and temporaries that are not this job's. Parquet readers ignore names starting with ``_`` or ``.``,
 so ``pandas.read_parquet(out)`` sees exactly the job's rows.
 """
@@ -88,20 +89,43 @@ def _record(part: Path) -> Path:
     return part.parent / CHUNKS / f"{part.stem}.json"
 
 
-def finished(part, token: str) -> dict | None:
-    """The stored summary of chunk ``part`` when it was finished by a chunk with ``token``, else None."""
+def finished(part, token: str) -> tuple[dict | None, str | None]:
+    """``(summary, None)`` when chunk ``part`` was finished by a chunk with ``token`` and the part is still
+    the file it wrote (its size and SHA-256, recorded then); ``(None, why)`` when it was but the part
+    changed since (truncated, damaged, removed); ``(None, None)`` when it was not (or its record predates
+    the checksums): either way the chunk runs again."""
     part, rec = Path(part), _record(Path(part))
     try:
         record = json.loads(rec.read_text())
     except (OSError, ValueError):
-        return None
-    if record.get("token") != token or not part.is_file():
-        return None
-    return record["summary"]
+        return None, None
+    if record.get("token") != token or "file" not in record:
+        return None, None
+    damage = file_damage(part, record["file"])
+    return (None, damage) if damage is not None else (record["summary"], None)
+
+
+def file_record(path) -> dict:
+    """What ``file_damage`` checks a file against later: its size and SHA-256."""
+    return {"size": os.path.getsize(path), "sha256": file_sha256(Path(path))}
+
+
+def file_damage(path, record: dict) -> str | None:
+    """Why ``path`` is not the file ``record`` (``file_record``) describes, or None when it is."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return f"{path}: missing"
+    if size != record["size"]:
+        return f"{path}: expected {record['size']} bytes, found {size}"
+    if file_sha256(Path(path)) != record["sha256"]:
+        return f"{path}: checksum mismatch"
+    return None
 
 
 def mark_finished(part, token: str, job_token: str, summary: dict) -> None:
-    text = json.dumps({"token": token, "job_token": job_token, "summary": summary}, default=_plain)
+    record = {"token": token, "job_token": job_token, "file": file_record(part), "summary": summary}
+    text = json.dumps(record, default=_plain)
     write_atomic(_record(Path(part)), lambda tmp: Path(tmp).write_text(text))
 
 

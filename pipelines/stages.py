@@ -244,15 +244,24 @@ def batch_job(
 
 
 def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
-    done = _output.finished(path, token)
+    done, damage = _output.finished(path, token)
     if done is not None:
         return {**done, "resumed": True}
     summary = run_chunk(graph, ids, opts, path)
     _output.mark_finished(path, token, jtoken, summary)
-    return {**summary, "resumed": False}
+    return {**summary, "resumed": False, "damage": damage}
 
 
 def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
+    damaged = [p["damage"] for p in parts if p.get("damage")]
+    if damaged:
+        what = "1 part" if len(damaged) == 1 else f"{len(damaged)} parts"
+        was = "was" if len(damaged) == 1 else "were"
+        _output.warn(
+            f"{what} finished by an earlier run had changed since and {was} computed again "
+            f"({damaged[0]}{', ...' if len(damaged) > 1 else ''})"
+        )
+    parts = [{k: v for k, v in p.items() if k != "damage"} for p in parts]
     summary = summarize(graph, parts, out, opts)
     summary.resumed_parts = sum(bool(p.get("resumed")) for p in parts)
     _output.finish(out, name, jtoken, [p["path"] for p in parts], summary.to_dict())

@@ -29,4 +29,8 @@ def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     save_npy(tmp_path / "ranks.npy", np.arange(5.0))
     np.testing.assert_array_equal(np.load(tmp_path / "ranks.npy"), np.arange(5.0))
     left = {p.name for p in tmp_path.iterdir()}
-    assert left == {"ranks.npy", "ranks.npy.sha256", *(names[k] for k in ("live", "mine", "other host", "other file"))}
+    assert left == {
+        "ranks.npy",
+        "ranks.npy.sha256",
+        *(names[k] for k in ("live", "mine", "other host", "other file")),
+    }

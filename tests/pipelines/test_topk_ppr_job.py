@@ -305,3 +305,34 @@ def test_a_damaged_cached_index_is_built_again_with_a_warning(tmp_path, sync, ca
     assert array.read_bytes() == clean  # the same seed: the same index
     _state.clear()
     operators.load_ppr_index(array.parent)
+
+
+def test_a_damaged_part_is_computed_again_on_resume(tmp_path, sync, capsys):
+    from tests.conftest import dataset_path
+
+    path = dataset_path("ca-GrQc.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    out = tmp_path / "out"
+    job = lambda: pipelines.topk_ppr_job(  # noqa: E731
+        path, pipelines.RandomSources(40), k=10, chunk=10, out=out, workdir=tmp_path / "wd"
+    )
+    assert pipelines.run(job(), progress=False).resumed_parts == 0
+    clean = pd.read_parquet(out)
+    assert len(clean) > 40 * 5
+    part = out / "part-00002.parquet"
+    part.write_bytes(part.read_bytes()[:100])  # truncated (a full disk, a bad copy)
+    size = (out / "part-00001.parquet").stat().st_size
+    data = bytearray((out / "part-00001.parquet").read_bytes())
+    data[size // 2] ^= 0x40  # one flipped byte: the same size
+    (out / "part-00001.parquet").write_bytes(bytes(data))
+    capsys.readouterr()
+    summary = pipelines.run(job(), progress=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"graphjobs: warning: 2 parts finished by an earlier run had changed since and were computed again "
+        f"({out / 'part-00001.parquet'}: checksum mismatch, ...)"
+    ]
+    assert summary.resumed_parts == 2 and summary.parts == 4
+    pd.testing.assert_frame_equal(pd.read_parquet(out), clean)
+    assert pipelines.run(job(), progress=False).resumed_parts == 4 and capsys.readouterr().err == ""
