@@ -233,7 +233,7 @@ def _load_array(file: Path, mmap: bool) -> np.ndarray:
     try:
         return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:  # numpy's header and size errors name no file
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = " ".join(str(exc).split()) or type(exc).__name__  # one line: numpy pads its header
         raise IntegrityError(
             file, None, f"expected a NumPy array file ({reason[:120]}): a damaged index; {REBUILD}"
         ) from exc
