@@ -22,6 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from graphs import (
     CSRGraph,
     GraphFormatError,
+    IntegrityError,
     LabelError,
     barabasi_albert,
     erdos_renyi,
@@ -101,6 +102,7 @@ __all__ = [
     "IndexOptions",
     "InfluenceResult",
     "InsufficientMemoryError",
+    "IntegrityError",
     "LabelError",
     "PPRIndex",
     "PPROptions",

@@ -7,6 +7,7 @@ from .edges import from_edges
 from .errors import (
     DeviceError,
     GraphFormatError,
+    IntegrityError,
     LabelError,
     LockedError,
     MemoryLimitError,
@@ -37,6 +38,7 @@ __all__ = [
     "DeviceError",
     "GraphFormatError",
     "GraphPart",
+    "IntegrityError",
     "LabelError",
     "LockedError",
     "MemoryLimitError",

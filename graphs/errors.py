@@ -85,3 +85,10 @@ class LabelError(UserError, KeyError):
 
     def __reduce__(self):
         return (type(self), (self.args[0], self.labels, self.count))
+
+
+class IntegrityError(GraphFormatError):
+    """A saved artifact (a graph, a PPR index, a job's cached stage or output part) is not what was
+    written: a checksum differs, a file is missing or damaged, or its values break the structure it must
+    have. Names the file and what was expected; a ``GraphFormatError``, so ``except ValueError`` still
+    catches it."""

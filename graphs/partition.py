@@ -17,7 +17,7 @@ from dask.base import tokenize
 
 from ._device import array_module, resolve_device, to_device, to_host
 from .csr import CSRGraph
-from .errors import GraphFormatError, OptionError
+from .errors import GraphFormatError, IntegrityError, OptionError
 from .store import file_sha256, write_directory
 
 FORMAT = "graphjobs-partitioned-csr"
@@ -240,7 +240,7 @@ def load_part(path, index: int, *, device: str = "cpu", verify: bool = False) ->
             arrays[name] = None
             continue
         if verify and file_sha256(path / rel) != meta["checksums"][rel]:
-            raise GraphFormatError(path / rel, None, "checksum mismatch: the file changed or is damaged")
+            raise IntegrityError(path / rel, None, "checksum mismatch: the file changed or is damaged")
         arrays[name] = np.load(path / rel, mmap_mode="r", allow_pickle=False)
     lo, hi = meta["bounds"][index], meta["bounds"][index + 1]
     part = GraphPart(index, meta["n"], lo, hi, token=meta["part_tokens"][index], **arrays)

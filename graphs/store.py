@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import numpy as np
 
 from ._device import resolve_device, to_host
 from .csr import CSRGraph
-from .errors import GraphFormatError
+from .errors import GraphFormatError, IntegrityError
 
 FORMAT = "graphjobs-csr"
 VERSION = 1
@@ -51,19 +53,65 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owner_tag() -> str:
+    """``HOST-PID`` of this process, in the names of its temporaries, so that a later write can tell
+    the temporaries of a process that died (killed mid-write) from those of one still writing."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def remove_stale(folder: Path, pattern: str, owner) -> int:
+    """Remove the entries of ``folder`` matching ``pattern`` whose ``owner(name)`` (``HOST-PID``, or None
+    for names written before owners were) is a process of this host that no longer runs, or unknown;
+    temporaries of live processes and of other hosts stay. Returns how many were removed."""
+    removed, host = 0, socket.gethostname()
+    for entry in folder.glob(pattern):
+        tag = owner(entry.name)
+        if tag is not None:
+            who, _, pid = tag.rpartition("-")
+            if who != host or not pid.isdigit() or process_alive(int(pid)):
+                continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _directory_owner(name: str):
+    # .NAME.partial-HOST-PID-RANDOM (mkdtemp's RANDOM has no '-'); .NAME.partial-RANDOM before owners
+    parts = name.split(".partial-", 1)[-1].split(".old-", 1)[-1].rsplit("-", 2)
+    return None if len(parts) < 3 else f"{parts[0]}-{parts[1]}"
+
+
 def write_directory(path, fill, *, overwrite: bool = False) -> None:
     """Create directory ``path`` atomically: ``fill(tmp)`` writes the files (returns their names) into
-    a temporary sibling, which is synced and then renamed over ``path``; a failure leaves no trace."""
+    a temporary sibling, which is synced and then renamed over ``path``; a failure leaves no trace.
+    Temporaries that earlier writes of ``path`` left behind (their process was killed) are removed."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    for kind in ("partial", "old"):
+        remove_stale(path.parent, f".{glob.escape(path.name)}.{kind}-*", _directory_owner)
+    tag = owner_tag()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-{tag}-", dir=path.parent))
     try:
         for f in fill(tmp):
             _fsync(tmp / f)
         if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-{tag}-", dir=path.parent))
             os.replace(path, old / "content")
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
@@ -140,9 +188,9 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
     checksums = meta["checksums"]
     for f, digest in checksums.items():
         if not (path / f).is_file():
-            raise GraphFormatError(path / f, None, "expected this file (listed in meta.json); it is missing")
+            raise IntegrityError(path / f, None, "expected this file (listed in meta.json); it is missing")
         if verify and file_sha256(path / f) != digest:
-            raise GraphFormatError(path / f, None, "checksum mismatch: the file changed or is damaged")
+            raise IntegrityError(path / f, None, "checksum mismatch: the file changed or is damaged")
     mode = "r" if mmap else None
     arrays = {
         f[:-4]: np.load(path / f, mmap_mode=mode, allow_pickle=False) for f in checksums if f.endswith(".npy")

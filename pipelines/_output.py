@@ -1,28 +1,41 @@
 """Output folders of batch jobs: one Parquet part per chunk, a record per finished chunk, a manifest.
 
 A chunk writes ``part-NNNNN.parquet`` atomically (a hidden temporary file, then a rename), then its record
-``_chunks/part-NNNNN.json`` holding the chunk's token and summary. A re-run finds the record with the same
-token and skips the chunk (resume); a chunk killed before its record exists is recomputed and overwrites
-its own part, so rows are never duplicated or lost. The summary task writes ``_manifest.json`` and removes
+``_chunks/part-NNNNN.json`` holding the chunk's token, the part's size and SHA-256, and the chunk's
+summary. A re-run finds the record with the same token and skips the chunk (resume) if the part is still
+that file; a damaged part, or a chunk killed before its record exists, is recomputed and overwrites its
+own part, so rows are never duplicated or lost. The summary task writes ``_manifest.json`` and removes
 parts and temporaries that are not this job's. Parquet readers ignore names starting with ``_`` or ``.``,
 so ``pandas.read_parquet(out)`` sees exactly the job's rows.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import sys
 from pathlib import Path
+
+from graphs.store import file_sha256, owner_tag, remove_stale
 
 MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
 
 
 def write_atomic(path, write) -> None:
-    """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half."""
+    """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half.
+    Temporaries of ``path`` left by processes that were killed while writing it are removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.partial"
+    prefix = f".{path.name}."
+
+    def owner(name: str):  # .NAME.HOST-PID.partial (.NAME.PID.partial before owners were named)
+        tag = name[len(prefix) : -len(".partial")]
+        return None if tag.isdigit() else tag
+
+    remove_stale(path.parent, f"{glob.escape(prefix)}*.partial", owner)
+    tmp = path.parent / f"{prefix}{owner_tag()}.partial"
     try:
         write(str(tmp))
         os.replace(tmp, path)
@@ -31,35 +44,88 @@ def write_atomic(path, write) -> None:
             tmp.unlink()
 
 
+def warn(message: str) -> None:
+    """One line ``graphjobs: warning: ...`` on standard error (of the process running the task)."""
+    print(f"graphjobs: warning: {message}", file=sys.stderr, flush=True)
+
+
 def save_npy(path, x) -> None:
-    """``np.save`` of ``x`` to ``path`` through ``write_atomic``."""
+    """``np.save`` of ``x`` to ``path`` through ``write_atomic``, then its SHA-256 to ``path.sha256``
+    (``sha256sum`` format) for ``reusable_npy``."""
     import numpy as np
 
     def write(tmp):
         with open(tmp, "wb") as f:  # a file object: np.save would append .npy to the temporary's name
             np.save(f, x)
 
+    path = Path(path)
     write_atomic(path, write)
+    line = f"{file_sha256(path)}  {path.name}\n"
+    write_atomic(_digest_file(path), lambda tmp: Path(tmp).write_text(line))
+
+
+def _digest_file(path: Path) -> Path:
+    return path.with_name(f"{path.name}.sha256")
+
+
+def reusable_npy(path) -> bool:
+    """Whether ``path``, written by ``save_npy`` in an earlier run, may be reused: it matches the SHA-256
+    recorded with it. A damaged one is reported (``warn``); one saved before digests were recorded is
+    recomputed too."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    try:
+        digest = _digest_file(path).read_text().split()[0]
+    except (OSError, IndexError):
+        return False
+    if file_sha256(path) == digest:
+        return True
+    warn(f"{path}: checksum mismatch: the cached result changed or is damaged; computing it again")
+    return False
 
 
 def _record(part: Path) -> Path:
     return part.parent / CHUNKS / f"{part.stem}.json"
 
 
-def finished(part, token: str) -> dict | None:
-    """The stored summary of chunk ``part`` when it was finished by a chunk with ``token``, else None."""
+def finished(part, token: str) -> tuple[dict | None, str | None]:
+    """``(summary, None)`` when chunk ``part`` was finished by a chunk with ``token`` and the part is still
+    the file it wrote (its size and SHA-256, recorded then); ``(None, why)`` when it was but the part
+    changed since (truncated, damaged, removed); ``(None, None)`` when it was not (or its record predates
+    the checksums): either way the chunk runs again."""
     part, rec = Path(part), _record(Path(part))
     try:
         record = json.loads(rec.read_text())
     except (OSError, ValueError):
-        return None
-    if record.get("token") != token or not part.is_file():
-        return None
-    return record["summary"]
+        return None, None
+    if record.get("token") != token or "file" not in record:
+        return None, None
+    damage = file_damage(part, record["file"])
+    return (None, damage) if damage is not None else (record["summary"], None)
+
+
+def file_record(path) -> dict:
+    """What ``file_damage`` checks a file against later: its size and SHA-256."""
+    return {"size": os.path.getsize(path), "sha256": file_sha256(Path(path))}
+
+
+def file_damage(path, record: dict) -> str | None:
+    """Why ``path`` is not the file ``record`` (``file_record``) describes, or None when it is."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return f"{path}: missing"
+    if size != record["size"]:
+        return f"{path}: expected {record['size']} bytes, found {size}"
+    if file_sha256(Path(path)) != record["sha256"]:
+        return f"{path}: checksum mismatch"
+    return None
 
 
 def mark_finished(part, token: str, job_token: str, summary: dict) -> None:
-    text = json.dumps({"token": token, "job_token": job_token, "summary": summary}, default=_plain)
+    record = {"token": token, "job_token": job_token, "file": file_record(part), "summary": summary}
+    text = json.dumps(record, default=_plain)
     write_atomic(_record(Path(part)), lambda tmp: Path(tmp).write_text(text))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import dask
 
 from graphs.errors import LockedError
+from graphs.store import process_alive
 
 from ._progress import LocalStages, cluster_stages
 from .summary import Summary
@@ -47,16 +48,6 @@ class WorkdirLockedError(LockedError):
 LOCK = ".graphjobs.lock"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def workdir_lock(workdir, job: str):
     """Hold ``workdir/.graphjobs.lock`` while a job runs; refuse if a live process holds it.
@@ -76,7 +67,7 @@ def workdir_lock(workdir, job: str):
             except (OSError, ValueError):  # being written right now, or removed meanwhile
                 time.sleep(0.05)
                 continue
-            if holder.get("host") == me["host"] and not _alive(int(holder.get("pid", -1))):
+            if holder.get("host") == me["host"] and not process_alive(int(holder.get("pid", -1))):
                 path.unlink(missing_ok=True)  # its process is gone: a stale lock
                 continue
             raise WorkdirLockedError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from operators.options import PageRankOptions
 from operators.pagerank.parts import pagerank_bytes
 from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
-from ._output import check_result_file, save_npy
+from ._output import check_result_file, reusable_npy, save_npy, warn
 from .ingest import dataset_files
 from .job import Job
 from .stages import cluster_workers, default_workdir, load_stage, write_parquet
@@ -133,7 +132,7 @@ def pagerank_job(
 
 
 def _pagerank(graph, params, artifact, partitions, workdir) -> dict:
-    if os.path.exists(artifact):
+    if reusable_npy(artifact):
         return {"path": artifact, "seconds": 0.0, "device": None, "cached": True, "memory": None}
     device = worker_device()
     weighted = graph.weighted if params["weighted"] is None else bool(params["weighted"])
@@ -180,9 +179,15 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
     import graphs
 
     path = Path(workdir) / f"partitions-{graph.token}-{parts}"
-    if not (path / "meta.json").is_file():
+    pg = None
+    if (path / "meta.json").is_file():  # an earlier run's: checked before it is reused
+        try:
+            pg = graphs.load_partitioned(path, verify=True)
+        except graphs.GraphFormatError as exc:
+            warn(f"{exc}; partitioning the graph again")
+    if pg is None:
         graphs.partition(graph.get("cpu"), parts).save(path, overwrite=True)
-    pg = graphs.load_partitioned(path, verify=False)
+        pg = graphs.load_partitioned(path, verify=False)
     options = params["options"]
     kw = {
         **params,

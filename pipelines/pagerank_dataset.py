@@ -8,7 +8,6 @@ hold labels (numbered in sorted order by the ingestion).
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from cluster.worker import worker_device
 from graphs.errors import OptionError
 from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
-from ._output import check_result_file, save_npy
+from ._output import check_result_file, reusable_npy, save_npy
 from .ingest import partition_files
 from .job import Job
 from .stages import cluster_workers, write_parquet
@@ -88,7 +87,7 @@ def dataset_job(
 
 
 def _pagerank_parts(ingested: dict, params: dict, artifact: str) -> dict:
-    if os.path.exists(artifact):
+    if reusable_npy(artifact):
         return {"path": artifact, "seconds": 0.0, "device": None, "cached": True}
     if cluster_workers() == 0:
         raise OptionError("a partitioned dataset needs a Dask cluster (run with --cluster or --scheduler)")

@@ -20,9 +20,11 @@ from dask.base import tokenize
 
 import operators
 from graphs._device import to_device
-from graphs.errors import OptionError
+from graphs.errors import GraphFormatError, IntegrityError, OptionError
 from operators.options import IndexOptions, PageRankOptions
+from operators.topk.index_io import REBUILD, verify_ppr_index
 
+from . import _output
 from .job import Job
 from .pagerank import _pagerank
 from .stages import GraphHandle, default_workdir, load_stage
@@ -131,7 +133,7 @@ def index_job(
 
 def _index(graph: GraphHandle, ranks: dict, options: IndexOptions, delta_min, artifact: str) -> IndexHandle:
     t0 = time.perf_counter()
-    if not (Path(artifact) / "meta.json").is_file():
+    if not _reusable_index(artifact):
         g = graph.get()
         pr = to_device(np.load(ranks["path"]), g.device)
         if delta_min is not None:  # "K/n" is resolved once the graph is known
@@ -141,6 +143,18 @@ def _index(graph: GraphHandle, ranks: dict, options: IndexOptions, delta_min, ar
     meta = json.loads((Path(artifact) / "meta.json").read_text())
     info = {**meta["info"], "delta_min": meta["delta_min"], "build_seconds": time.perf_counter() - t0}
     return IndexHandle(artifact, tokenize(artifact, meta["graph_token"], meta["seed"]), info)
+
+
+def _reusable_index(artifact: str) -> bool:
+    """Whether an earlier run's index is at ``artifact`` and intact (checksums; a damaged one is reported)."""
+    if not (Path(artifact) / "meta.json").is_file():
+        return False
+    try:
+        verify_ppr_index(artifact)
+    except GraphFormatError as exc:
+        _output.warn(f"{str(exc).removesuffix(f'; {REBUILD}')}; building the index again")
+        return False
+    return True
 
 
 def _delta_min(value):
@@ -168,10 +182,11 @@ def _resolve_delta_min(value, n: int) -> float:
 
 
 def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> IndexSummary:
+    # the folders relative to the manifest's: a copied or moved index folder reads its own files
     manifest = {
-        "graph": graph.path,
+        "graph": os.path.relpath(graph.path, folder),
         "graph_token": graph.token,
-        "index": index.path,
+        "index": os.path.relpath(index.path, folder),
         "directed": graph.directed,
         "weighted": graph.weighted,
         "n": graph.n,
@@ -181,4 +196,31 @@ def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> IndexSumma
     tmp.write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, Path(folder) / MANIFEST)
     known = IndexSummary._names()  # an index saved by another version may hold more or fewer counts
+    manifest.update(graph=graph.path, index=index.path)
     return IndexSummary(folder=folder, **manifest, **{k: v for k, v in index.info.items() if k in known})
+
+
+def read_manifest(folder) -> dict:
+    """The ``ppr-index.json`` of an index folder, its ``graph`` and ``index`` as absolute paths (written
+    relative to the folder; absolute in manifests written before that). A folder it names that is not
+    there is an ``IntegrityError`` naming it."""
+    folder = Path(folder)
+    file = folder / MANIFEST
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"{folder}: no {MANIFEST} here; build one with `graphjobs index INPUT --out {folder}`"
+        )
+    try:
+        manifest = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise IntegrityError(file, exc.lineno, f"expected JSON: {exc.msg}; rebuild the index") from exc
+    for key, what in (("graph", "the graph"), ("index", "the index")):
+        where = (folder / manifest[key]).resolve()
+        if not (where / "meta.json").is_file():
+            raise IntegrityError(
+                where / "meta.json",
+                None,
+                f"expected {what} that {file} names; it is missing: rebuild the index",
+            )
+        manifest[key] = str(where)
+    return manifest

@@ -168,20 +168,25 @@ def load_stage(source, *, workdir, read_options=None, reorder=None) -> tuple[das
 
 
 def _load(src, options, reorder, artifact) -> GraphHandle:
-    if not (Path(artifact) / "meta.json").is_file():
-        if src[0] == "graph":
-            g = src[1]
-        elif src[0] == "generator":
-            fn = GENERATORS[src[1]]
-            kwargs = dict(src[2])
-            if src[1] == "rmat":
-                kwargs.setdefault("device", worker_device())
-            g = fn(**kwargs)
-        else:
-            g = graphs.read_edgelist(src[1], **options)
-        if reorder:
-            g = graphs.reorder(g, by=reorder)
-        g.save(artifact, overwrite=True)
+    if (Path(artifact) / "meta.json").is_file():  # an earlier run's: checked before it is reused
+        try:
+            g = graphs.load(artifact, mmap=True)
+            return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)
+        except graphs.GraphFormatError as exc:
+            _output.warn(f"{exc}; reading the graph again")
+    if src[0] == "graph":
+        g = src[1]
+    elif src[0] == "generator":
+        fn = GENERATORS[src[1]]
+        kwargs = dict(src[2])
+        if src[1] == "rmat":
+            kwargs.setdefault("device", worker_device())
+        g = fn(**kwargs)
+    else:
+        g = graphs.read_edgelist(src[1], **options)
+    if reorder:
+        g = graphs.reorder(g, by=reorder)
+    g.save(artifact, overwrite=True)
     g = graphs.load(artifact, mmap=True, verify=False)
     return GraphHandle(artifact, g.token, g.n, g.m, g.directed, g.weighted)
 
@@ -239,15 +244,24 @@ def batch_job(
 
 
 def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
-    done = _output.finished(path, token)
+    done, damage = _output.finished(path, token)
     if done is not None:
         return {**done, "resumed": True}
     summary = run_chunk(graph, ids, opts, path)
     _output.mark_finished(path, token, jtoken, summary)
-    return {**summary, "resumed": False}
+    return {**summary, "resumed": False, "damage": damage}
 
 
 def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
+    damaged = [p["damage"] for p in parts if p.get("damage")]
+    if damaged:
+        what = "1 part" if len(damaged) == 1 else f"{len(damaged)} parts"
+        was = "was" if len(damaged) == 1 else "were"
+        _output.warn(
+            f"{what} finished by an earlier run had changed since and {was} computed again "
+            f"({damaged[0]}{', ...' if len(damaged) > 1 else ''})"
+        )
+    parts = [{k: v for k, v in p.items() if k != "damage"} for p in parts]
     summary = summarize(graph, parts, out, opts)
     summary.resumed_parts = sum(bool(p.get("resumed")) for p in parts)
     _output.finish(out, name, jtoken, [p["path"] for p in parts], summary.to_dict())

@@ -25,7 +25,7 @@ from operators.options import IndexOptions, TopkOptions
 
 from . import _state
 from .job import Job
-from .ppr_index import MANIFEST, IndexHandle, _delta_min, _resolve_delta_min, index_job
+from .ppr_index import IndexHandle, _delta_min, _resolve_delta_min, index_job, read_manifest
 from .stages import GraphHandle, batch_job, first_rows, write_parquet
 from .summary import TopkSummary
 
@@ -99,13 +99,7 @@ def topk_ppr_job(
     query = TopkOptions(k=k, seed=seed, refine=refine)  # before anything runs
     streams = None if streams is None else check_count("streams", streams)
     if index is not None:
-        manifest = (
-            json.loads((Path(index) / MANIFEST).read_text()) if (Path(index) / MANIFEST).is_file() else None
-        )
-        if manifest is None:
-            raise FileNotFoundError(
-                f"{index}: no {MANIFEST} here; build one with `graphjobs index INPUT --out {index}`"
-            )
+        manifest = read_manifest(index)
         building = dict(
             alpha=alpha,
             epsilon=epsilon,

@@ -20,6 +20,12 @@ CASES = [
         {"path": "e.txt", "line": 7, "expected": "expected an integer"},
     ),
     (
+        errors.IntegrityError("idx/h_freq.npy", None, "checksum mismatch"),
+        ValueError,
+        "idx/h_freq.npy: checksum mismatch",
+        {"path": "idx/h_freq.npy", "line": None, "expected": "checksum mismatch"},
+    ),
+    (
         errors.LabelError("2 label(s) not in the graph", [5, -1], 2),
         KeyError,
         "2 label(s) not in the graph",

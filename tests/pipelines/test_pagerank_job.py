@@ -245,3 +245,43 @@ def test_progress_redraws_on_a_terminal_and_writes_few_lines_to_a_log(monkeypatc
     else:  # at 10 s and 20 s, then the last
         assert "\r" not in out
         assert [t.split("] ")[1] for t in out.splitlines()] == ["ppr 10/25", "ppr 20/25", "ppr 25/25"]
+
+
+def test_damaged_cached_stages_are_computed_again_with_a_warning(tmp_path, sync, capsys):
+    path = dataset_path("ca-GrQc.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    run = lambda wd, out, **kw: pipelines.run(  # noqa: E731
+        pipelines.pagerank_job(path, out=tmp_path / out, workdir=tmp_path / wd, **kw), progress=False
+    )
+    run("clean", "reference.parquet", alpha=0.7)
+    reference = pd.read_parquet(tmp_path / "reference.parquet")
+    run("wd", "first.parquet", alpha=0.85)
+    capsys.readouterr()
+    # one edge of the cached graph changed: the next PageRank (another alpha) must not run on it
+    (graph,) = (tmp_path / "wd").glob("graph-*")
+    indices = np.load(graph / "indices.npy")
+    indices[100] = (indices[100] + 1) % indices.max()
+    np.save(graph / "indices.npy", indices)
+    run("wd", "second.parquet", alpha=0.7)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"graphjobs: warning: {graph}/indices.npy: checksum mismatch: the file changed or is damaged; "
+        "reading the graph again"
+    ]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "second.parquet"), reference)
+    graphs.load(graph)  # rewritten whole
+    # a flipped byte of the cached PageRank vector: computed again, not reused
+    ranks = max((tmp_path / "wd").glob("pagerank-*.npy"), key=lambda p: p.stat().st_mtime_ns)  # alpha 0.7
+    data = bytearray(ranks.read_bytes())
+    data[-5] ^= 0x40
+    ranks.write_bytes(bytes(data))
+    summary = run("wd", "third.parquet", alpha=0.7)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"graphjobs: warning: {ranks}: checksum mismatch: the cached result changed or is damaged; "
+        "computing it again"
+    ]
+    assert summary["cached"]["pagerank"] is False
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "third.parquet"), reference)
+    assert run("wd", "fourth.parquet", alpha=0.7)["cached"]["pagerank"] is True  # intact again

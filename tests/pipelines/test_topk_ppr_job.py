@@ -238,3 +238,101 @@ def test_cli_index_with_the_papers_walks_or_in_degree_order(tmp_path, capsys):
         query = ["topk-ppr", "--index", str(idx), "--random", "20", "--random-among", "out", "-k", "8"]
         assert main([*query, "--out", str(out), "--quiet", "--device", "cpu"]) == 0
         _check_against_exact(graphs.rmat(9, seed=2, device="cpu"), pd.read_parquet(out), 8)
+
+
+def test_a_copied_index_folder_answers_from_its_own_files(tmp_path, capsys):
+    import shutil
+
+    from tests.conftest import dataset_path
+
+    path = dataset_path("ca-GrQc.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    original, copy = tmp_path / "idx", tmp_path / "elsewhere" / "idx"
+    assert main(["index", str(path), "--out", str(original), "--quiet", "--device", "cpu"]) == 0
+    (tmp_path / "s.txt").write_text("13\n14\n22\n")
+
+    def query(index, out):
+        args = ["topk-ppr", "--index", str(index), "--sources", str(tmp_path / "s.txt"), "-k", "20"]
+        return main([*args, "--out", str(out), "--quiet", "--device", "cpu"])
+
+    assert query(original, tmp_path / "a") == 0
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)  # the copy must not read the original's files
+    assert query(copy, tmp_path / "b") == 0
+    a, b = pd.read_parquet(tmp_path / "a"), pd.read_parquet(tmp_path / "b")
+    assert len(a) > 20 and set(a["source"]) == {13, 14, 22}
+    pd.testing.assert_frame_equal(a, b)
+    # a copy that lacks an array of the index: one line naming it
+    capsys.readouterr()
+    damaged = tmp_path / "damaged"
+    shutil.copytree(copy, damaged)
+    (array,) = damaged.glob("ppr-index-*/h_freq.npy")
+    array.unlink()
+    assert query(damaged, tmp_path / "c") == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        f"graphjobs: error: {array}: expected this array of the index; it is missing; rebuild the index "
+        "(graphjobs index, or build_ppr_index(...).save)"
+    )
+    shutil.rmtree(next(damaged.glob("graph-*")))  # the graph the manifest names
+    assert query(damaged, tmp_path / "c") == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        err.startswith(f"graphjobs: error: {damaged}/graph-") and "/meta.json: expected the graph that" in err
+    )
+
+
+def test_a_damaged_cached_index_is_built_again_with_a_warning(tmp_path, sync, capsys):
+    from tests.conftest import dataset_path
+
+    path = dataset_path("ca-GrQc.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    idx = tmp_path / "idx"
+    pipelines.run(pipelines.index_job(path, out=idx), progress=False)
+    (array,) = idx.glob("ppr-index-*/starts.npy")
+    clean = array.read_bytes()
+    data = bytearray(clean)
+    data[-7] ^= 0x40
+    array.write_bytes(bytes(data))
+    capsys.readouterr()
+    pipelines.run(pipelines.index_job(path, out=idx), progress=False)
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"graphjobs: warning: {array}: checksum mismatch: the file changed or is damaged; "
+        "building the index again"
+    ]
+    assert array.read_bytes() == clean  # the same seed: the same index
+    _state.clear()
+    operators.load_ppr_index(array.parent)
+
+
+def test_a_damaged_part_is_computed_again_on_resume(tmp_path, sync, capsys):
+    from tests.conftest import dataset_path
+
+    path = dataset_path("ca-GrQc.txt.gz")
+    if path is None:
+        pytest.skip("datasets folder absent")
+    out = tmp_path / "out"
+    job = lambda: pipelines.topk_ppr_job(  # noqa: E731
+        path, pipelines.RandomSources(40), k=10, chunk=10, out=out, workdir=tmp_path / "wd"
+    )
+    assert pipelines.run(job(), progress=False).resumed_parts == 0
+    clean = pd.read_parquet(out)
+    assert len(clean) > 40 * 5
+    part = out / "part-00002.parquet"
+    part.write_bytes(part.read_bytes()[:100])  # truncated (a full disk, a bad copy)
+    size = (out / "part-00001.parquet").stat().st_size
+    data = bytearray((out / "part-00001.parquet").read_bytes())
+    data[size // 2] ^= 0x40  # one flipped byte: the same size
+    (out / "part-00001.parquet").write_bytes(bytes(data))
+    capsys.readouterr()
+    summary = pipelines.run(job(), progress=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"graphjobs: warning: 2 parts finished by an earlier run had changed since and were computed again "
+        f"({out / 'part-00001.parquet'}: checksum mismatch, ...)"
+    ]
+    assert summary.resumed_parts == 2 and summary.parts == 4
+    pd.testing.assert_frame_equal(pd.read_parquet(out), clean)
+    assert pipelines.run(job(), progress=False).resumed_parts == 4 and capsys.readouterr().err == ""

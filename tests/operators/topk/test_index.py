@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import graphs
-from graphs import GraphFormatError
+from graphs import GraphFormatError, IntegrityError
 from graphs._device import to_host
 from operators import build_ppr_index, load_ppr_index, pagerank, ppr, topk_ppr
 from operators.ppr.metrics import precision_at_k
-from tests.conftest import DEVICES
+from tests.conftest import DEVICES, snap
 
 
 def _host(index):
@@ -289,18 +289,112 @@ def test_a_damaged_index_names_the_file(tmp_path):
         load_ppr_index(tmp_path)
     starts = np.load(tmp_path / "i" / "starts.npy")
     np.save(tmp_path / "i" / "starts.npy", starts[:-3])
-    with pytest.raises(GraphFormatError, match=r"starts\.npy: expected \d+ entries \(ip1\.npy ends"):
+    with pytest.raises(IntegrityError, match=r"starts\.npy: checksum mismatch"):
         load_ppr_index(tmp_path / "i", g)
+    # without the checksums (verify=False) the arrays' structure is still checked
+    with pytest.raises(IntegrityError, match=r"starts\.npy: expected \d+ entries \(ip1\.npy ends"):
+        load_ppr_index(tmp_path / "i", g, verify=False)
     np.save(tmp_path / "i" / "starts.npy", starts)
     np.save(tmp_path / "i" / "omega.npy", np.ones(5, dtype=np.int32))
-    with pytest.raises(GraphFormatError, match=r"omega\.npy: expected 200 entries, one per vertex, found 5"):
-        load_ppr_index(tmp_path / "i", g)
+    with pytest.raises(IntegrityError, match=r"omega\.npy: expected 200 entries, one per vertex, found 5"):
+        load_ppr_index(tmp_path / "i", g, verify=False)
+    np.save(tmp_path / "i" / "omega.npy", np.ones(200, dtype=np.float32))
+    with pytest.raises(IntegrityError, match=r"omega\.npy: expected integers, found float32"):
+        load_ppr_index(tmp_path / "i", g, verify=False)
     (tmp_path / "i" / "omega.npy").unlink()
     with pytest.raises(GraphFormatError, match=r"omega\.npy: expected this array"):
         load_ppr_index(tmp_path / "i", g)
     (tmp_path / "i" / "meta.json").write_text('{"format": ')
     with pytest.raises(GraphFormatError, match=r"meta\.json, line 1: expected JSON"):
         load_ppr_index(tmp_path / "i", g)
+
+
+def _flip(file, position: int) -> None:
+    data = bytearray(file.read_bytes())
+    data[position] ^= 0x40
+    file.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def grqc_index(tmp_path_factory):
+    """A saved index of a small real graph (SNAP ca-GrQc, 5,242 vertices), renumbered (perm.npy too)."""
+    g = snap("ca-GrQc")
+    folder = tmp_path_factory.mktemp("grqc") / "index"
+    build_ppr_index(g, seed=3, order="degree").save(folder)
+    return g, folder
+
+
+def test_every_flipped_byte_or_edited_parameter_of_an_index_is_refused(tmp_path, grqc_index):
+    import json
+
+    g, clean = grqc_index
+    sources = g.ids[:3]
+    expected = topk_ppr(load_ppr_index(clean), sources, k=10)
+    folder = tmp_path / "index"
+    shutil.copytree(clean, folder)
+    arrays = sorted(folder.glob("*.npy"))
+    assert {f.stem for f in arrays} >= {"h_freq", "starts", "ip1", "perm"} and len(arrays) == 14
+    for file in arrays:
+        clean_bytes = file.read_bytes()
+        header = 10 + int.from_bytes(clean_bytes[8:10], "little")  # magic, version, length, then the dict
+        for where, position in (("data", header + (len(clean_bytes) - header) // 2), ("header", 20)):
+            _flip(file, position)
+            with pytest.raises(IntegrityError, match=rf"{file.name}: checksum mismatch") as err:
+                load_ppr_index(folder)
+            assert str(folder) in str(err.value) and "\n" not in str(err.value), where
+            # without the checksums, a damaged header still names the file (numpy's error names none)
+            if where == "header":
+                with pytest.raises(IntegrityError, match=rf"{file.name}: expected a NumPy array file"):
+                    load_ppr_index(folder, verify=False)
+            file.write_bytes(clean_bytes)
+    meta_file = folder / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    for key, value in (("alpha", 0.5), ("n", g.n + 1), ("epsilon", 0.25), ("seed", 4), ("delta_min", 1e-3)):
+        meta_file.write_text(json.dumps({**meta, key: value}, indent=1))
+        for verify in (True, False):  # meta.json's own checksum is always checked
+            with pytest.raises(
+                IntegrityError, match=r"meta\.json: checksum mismatch: the index's parameters"
+            ):
+                load_ppr_index(folder, verify=verify)
+    meta_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "checksum"}))
+    with pytest.raises(IntegrityError, match=r"meta\.json: expected the index's checksums; they are missing"):
+        load_ppr_index(folder)
+    meta_file.write_text(json.dumps(meta))
+    back = topk_ppr(load_ppr_index(folder), sources, k=10)  # restored: the same answers
+    np.testing.assert_array_equal(back.vertices, expected.vertices)
+
+
+def test_values_an_index_cannot_hold_are_refused_without_checksums(tmp_path, grqc_index):
+    """A version 3 index (saved before checksums) is still checked for what its arrays must hold."""
+    import json
+
+    g, clean = grqc_index
+    folder = tmp_path / "v3"
+    shutil.copytree(clean, folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["version"] = 3
+    del meta["checksum"], meta["checksums"]
+    (folder / "meta.json").write_text(json.dumps(meta))
+    np.testing.assert_array_equal(
+        topk_ppr(load_ppr_index(folder), g.ids[:2], k=5).vertices,
+        topk_ppr(load_ppr_index(clean), g.ids[:2], k=5).vertices,
+    )
+    for name, damage, message in (
+        ("starts", lambda a: a.__setitem__(7, g.n + 5), rf"expected values in \[0, {g.n}\)"),
+        ("h_index", lambda a: a.__setitem__(0, 99), r"expected values in \[-1, \d+\)"),
+        ("omega", lambda a: a.__setitem__(3, -2), r"expected values in \[0, "),
+        ("ip1", lambda a: a.__setitem__(5, a[7] + 1), "expected offsets from 0 that never decrease"),
+        ("beta", lambda a: a.__setitem__(1, np.nan), "expected finite positive thresholds"),
+        ("perm", lambda a: a.__setitem__(0, a[1]), rf"expected a permutation of 0..{g.n - 1}"),
+    ):
+        file = folder / f"{name}.npy"
+        a = np.load(file)
+        good = a.copy()
+        damage(a)
+        np.save(file, a)
+        with pytest.raises(IntegrityError, match=rf"{name}\.npy: {message}"):
+            load_ppr_index(folder)
+        np.save(file, good)
 
 
 def test_given_pagerank_orders_the_same_index_and_is_checked():
@@ -391,9 +485,51 @@ def test_an_index_of_format_version_1_loads_with_the_papers_walks(tmp_path, rmat
     back = load_ppr_index(tmp_path / "v1", rmat13)
     assert not back.params.first_step and back.params == plain.params
     np.testing.assert_array_equal(topk_ppr(back, [1, 2], k=20).ppr, topk_ppr(plain, [1, 2], k=20).ppr)
-    meta["version"] = 4
+    meta["version"] = 5
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(
-        ValueError, match=r"expected format graphjobs-ppr-index version 1 to 3, found .* version 4"
+        ValueError, match=r"expected format graphjobs-ppr-index version 1 to 4, found .* version 5"
     ):
         load_ppr_index(tmp_path / "v1", rmat13)
+
+
+def test_a_killed_save_leaves_no_partial_folder_after_the_next_one(tmp_path, grqc_index):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+
+    g, _ = grqc_index
+    out = tmp_path / "index"
+    # a build killed (SIGKILL: no cleanup runs) while it writes its arrays
+    script = f"""
+        import os, signal, numpy as np, operators
+        from tests.conftest import snap
+        index = operators.build_ppr_index(snap("ca-GrQc"), seed=3)
+        save = np.save
+        def save_then_die(*args, **kw):
+            save(*args, **kw)
+            os.kill(os.getpid(), signal.SIGKILL)
+        np.save = save_then_die
+        index.save({str(out)!r})
+    """
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], cwd=os.getcwd(), capture_output=True
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr.decode()
+    (leaked,) = tmp_path.glob(".index.partial-*")
+    assert any(leaked.glob("*.npy")) and not out.exists()
+    # temporaries of a live process (this one) or of another host may be in use: they stay
+    live = tmp_path / f".index.partial-{socket.gethostname()}-{os.getpid()}-live1234"
+    other = tmp_path / ".index.partial-otherhost-1-abcd1234"
+    live.mkdir()
+    other.mkdir()
+    index = build_ppr_index(g, seed=3)
+    index.save(out)
+    assert not leaked.exists() and live.is_dir() and other.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "index"])
+    np.testing.assert_array_equal(
+        topk_ppr(load_ppr_index(out), g.ids[:2], k=5).vertices, topk_ppr(index, g.ids[:2], k=5).vertices
+    )
