@@ -219,5 +219,5 @@ def run(rep: Reporter, device: str, dataset_dir, scales) -> None:
             run_graph(rep, name, g, sources=10 if device == "gpu" else 3, batch=64 if device == "gpu" else 4)
     for s in scales:
         g = graphs.rmat(s, seed=0, device=device)
-        run_graph(rep, f"rmat-{s}", g, sources=10, batch=64 if s < 24 else 32)
+        run_graph(rep, f"rmat-{s}", g, sources=10 if s < 24 else 5, batch=64 if s < 24 else 32)
         del g
