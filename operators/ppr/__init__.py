@@ -16,7 +16,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
-from graphs.errors import MemoryLimitError
+from graphs.errors import MemoryLimitError, OptionError
 from operators._checks import check_graph, warn_if_weighted
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
 from operators._ranked import padded_labels, real_counts
@@ -25,6 +25,7 @@ from operators.options import PPROptions
 from operators.ppr import power as _ppr_power
 from operators.ppr.cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
 from operators.ppr.epochs import MAX_EPOCHS, first_threshold, floor_threshold, next_threshold, rounding
+from operators.ppr.powerpush_cpu import solver as powerpush_solver
 from operators.ppr.top_rows import top_entries
 from operators.topk.walks import walk_ends
 
@@ -147,14 +148,17 @@ def ppr(
     seed, block = o.seed, o.block
     topk = None if topk is None else min(topk, G.n)
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
-    method = "hybrid" if method == "auto" else method
+    if method == "auto":
+        method = "hybrid" if G.device == "gpu" else "powerpush"
+    if method == "powerpush" and G.device == "gpu":
+        raise OptionError("ppr: powerpush runs on the CPU; on the GPU use method='hybrid'")
     if method == "power":
         step = _ppr_power.power_steps(G, alpha, tol, block, max_iter, dtype)
     elif method == "montecarlo":
         walks = math.ceil(1.0 / tol)
         step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
     else:
-        step = _push_steps(G, MODES[method], o, cost, len(src))
+        step = _push_steps(G, method, o, cost, len(src))
         if G.device == "cpu":  # several sources at once on threads
             with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
                 return _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
@@ -266,12 +270,15 @@ def _montecarlo(G, ids, alpha, walks, seed):
     return (counts / max(stopped, 1))[None, :], 1, {}
 
 
-def _push_steps(G, mode, o: PPROptions, cost, count):
-    """``ppr``'s step by push, pull or the hybrid: epochs to a residue mass <= ``tol`` (``epochs``), or
-    one run to the threshold ``r_max``."""
+def _push_steps(G, method, o: PPROptions, cost, count):
+    """``ppr``'s step by push, pull, the hybrid or PowerPush: epochs to a residue mass <= ``tol``
+    (``epochs``), or one run to the threshold ``r_max``."""
     limit = o.max_iter if o.max_iter is not None else np.iinfo(np.int64).max
     smallest = o.r_max if o.r_max is not None else floor_threshold(o.tol, G.m, G.n)
-    if G.device == "gpu":
+    mode = MODES.get(method)
+    if method == "powerpush":
+        solve, block = powerpush_solver(G, o.alpha, o.tol, o.r_max, o.dtype), 1
+    elif G.device == "gpu":
         from operators.ppr.push_gpu import reused_solver
         from operators.ppr.push_plan import batch_size
 
@@ -286,11 +293,12 @@ def _push_steps(G, mode, o: PPROptions, cost, count):
 
     def step(ids, **serial):  # serial=True: a CPU solve on a thread of a batch
         ids = ids[:block]
-        x, it, models, residual = solve(ids, limit, **serial)
+        x, it, models, residual, *allowance = solve(ids, limit, **serial)
         if it is None:
             raise ConvergenceError("ppr", limit, float(np.max(residual)), o.tol)
         k, res = len(ids), [float(v) for v in residual]
-        bound = [v + rounding(it, x.dtype, o.dtype) for v in res]
+        allowance = allowance[0] if allowance else [rounding(it, x.dtype, o.dtype)] * k
+        bound = [v + a for v, a in zip(res, allowance, strict=True)]
         return x, k, {"iterations": [it] * k, "models": [models] * k, "residual": res, "l1_bound": bound}
 
     return step
