@@ -19,9 +19,12 @@ set is a fair share of the graph, and in id order it reads the CSR arrays sequen
 queues, the vertices that ever received residue are listed, so that a new epoch finds its active set
 without reading all n residues.
 
-Rounding: a reserve gets one add per push of its vertex, each rounded at most the float64 epsilon
-relative, and the reserves sum to at most 1; the allowance is the largest number of pushes of one
-vertex times epsilon (``epochs.rounding``), plus the cast to the result type.
+Rounding: each float64 add is rounded by at most epsilon/2 relative to its result, and an error at u
+reaches the row through ``q_u``, a distribution, so it adds at most its size to the L1 error. A
+reserve gets one add per push of its vertex and the reserves sum to at most 1: at most the largest
+number of pushes of one vertex times epsilon (``epochs.rounding``). Each residue add errs by at most
+epsilon times the residue it leaves, which the solver sums as it goes. The allowance is these two
+plus the cast to the result type.
 """
 
 from __future__ import annotations
@@ -73,13 +76,14 @@ def solve(
     stats,
 ):
     """Solve the row of source ``s`` into zeroed reserves ``p`` and residues ``r``; returns its residue
-    mass, summed in full. ``stats`` (int64, 6 zeros) receives the counts named above, ``stats[OUT]`` = 1
-    when ``max_iter`` iterations did not suffice.
+    mass, summed in full, and the sum of the residues that its adds left (their rounding's scale).
+    ``stats`` (int64, 6 zeros) receives the counts named above, ``stats[OUT]`` = 1 when ``max_iter``
+    iterations did not suffice.
 
     ``global_stop``: epochs from ``theta`` down (times ``shrink`` each; the queue gives way to sweeps
-    above ``switch * n`` vertices), stopping once the mass plus the allowance
-    ``most pushes * eps + cast`` is at most ``tol``, or after ``MAX_EPOCHS`` epochs. Otherwise one epoch
-    at ``theta`` (the ``r_max`` mode). The source is pushed first whatever its residue."""
+    above ``switch * n`` vertices), stopping once the mass plus the allowance ``(most pushes + residue
+    sum) * eps + cast`` is at most ``tol``, or after ``MAX_EPOCHS`` epochs. Otherwise one epoch at
+    ``theta`` (the ``r_max`` mode). The source is pushed first whatever its residue."""
     n = indptr.size - 1
     scale = np.empty(n, dtype=np.float64)  # max(d_out, 1): the per-degree threshold's scale
     for u in range(n):
@@ -89,7 +93,7 @@ def solve(
     queued = np.zeros(n, dtype=np.bool_)
     touched = np.empty(n, dtype=np.int32)  # vertices that ever held residue, listed while queueing
     limit = switch * n
-    most, mass, target = 0, 1.0, tol - cast
+    most, added, mass, target = 0, 0.0, 1.0, tol - cast
     r[s] = 1.0
     touched[0], queue[0], queued[s] = s, s, True
     nt, head, size = 1, 0, 1
@@ -116,14 +120,14 @@ def solve(
                     touched[nt] = u
                     nt += 1
                 r[u] += share
+                added += r[u]
                 if not queued[u] and r[u] > theta * scale[u]:
                     queued[u] = True
                     queue[(head + size) % n] = u
                     size += 1
             mass -= (1.0 - alpha) * rv
-            if counts[v] > most:
-                most = counts[v]
-                target = tol - most * eps - cast
+            most = max(most, counts[v])
+            target = tol - (most + added) * eps - cast
             if global_stop and mass <= target:
                 mass = _mass(r, touched, nt, False)  # confirm, or go on from the exact mass
                 stop = mass <= target
@@ -145,14 +149,16 @@ def solve(
                     lo, hi = indptr[v], indptr[v + 1]
                     if hi == lo:
                         r[s] += alpha * rv
+                        added += r[s]
                     else:
                         share = alpha * rv / (hi - lo)
                         for e in range(lo, hi):
-                            r[indices[e]] += share
+                            u = indices[e]
+                            r[u] += share
+                            added += r[u]
                     mass -= (1.0 - alpha) * rv
-                    if counts[v] > most:
-                        most = counts[v]
-                        target = tol - most * eps - cast
+                    most = max(most, counts[v])
+                    target = tol - (most + added) * eps - cast
                     if global_stop and mass <= target:
                         mass = _mass(r, touched, nt, True)
                         if mass <= target:
@@ -176,7 +182,7 @@ def solve(
             if size > limit:
                 phase = SWEEP
     stats[PHASE], stats[POPS], stats[SWEEPS], stats[MOST], stats[TOUCHED] = phase, pops, sweeps, most, nt
-    return _mass(r, touched, nt, phase == SWEEP)
+    return _mass(r, touched, nt, phase == SWEEP), added
 
 
 def solver(G, alpha: float, tol: float, r_max: float | None, dtype):
@@ -195,9 +201,9 @@ def solver(G, alpha: float, tol: float, r_max: float | None, dtype):
         theta = r_max if r_max is not None else FIRST * floor
         stop = r_max is None
         args = (G.indptr, G.indices, s, alpha, theta, floor, SHRINK, SWITCH, tol, cast, eps, stop, limit)
-        residual = solve(*args, p, r, stats)
+        residual, added = solve(*args, p, r, stats)
         passes = -(-int(stats[POPS]) // G.n)  # a queue pass is n pops
-        allowance = rounding(int(stats[MOST]), np.float64, dtype)
+        allowance = rounding(int(stats[MOST]), np.float64, dtype) + added * eps
         done = not stats[OUT] and (not stop or residual + allowance <= tol)
         models = "Q" * passes + "S" * int(stats[SWEEPS])
         return p[None, :], (passes + int(stats[SWEEPS]) if done else None), models, [residual], [allowance]
