@@ -1,5 +1,5 @@
-"""Single-source personalized PageRank: forward push, lock-free forward pull, their hybrid, power
-iteration and Monte Carlo, on the CPU (Numba) and the GPU (CuPy).
+"""Single-source personalized PageRank: PowerPush (CPU), forward push, lock-free forward pull, their
+hybrid, power iteration and Monte Carlo, on the CPU (Numba) and the GPU (CuPy).
 
 PPR pi(s, t) is the probability that a walk from s, which at each step stops with probability
 ``1 - alpha`` or else moves to a uniform out-neighbour (jumping back to s from a vertex without
@@ -63,23 +63,31 @@ def ppr(
     alpha : float
         Probability of following an edge (0.8: the stop probability 0.2 of the PPR literature).
     tol : float
-        Bound on each row's L1 error against exact PPR (``info['l1_bound']`` certifies it). ``push``,
-        ``pull``, ``hybrid``: epochs of decreasing residue thresholds (``operators.ppr.epochs``) run
-        until the row's residue mass, which equals its L1 error, plus a rounding allowance is at most
-        ``tol``. ``power``: until ``alpha / (1 - alpha)`` times the L1 change of an iteration (plus the
+        Bound on each row's L1 error against exact PPR (``info['l1_bound']`` certifies it).
+        ``powerpush``, ``push``, ``pull``, ``hybrid``: epochs of decreasing residue thresholds
+        (``operators.ppr.epochs``) run until the row's residue mass, which equals its L1 error, plus a
+        rounding allowance is at most ``tol`` (``powerpush`` stops at the push that gets there). ``power``: until ``alpha / (1 - alpha)`` times the L1 change of an iteration (plus the
         allowance) is at most ``tol``. ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each entry
         has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound). float32
         results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
-    method : {'auto', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
-        ``push``: synchronous forward push from the active vertices (atomic adds into a separate
-        residue array). ``pull``: every vertex sums the messages of its active in-neighbours, no
-        atomics. ``hybrid`` (``auto``): before each iteration the cost model ``Psi`` picks push or
-        pull. ``power``: batched power iteration (cuSPARSE SpMM on the GPU). ``montecarlo``: walks.
+    method : {'auto', 'powerpush', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
+        ``auto``: ``powerpush`` on the CPU, ``hybrid`` on the GPU. ``powerpush`` (CPU only; Wu et al.,
+        SIGMOD 2021): sequential forward push that updates residues in place, from a FIFO queue while
+        few vertices are active, then by sweeps over all vertices in id order (Gauss-Seidel), so a
+        row depends on the vertex order within ``tol``; ``O((m + n) log(1 / tol))`` time per source,
+        like power iteration, less where the source reaches few vertices, and ``O(n)`` memory
+        (``operators.ppr.powerpush_cpu``). ``push``: synchronous forward push from the active
+        vertices (atomic adds into a separate residue array). ``pull``: every vertex sums the
+        messages of its active in-neighbours, no atomics. ``hybrid``: before each iteration the cost
+        model ``Psi`` picks push or pull (on the CPU too, to mirror the GPU's decisions).
+        ``power``: batched power iteration (cuSPARSE SpMM on the GPU). ``montecarlo``: walks.
     max_iter : int, optional
-        Iterations allowed before ``ConvergenceError``. Push, pull and the hybrid always end, so
-        the default is no limit; power iteration's default is the provable bound plus 100.
+        Iterations allowed before ``ConvergenceError``; a ``powerpush`` iteration is a sweep or a
+        queue pass of n pushes. PowerPush, push, pull and the hybrid always end, so the default is
+        no limit; power iteration's default is the provable bound plus 100.
     dtype : {float64, float32}
-        Result type (on the GPU also the type of the residues of push, pull and the hybrid).
+        Result type (on the GPU also the type of the residues of push, pull and the hybrid; the CPU
+        computes in float64 and casts).
     topk : int, optional
         Return only the ``topk`` largest entries of each row, on the host, ranked by value to 24
         significant bits (values that differ only below them, as batches may leave them, tie), ties
@@ -94,12 +102,12 @@ def ppr(
         sources, within a quarter of the free GPU memory; ``pull`` alone batches only on small
         graphs, where it pays). Each iteration of
         such a batch runs one model for all its sources, and it ends when every source's row is
-        within ``tol``. The CPU solves push, pull and hybrid a source at a time, on
+        within ``tol``. The CPU solves powerpush, push, pull and hybrid a source at a time, on
         ``numba.get_num_threads()`` threads at once (each solve then sweeps in its own thread; about
         49 bytes per vertex each, at most as many as a quarter of the free memory holds).
     r_max : float, optional
-        ``push``, ``pull``, ``hybrid``: run the seed paper's algorithm exactly instead, one run until no
-        vertex holds a residue above ``r_max * max(d_out, 1)``; ``tol`` is then not applied, and each
+        ``powerpush``, ``push``, ``pull``, ``hybrid``: run the seed paper's algorithm exactly instead,
+        one run until no vertex holds a residue above ``r_max * max(d_out, 1)``; ``tol`` is then not applied, and each
         row's L1 error (its residue mass, at most ``r_max * (m + n)``) is reported in ``info``.
     cost : CostModel, optional
         Weights and block layout of the hybrid's cost model; by default measured once per GPU
@@ -107,7 +115,8 @@ def ppr(
         no iteration can read 2**22 edges (``_ppr_cost.fit_grid``). The GPU runs its grid.
     info : dict, optional
         Filled with per-source ``l1_bound`` (the certified bound of the row's L1 error: None for Monte
-        Carlo), ``iterations``, ``models`` (one letter per iteration: ``P`` push, ``L`` pull),
+        Carlo), ``iterations``, ``models`` (one letter per iteration: ``P`` push, ``L`` pull;
+        ``powerpush``: ``Q`` a queue pass, ``S`` a sweep),
         ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
         are those of the source's batch, seconds divided by its size), with ``topk`` the ``counts``
         of listed entries, and ``compile_seconds``: the first call on a graph with a method, dtype,
