@@ -66,10 +66,11 @@ def ppr(
         Bound on each row's L1 error against exact PPR (``info['l1_bound']`` certifies it).
         ``powerpush``, ``push``, ``pull``, ``hybrid``: epochs of decreasing residue thresholds
         (``operators.ppr.epochs``) run until the row's residue mass, which equals its L1 error, plus a
-        rounding allowance is at most ``tol`` (``powerpush`` stops at the push that gets there). ``power``: until ``alpha / (1 - alpha)`` times the L1 change of an iteration (plus the
-        allowance) is at most ``tol``. ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each entry
-        has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound). float32
-        results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
+        rounding allowance is at most ``tol`` (``powerpush`` stops at the push that gets there).
+        ``power``: until ``alpha / (1 - alpha)`` times the L1 change of an iteration (plus the
+        allowance) is at most ``tol``. ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each
+        entry has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound).
+        float32 results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
     method : {'auto', 'powerpush', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
         ``auto``: ``powerpush`` on the CPU, ``hybrid`` on the GPU. ``powerpush`` (CPU only; Wu et al.,
         SIGMOD 2021): sequential forward push that updates residues in place, from a FIFO queue while
@@ -107,8 +108,9 @@ def ppr(
         49 bytes per vertex each, at most as many as a quarter of the free memory holds).
     r_max : float, optional
         ``powerpush``, ``push``, ``pull``, ``hybrid``: run the seed paper's algorithm exactly instead,
-        one run until no vertex holds a residue above ``r_max * max(d_out, 1)``; ``tol`` is then not applied, and each
-        row's L1 error (its residue mass, at most ``r_max * (m + n)``) is reported in ``info``.
+        one run until no vertex holds a residue above ``r_max * max(d_out, 1)``; ``tol`` is then not
+        applied, and each row's L1 error (its residue mass, at most ``r_max * (m + n)``) is reported
+        in ``info``.
     cost : CostModel, optional
         Weights and block layout of the hybrid's cost model; by default measured once per GPU
         model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU); 8 blocks per SM, 4 where

@@ -8,7 +8,8 @@ A push of v moves ``(1 - alpha) r(v)`` to its reserve and ``alpha r(v) / d_out(v
 
 Epochs lower the per-degree threshold theta (a vertex is active when ``r(v) > theta * max(d_out(v), 1)``):
 the first at ``FIRST`` times ``epochs.floor_threshold``, each next one ``SHRINK`` times lower, to the
-floor (and below it, only when rounding keeps the bound above ``tol`` there). An epoch ends when no
+floor (and below it, ``BELOW`` epochs at most, only when rounding keeps the bound above ``tol``
+there; then ``ConvergenceError``). An epoch ends when no
 vertex is active. The solve stops as soon as R plus the rounding allowance is at most ``tol``: the
 running sum triggers it and a full sum of the residues confirms it (else the running sum restarts
 from the full sum). A queue pass of n pops or a sweep counts as one iteration (``max_iter``).
@@ -37,6 +38,7 @@ from operators.ppr.epochs import MAX_EPOCHS, floor_threshold, rounding
 SWITCH = 0.05  # queue -> sweeps once this share of the vertices is active at once (tuned on SNAP graphs)
 FIRST = 16.0  # the first epoch's threshold, in floors
 SHRINK = 0.1  # each next epoch's threshold, a share of the last one's
+BELOW = 3  # epochs below the floor at most; a bound still above tol is then the allowance's doing
 
 QUEUE, SWEEP = 0, 1  # stats[0]: the solve's phase
 # stats: phase, queue pops, sweeps, most pushes of one vertex, vertices listed as touched, out of max_iter
@@ -97,7 +99,7 @@ def solve(
     r[s] = 1.0
     touched[0], queue[0], queued[s] = s, s, True
     nt, head, size = 1, 0, 1
-    phase, pops, sweeps, stop = QUEUE, 0, 0, False
+    phase, pops, sweeps, stop, below = QUEUE, 0, 0, False, 0
     for _ in range(MAX_EPOCHS):
         while size > 0 and phase == QUEUE and not stop:  # pop, push in place, queue what it activated
             if pops % n == 0 and sweeps + pops // n + 1 > max_iter:
@@ -171,7 +173,10 @@ def solve(
         mass = _mass(r, touched, nt, phase == SWEEP)  # the epoch emptied its active set
         if mass <= target:
             break
-        theta = max(floor, theta * shrink) if theta > floor else theta * shrink  # below: rounding only
+        below += theta <= floor  # epochs below the floor: only for the rounding allowance's sake
+        if below > BELOW:
+            break
+        theta = max(floor, theta * shrink) if theta > floor else theta * shrink
         if phase == QUEUE:  # the next epoch's active set, among the touched vertices
             for i in range(nt):
                 u = touched[i]

@@ -60,6 +60,12 @@ def test_max_iter_raises_convergence_error():
     ppr(g, sources[:1], method="powerpush", tol=1e-8, max_iter=need)
 
 
+def test_a_tol_below_the_rounding_allowance_raises_convergence_error():
+    g = _with_dangling()  # the allowance is at least epsilon times the pushes of the source
+    with pytest.raises(ConvergenceError):
+        ppr(g, [0], method="powerpush", tol=1e-17)
+
+
 def test_a_source_without_out_edges():
     g = _with_dangling()  # 5 and 6 have no out-edges: their walks restart at themselves
     info: dict = {}
