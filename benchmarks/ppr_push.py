@@ -1,11 +1,13 @@
-"""Single-source PPR at equal accuracy: push, pull, the hybrid and power iteration per L1 target, beside
-cuGraph's personalized PageRank (GPU) and NetworkX's (CPU) stopped at the same measured error.
+"""Single-source PPR at equal accuracy: PowerPush (CPU), push, pull, the hybrid and power iteration per
+L1 target, beside cuGraph's personalized PageRank (GPU) and NetworkX's (CPU) stopped at the same
+measured error.
 
 Per graph and L1 target (``tol`` = 1e-4, 1e-6, 1e-8: ``operators.ppr``'s bound on each row's L1 error):
 ``bench='ppr'`` rows give the median milliseconds per source, one source per call, over a fixed set of
 random sources with out-edges (seed 1), with every row's measured L1 error against exact PPR (power
 iteration to a certified 1e-11) and its certified bound. ``bench='ppr-batch'`` rows give sources per
-second when one call solves a batch (the default ``block``), with the measured error of its first rows.
+second when one call solves a batch (the default ``block``; on the CPU one row, ``method="auto"``), with
+the measured error of its first rows.
 
 Peers, each stopped at the same measured accuracy: cuGraph (pylibcugraph, float32) stops when an
 iteration changes the vector by less than ``epsilon`` in L1; it runs on the same sources at
@@ -29,7 +31,8 @@ from . import cugraph_peer
 from .common import Reporter, fresh
 from .topk_ppr import _sources, _sync
 
-METHODS = ("push", "pull", "hybrid", "power")
+METHODS = ("powerpush", "push", "pull", "hybrid", "power")
+CPU_ONLY = ("powerpush",)
 TARGETS = (1e-4, 1e-6, 1e-8)
 ALPHA = 0.8  # ppr's default, used throughout
 
@@ -128,7 +131,7 @@ def run_graph(rep: Reporter, name: str, g, *, sources: int = 10, batch: int = 64
         elif nxg is not None:
             base = _nx_matched(nxg, one, exact, tol)
         medians = {}
-        for method in METHODS:
+        for method in _methods(device):
             ppr(g, one[:1], method=method, tol=tol)  # compile, plan
             ms, rows, bounds, iters = _per_source(g, one, method=method, tol=tol)
             l1 = _l1(rows, exact)
@@ -141,9 +144,7 @@ def run_graph(rep: Reporter, name: str, g, *, sources: int = 10, batch: int = 64
         rep.emit(bench="ppr-hybrid", impl=f"hybrid vs best of push, pull {device}", median=medians["hybrid"],
                  unit="ms", **common, tol=tol, baseline={"impl": "best pure model", "median": pure},
                  speedup=pure / medians["hybrid"])  # fmt: skip
-        for method in METHODS:
-            if device == "cpu" and method != "hybrid":
-                continue
+        for method in ("auto",) if device == "cpu" else _methods(device):
             ppr(g, srcs[:2], method=method, tol=tol)  # compile the batch's shapes
             info: dict = {}
             _sync(device)
@@ -161,6 +162,10 @@ def run_graph(rep: Reporter, name: str, g, *, sources: int = 10, batch: int = 64
                      **common, batch=len(srcs), tol=tol, l1=l1, l1_max=max(l1), within_tol=max(l1) <= tol,
                      l1_bound_max=max(b for b in info["l1_bound"] if b is not None), **extra)  # fmt: skip
             del x
+
+
+def _methods(device: str) -> list[str]:
+    return [m for m in METHODS if device == "cpu" or m not in CPU_ONLY]
 
 
 def _networkx(g):
@@ -210,7 +215,7 @@ def run(rep: Reporter, device: str, dataset_dir, scales) -> None:
     rep.emit(bench="ppr-cost", impl=f"cost model {device}", median=time.perf_counter() - t0, unit="s",
              l1=model.l1, l2=model.l2, l3=model.l3, blocks=model.blocks)  # fmt: skip
     warm = graphs.rmat(10, seed=1, device=device)
-    for method in METHODS:
+    for method in _methods(device):
         ppr(warm, _sources(warm, 2, 0), method=method)
     for name in ("soc-Epinions1", "soc-Slashdot0902"):
         path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"

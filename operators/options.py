@@ -23,7 +23,7 @@ from graphs.errors import OptionError
 from operators._checks import check_choice, check_count, check_positive, check_probability
 
 PAGERANK_METHODS = ("auto", "pull", "push", "binned")
-PPR_METHODS = ("auto", "hybrid", "push", "pull", "power", "montecarlo")
+PPR_METHODS = ("auto", "powerpush", "hybrid", "push", "pull", "power", "montecarlo")
 # float32 residues and reserves round each update at 2**-24 relative: over the hundred-odd iterations of
 # a solve that rounding allowance (operators.ppr.epochs.rounding) nears 1e-5, so bounds below this
 # cannot be certified
@@ -121,7 +121,7 @@ class PPROptions(_Options):
 
     alpha: float = _help(0.8, "probability of following an edge")
     tol: float = _help(1e-6, "bound on each row's L1 error against exact PPR")
-    method: str = _help("auto", "auto, hybrid, push, pull, power or montecarlo")
+    method: str = _help("auto", "auto, powerpush, hybrid, push, pull, power or montecarlo")
     max_iter: int | None = _help(None, "iterations allowed (default: none for push and pull)")
     dtype: object = _help(np.float64, "result type: float64 or float32")
     topk: int | None = _help(None, "entries kept per source")
@@ -137,7 +137,9 @@ class PPROptions(_Options):
         method = check_choice("method", self.method, PPR_METHODS)
         r_max = _optional(check_positive, "r_max", self.r_max)
         if r_max is not None and method in ("power", "montecarlo"):
-            raise OptionError(f"r_max is a threshold of push, pull and hybrid, not of method={method!r}")
+            raise OptionError(
+                f"r_max is a threshold of powerpush, push, pull and hybrid, not of method={method!r}"
+            )
         if dtype == np.float32 and r_max is None and method != "montecarlo" and tol < FLOAT32_MIN_TOL:
             raise OptionError(
                 f"float32 cannot certify an L1 error below {FLOAT32_MIN_TOL:g} (tol={tol:g}): "

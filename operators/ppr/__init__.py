@@ -1,5 +1,5 @@
-"""Single-source personalized PageRank: forward push, lock-free forward pull, their hybrid, power
-iteration and Monte Carlo, on the CPU (Numba) and the GPU (CuPy).
+"""Single-source personalized PageRank: PowerPush (CPU), forward push, lock-free forward pull, their
+hybrid, power iteration and Monte Carlo, on the CPU (Numba) and the GPU (CuPy).
 
 PPR pi(s, t) is the probability that a walk from s, which at each step stops with probability
 ``1 - alpha`` or else moves to a uniform out-neighbour (jumping back to s from a vertex without
@@ -16,7 +16,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
-from graphs.errors import MemoryLimitError
+from graphs.errors import MemoryLimitError, OptionError
 from operators._checks import check_graph, warn_if_weighted
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
 from operators._ranked import padded_labels, real_counts
@@ -25,6 +25,7 @@ from operators.options import PPROptions
 from operators.ppr import power as _ppr_power
 from operators.ppr.cost import HYBRID, PULL, PUSH, CostModel, cost_model, fit_grid, light_degree, pull_static
 from operators.ppr.epochs import MAX_EPOCHS, first_threshold, floor_threshold, next_threshold, rounding
+from operators.ppr.powerpush_cpu import solver as powerpush_solver
 from operators.ppr.top_rows import top_entries
 from operators.topk.walks import walk_ends
 
@@ -62,23 +63,32 @@ def ppr(
     alpha : float
         Probability of following an edge (0.8: the stop probability 0.2 of the PPR literature).
     tol : float
-        Bound on each row's L1 error against exact PPR (``info['l1_bound']`` certifies it). ``push``,
-        ``pull``, ``hybrid``: epochs of decreasing residue thresholds (``operators.ppr.epochs``) run
-        until the row's residue mass, which equals its L1 error, plus a rounding allowance is at most
-        ``tol``. ``power``: until ``alpha / (1 - alpha)`` times the L1 change of an iteration (plus the
-        allowance) is at most ``tol``. ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each entry
-        has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound). float32
-        results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
-    method : {'auto', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
-        ``push``: synchronous forward push from the active vertices (atomic adds into a separate
-        residue array). ``pull``: every vertex sums the messages of its active in-neighbours, no
-        atomics. ``hybrid`` (``auto``): before each iteration the cost model ``Psi`` picks push or
-        pull. ``power``: batched power iteration (cuSPARSE SpMM on the GPU). ``montecarlo``: walks.
+        Bound on each row's L1 error against exact PPR (``info['l1_bound']`` certifies it).
+        ``powerpush``, ``push``, ``pull``, ``hybrid``: epochs of decreasing residue thresholds
+        (``operators.ppr.epochs``) run until the row's residue mass, which equals its L1 error, plus a
+        rounding allowance is at most ``tol`` (``powerpush`` stops at the push that gets there).
+        ``power``: until ``alpha / (1 - alpha)`` times the L1 change of an iteration (plus the
+        allowance) is at most ``tol``. ``montecarlo``: ``ceil(1 / tol)`` walks per source, so each
+        entry has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound).
+        float32 results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
+    method : {'auto', 'powerpush', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
+        ``auto``: ``powerpush`` on the CPU, ``hybrid`` on the GPU. ``powerpush`` (CPU only; Wu et al.,
+        SIGMOD 2021): sequential forward push that updates residues in place, from a FIFO queue while
+        few vertices are active, then by sweeps over all vertices in id order (Gauss-Seidel), so a
+        row depends on the vertex order within ``tol``; ``O((m + n) log(1 / tol))`` time per source,
+        like power iteration, less where the source reaches few vertices, and ``O(n)`` memory
+        (``operators.ppr.powerpush_cpu``). ``push``: synchronous forward push from the active
+        vertices (atomic adds into a separate residue array). ``pull``: every vertex sums the
+        messages of its active in-neighbours, no atomics. ``hybrid``: before each iteration the cost
+        model ``Psi`` picks push or pull (on the CPU too, to mirror the GPU's decisions).
+        ``power``: batched power iteration (cuSPARSE SpMM on the GPU). ``montecarlo``: walks.
     max_iter : int, optional
-        Iterations allowed before ``ConvergenceError``. Push, pull and the hybrid always end, so
-        the default is no limit; power iteration's default is the provable bound plus 100.
+        Iterations allowed before ``ConvergenceError``; a ``powerpush`` iteration is a sweep or a
+        queue pass of n pushes. PowerPush, push, pull and the hybrid always end, so the default is
+        no limit; power iteration's default is the provable bound plus 100.
     dtype : {float64, float32}
-        Result type (on the GPU also the type of the residues of push, pull and the hybrid).
+        Result type (on the GPU also the type of the residues of push, pull and the hybrid; the CPU
+        computes in float64 and casts).
     topk : int, optional
         Return only the ``topk`` largest entries of each row, on the host, ranked by value to 24
         significant bits (values that differ only below them, as batches may leave them, tie), ties
@@ -93,20 +103,22 @@ def ppr(
         sources, within a quarter of the free GPU memory; ``pull`` alone batches only on small
         graphs, where it pays). Each iteration of
         such a batch runs one model for all its sources, and it ends when every source's row is
-        within ``tol``. The CPU solves push, pull and hybrid a source at a time, on
+        within ``tol``. The CPU solves powerpush, push, pull and hybrid a source at a time, on
         ``numba.get_num_threads()`` threads at once (each solve then sweeps in its own thread; about
         49 bytes per vertex each, at most as many as a quarter of the free memory holds).
     r_max : float, optional
-        ``push``, ``pull``, ``hybrid``: run the seed paper's algorithm exactly instead, one run until no
-        vertex holds a residue above ``r_max * max(d_out, 1)``; ``tol`` is then not applied, and each
-        row's L1 error (its residue mass, at most ``r_max * (m + n)``) is reported in ``info``.
+        ``powerpush``, ``push``, ``pull``, ``hybrid``: run the seed paper's algorithm exactly instead,
+        one run until no vertex holds a residue above ``r_max * max(d_out, 1)``; ``tol`` is then not
+        applied, and each row's L1 error (its residue mass, at most ``r_max * (m + n)``) is reported
+        in ``info``.
     cost : CostModel, optional
         Weights and block layout of the hybrid's cost model; by default measured once per GPU
         model and cached on disk (the paper's 2.3 : 1.1 : 1 on the CPU); 8 blocks per SM, 4 where
         no iteration can read 2**22 edges (``_ppr_cost.fit_grid``). The GPU runs its grid.
     info : dict, optional
         Filled with per-source ``l1_bound`` (the certified bound of the row's L1 error: None for Monte
-        Carlo), ``iterations``, ``models`` (one letter per iteration: ``P`` push, ``L`` pull),
+        Carlo), ``iterations``, ``models`` (one letter per iteration: ``P`` push, ``L`` pull;
+        ``powerpush``: ``Q`` a queue pass, ``S`` a sweep),
         ``residual`` mass and ``seconds`` (on the GPU, iterations, models and seconds
         are those of the source's batch, seconds divided by its size), with ``topk`` the ``counts``
         of listed entries, and ``compile_seconds``: the first call on a graph with a method, dtype,
@@ -147,14 +159,17 @@ def ppr(
     seed, block = o.seed, o.block
     topk = None if topk is None else min(topk, G.n)
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
-    method = "hybrid" if method == "auto" else method
+    if method == "auto":
+        method = "hybrid" if G.device == "gpu" else "powerpush"
+    if method == "powerpush" and G.device == "gpu":
+        raise OptionError("ppr: powerpush runs on the CPU; on the GPU use method='hybrid'")
     if method == "power":
         step = _ppr_power.power_steps(G, alpha, tol, block, max_iter, dtype)
     elif method == "montecarlo":
         walks = math.ceil(1.0 / tol)
         step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
     else:
-        step = _push_steps(G, MODES[method], o, cost, len(src))
+        step = _push_steps(G, method, o, cost, len(src))
         if G.device == "cpu":  # several sources at once on threads
             with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
                 return _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
@@ -266,12 +281,15 @@ def _montecarlo(G, ids, alpha, walks, seed):
     return (counts / max(stopped, 1))[None, :], 1, {}
 
 
-def _push_steps(G, mode, o: PPROptions, cost, count):
-    """``ppr``'s step by push, pull or the hybrid: epochs to a residue mass <= ``tol`` (``epochs``), or
-    one run to the threshold ``r_max``."""
+def _push_steps(G, method, o: PPROptions, cost, count):
+    """``ppr``'s step by push, pull, the hybrid or PowerPush: epochs to a residue mass <= ``tol``
+    (``epochs``), or one run to the threshold ``r_max``."""
     limit = o.max_iter if o.max_iter is not None else np.iinfo(np.int64).max
     smallest = o.r_max if o.r_max is not None else floor_threshold(o.tol, G.m, G.n)
-    if G.device == "gpu":
+    mode = MODES.get(method)
+    if method == "powerpush":
+        solve, block = powerpush_solver(G, o.alpha, o.tol, o.r_max, o.dtype), 1
+    elif G.device == "gpu":
         from operators.ppr.push_gpu import reused_solver
         from operators.ppr.push_plan import batch_size
 
@@ -286,11 +304,12 @@ def _push_steps(G, mode, o: PPROptions, cost, count):
 
     def step(ids, **serial):  # serial=True: a CPU solve on a thread of a batch
         ids = ids[:block]
-        x, it, models, residual = solve(ids, limit, **serial)
+        x, it, models, residual, *allowance = solve(ids, limit, **serial)
         if it is None:
             raise ConvergenceError("ppr", limit, float(np.max(residual)), o.tol)
         k, res = len(ids), [float(v) for v in residual]
-        bound = [v + rounding(it, x.dtype, o.dtype) for v in res]
+        allowance = allowance[0] if allowance else [rounding(it, x.dtype, o.dtype)] * k
+        bound = [v + a for v, a in zip(res, allowance, strict=True)]
         return x, k, {"iterations": [it] * k, "models": [models] * k, "residual": res, "l1_bound": bound}
 
     return step

@@ -17,7 +17,8 @@ OPERATORS = {
     "pagerank": lambda g: pagerank(g),
     "pagerank-push": lambda g: pagerank(g, method="push"),
     "pagerank-personalized": lambda g: pagerank(g, personalization={0: 1.0, 7: 2.0}),  # by label
-    "ppr-hybrid": lambda g: ppr(g, [7], tol=1e-9)[0],
+    "ppr-hybrid": lambda g: ppr(g, [7], method="hybrid", tol=1e-9)[0],
+    "ppr-auto": lambda g: ppr(g, [7], tol=1e-12)[0],  # powerpush on the CPU: in id order, within tol
     "ppr-pull": lambda g: ppr(g, [7], method="pull", tol=1e-9)[0],
 }
 

@@ -90,7 +90,10 @@ def test_ppr_batches_and_labels(device):
     b = to_host(ppr(g.to(device), labels))
     ids = r.ids.tolist()
     perm = [ids.index(v) for v in range(g.n)]
-    np.testing.assert_allclose(a[:, perm], b, atol=1e-10)
+    if device == "gpu":  # the hybrid's synchronous iterates do not depend on the vertex order
+        np.testing.assert_allclose(a[:, perm], b, atol=1e-10)
+    else:  # powerpush sweeps in id order: both rows are within tol (1e-6) of the exact ones
+        assert np.abs(a[:, perm] - b).sum(axis=1).max() <= 2e-6
 
 
 def test_ppr_errors():
