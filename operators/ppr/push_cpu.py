@@ -35,6 +35,17 @@ def _add_delta(u, blk, wrp, nblocks, warps, cblk, cwrp):
     wrp[i * warps + u % warps] += cwrp
 
 
+@nb.njit(inline="always", cache=True)
+def _join(u, q, deg, r, msg, alpha, light, rdw_b, rdw_w, nblocks, warps, lanes):
+    """u joins the active set at slot q: its push statistics and its message; returns (whether it is
+    heavy, the residue it sends back to the source when it has no out-edges)."""
+    _add_rdw(q, deg[u], rdw_b, rdw_w, nblocks, warps, lanes)
+    if deg[u] > 0:
+        msg[u] = alpha * r[u] / deg[u]
+        return deg[u] > light, 0.0
+    return deg[u] > light, r[u]
+
+
 @nb.njit(cache=True)
 def rdw_bound(f, heavy, light, dmax, nblocks, warps, lanes):
     """An upper bound of Phi_rdw of a frontier of ``f`` vertices, ``heavy`` of them of out-degree above
@@ -151,12 +162,9 @@ def solve(
         for u in range(n):
             if r[u] > tol * max(deg[u], 1):
                 front[f] = u
-                _add_rdw(f, deg[u], rdw_b, rdw_w, nblocks, warps, lanes)
-                heavy += deg[u] > light
-                if deg[u] > 0:
-                    msg[u] = alpha * r[u] / deg[u]
-                else:
-                    dmass += r[u]
+                big, back = _join(u, f, deg, r, msg, alpha, light, rdw_b, rdw_w, nblocks, warps, lanes)
+                heavy += big
+                dmass += back
                 f += 1
         pushed = counted = True
     it = it0
@@ -226,13 +234,9 @@ def solve(
                     front[nf] = u
                     nf += 1
         for q in range(nf):
-            u = front[q]
-            _add_rdw(q, deg[u], rdw_b, rdw_w, nblocks, warps, lanes)
-            heavy += deg[u] > light
-            if deg[u] > 0:
-                msg[u] = alpha * r[u] / deg[u]
-            else:
-                dmass += r[u]
+            big, back = _join(front[q], q, deg, r, msg, alpha, light, rdw_b, rdw_w, nblocks, warps, lanes)
+            heavy += big
+            dmass += back
         f = nf
         it += 1
     return it, 0
