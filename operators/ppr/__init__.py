@@ -99,11 +99,11 @@ def ppr(
         Seed of the Monte Carlo walks.
     block : int, optional
         Sources solved together: the SpMM block of ``power``; on the GPU also the rows of the residue
-        matrix that ``push``, ``pull`` and the hybrid iterate at once (by default up to 128
-        sources, within a quarter of the free GPU memory; ``pull`` alone batches only on small
-        graphs, where it pays). Each iteration of
-        such a batch runs one model for all its sources, and it ends when every source's row is
-        within ``tol``. The CPU solves powerpush, push, pull and hybrid a source at a time, on
+        matrix that ``push``, ``pull`` and the hybrid iterate at once (by default, within a quarter of
+        the free GPU memory, up to 2**20 residues, so batches only on small graphs, where they pay;
+        with ``r_max`` up to 128 sources, except ``pull``). Each iteration of such a batch runs one
+        model for all its sources, and it ends when every source's row is within ``tol``. The CPU
+        solves powerpush, push, pull and hybrid a source at a time, on
         ``numba.get_num_threads()`` threads at once (each solve then sweeps in its own thread; about
         49 bytes per vertex each, at most as many as a quarter of the free memory holds).
     r_max : float, optional
@@ -294,7 +294,8 @@ def _push_steps(G, method, o: PPROptions, cost, count):
         from operators.ppr.push_plan import batch_size
 
         full = cost or cost_model("gpu")  # block was checked by PPROptions
-        block = o.block or (batch_size(G.n, o.dtype, full, mode=mode) if count > 1 else 1)
+        dense = o.r_max is None  # to an L1 bound: rows end up dense
+        block = o.block or (batch_size(G.n, o.dtype, full, mode=mode, dense=dense) if count > 1 else 1)
         block = max(1, min(block, count))
         cost = cost or fit_grid(full, m=G.m, rows=block, tol=smallest, mode=mode)
         solve = reused_solver(G, mode, o.alpha, o.tol, o.dtype, cost, batch=block, r_max=o.r_max)

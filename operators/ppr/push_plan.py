@@ -20,17 +20,21 @@ def row_stride(n: int, cost) -> int:
     return -(-max(n, 1) // unit) * unit
 
 
-def batch_size(n: int, dtype, cost, *, mode: int = HYBRID, limit_bytes: int | None = None) -> int:
+def batch_size(
+    n: int, dtype, cost, *, mode: int = HYBRID, dense: bool = False, limit_bytes: int | None = None
+) -> int:
     """Sources per batch by default: at most 128 (the benchmark graphs' throughput stops rising from 64 on),
     within a quarter of the free GPU memory (CuPy's pool included) or ``limit_bytes``. Pull sweeps every row's
-    in-edges, so it batches only up to 2**20 residues: batching pays off for small graphs only
-    (benchmarks/RESULTS.md, single-source PPR section)."""
+    in-edges, so it batches only up to 2**20 residues: batching pays off for small graphs only. So do
+    ``dense`` solves (to an L1 bound, where nearly every vertex of a row turns active): their batches of
+    more rows ran no faster per source than one at a time, the hybrid's slower (it pushed them; see
+    benchmarks/RESULTS.md, single-source PPR on the GPU)."""
     stride = row_stride(n, cost)
     if limit_bytes is None:
         cp = import_cupy()
         limit_bytes = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
     by_memory = (limit_bytes // 4) // (ITEM_BYTES[np.dtype(dtype).type] * stride)
-    most = 2**20 // stride if mode == PULL else 128
+    most = 2**20 // stride if mode == PULL or dense else 128
     return int(max(1, min(128, most, by_memory, MAX_ITEMS // stride)))
 
 

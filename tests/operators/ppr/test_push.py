@@ -261,6 +261,8 @@ def test_batch_size_rule():
     assert batch_size(7115, np.float64, model, mode=PULL, limit_bytes=2**40) == 124  # 2**20 residues
     assert batch_size(75_879, np.float64, model, mode=PULL, limit_bytes=2**40) == 13
     assert batch_size(10**6, np.float64, model, mode=PULL, limit_bytes=2**40) == 1
+    assert batch_size(75_879, np.float64, model, dense=True, limit_bytes=2**40) == 13  # as pull
+    assert batch_size(10**6, np.float64, model, dense=True, limit_bytes=2**40) == 1
 
 
 def test_big_lists_hold_each_large_vertex_once_in_its_blocks_slice():
