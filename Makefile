@@ -2,14 +2,14 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,dev
+EXTRAS ?= test,dev,docs
 comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
-SRC    := graphjobs graphs operators pipelines cluster benchmarks tests
+SRC    := graphjobs graphs operators pipelines cluster benchmarks tests docs/_hooks.py
 # Numba's on-disk cache lives in the venv so repeated runs (and CI re-runs) skip compilation.
 export NUMBA_CACHE_DIR ?= $(CURDIR)/$(VENV)/numba-cache
 
-.PHONY: setup demo test nx-tests lint bench clean
+.PHONY: setup demo test nx-tests lint docs bench clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,10 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest -q
 
+# The documentation site (MkDocs, API pages from the docstrings) into site/; any warning fails it.
+docs: setup
+	$(BIN)/mkdocs build --strict --quiet
+
 # NetworkX's own PageRank and similarity tests with graphjobs as their backend (also run by `make test`)
 nx-tests: setup
 	$(BIN)/python -m pytest -q tests/test_nx_backend.py -k networkx_own_tests
@@ -36,4 +40,4 @@ bench: setup
 	$(BIN)/python -m benchmarks.run --device cpu --out bench-cpu.jsonl
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .graphjobs
+	rm -rf $(VENV) .pytest_cache .ruff_cache .graphjobs site
