@@ -21,6 +21,7 @@ def current_tables() -> str:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if MARK in markdown:
         markdown = markdown.replace(MARK, current_tables())
-    for outside, page in (("](../README.md)", "](index.md)"), ("](../benchmarks/RESULTS.md)", "](performance.md)")):
-        markdown = markdown.replace(outside, page)
+    outside = {"](../README.md)": "](index.md)", "](../benchmarks/RESULTS.md)": "](performance.md)"}
+    for link, page in outside.items():
+        markdown = markdown.replace(link, page)
     return markdown
