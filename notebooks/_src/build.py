@@ -1,4 +1,5 @@
-"""Writes the notebooks from the cell lists below (outputs empty): python notebooks/_src/build.py."""
+"""Writes the notebooks from the cell lists below: python notebooks/_src/build.py --execute (run and stored
+with their outputs, as the repository keeps them); without --execute, outputs empty."""
 
 from __future__ import annotations
 
@@ -177,14 +178,39 @@ assert again.resumed_parts == again.parts'''),
 }
 
 
-def main() -> None:
+def notebook(cells):
+    """The notebook of ``cells`` (kind, text), without outputs, with stable cell ids."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(t) if kind == "md" else nbformat.v4.new_code_cell(t)
+                for kind, t in cells]  # fmt: skip
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"  # stable ids: rebuilding changes nothing that was not edited
+    return nb
+
+
+def execute(nb, timeout: int = 600):
+    """Run ``nb`` top to bottom in a Jupyter kernel on the CPU, outputs kept (plots as inline images)."""
+    import os
+
+    from nbclient import NotebookClient
+
+    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend: the plots are stored in the cells
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+    return nb
+
+
+def main(argv=None) -> None:
+    """Write the notebooks; with ``--execute`` run each and store it with its outputs (what the
+    repository keeps, so that they read on a web page)."""
+    import sys
+
+    run = "--execute" in (sys.argv[1:] if argv is None else argv)
     for name, cells in NOTEBOOKS.items():
-        nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_markdown_cell(t) if kind == "md" else nbformat.v4.new_code_cell(t)
-                    for kind, t in cells]
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        for i, cell in enumerate(nb.cells):
-            cell["id"] = f"cell-{i}"  # stable ids: rebuilding changes nothing that was not edited
+        nb = notebook(cells)
+        if run:
+            print(f"running {name}", flush=True)
+            execute(nb)
         nbformat.write(nb, HERE / name, version=4)
 
 
