@@ -147,6 +147,8 @@ def demo_options(p) -> None:
     p.add_argument("--workdir", default=None, help="artifact folder (default .graphjobs)")
     p.add_argument("--out", default="graphjobs-demo", help="folder of the jobs' outputs (graphjobs-demo)")
     p.add_argument("--jobs", default=",".join(DEMO_JOBS), help=f"comma-separated, of {','.join(DEMO_JOBS)}")
+    keep = "keep the cluster and its dashboard up after the jobs, until Ctrl-C"
+    p.add_argument("--keep", action="store_true", help=keep)
 
 
 def run_options(p) -> None:

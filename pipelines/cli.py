@@ -243,6 +243,7 @@ def _demo(args) -> int:
     jobs = demo_jobs(args.jobs.split(","), scale=scale, device=device, out=args.out, workdir=args.workdir)
     demo = DemoSummary()
     with make_cluster(args.workers, device=device) as cluster, Client(cluster) as client:
+        print(f"dashboard (while the demo runs): {cluster.dashboard_link}", flush=True)
         for name, title, job in jobs:
             print(f"\n== {title}", flush=True)
             t0 = time.perf_counter()
@@ -250,8 +251,16 @@ def _demo(args) -> int:
             done = DemoRun(name=name, title=title, summary=summary, seconds=time.perf_counter() - t0)
             demo.runs.append(done)
             print("\n".join(done.summary.lines(seconds=done.seconds)), flush=True)
-        demo.dashboard = cluster.dashboard_link
-    print(f"\ndashboard: {demo.dashboard}")
+        if args.keep:  # a link that works as long as it is printed
+            demo.dashboard = cluster.dashboard_link
+            print(f"\ndashboard: {demo.dashboard} (kept up until Ctrl-C)", flush=True)
+            try:
+                while True:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                print("stopping the cluster", flush=True)
+    if not args.keep:
+        print("\nthe cluster has stopped: graphjobs demo --keep keeps its dashboard up", flush=True)
     return 0
 
 

@@ -295,14 +295,15 @@ class DemoRun:
 
 @dataclass(kw_only=True)
 class DemoSummary:
-    """The demo: its ``runs`` in order and the local cluster's ``dashboard`` address."""
+    """The demo: its ``runs`` in order and, when the cluster is kept up, its ``dashboard`` address."""
 
     job: ClassVar[str] = "demo"
     runs: list[DemoRun] = field(default_factory=list)
     dashboard: str = ""
 
     def lines(self) -> list[str]:
-        return [line for run in self.runs for line in run.lines()] + ["", f"dashboard: {self.dashboard}"]
+        kept = [f"dashboard: {self.dashboard}"] if self.dashboard else []
+        return [line for run in self.runs for line in run.lines()] + ["", *kept]
 
     def to_dict(self) -> dict:
         runs = [{"title": r.title, "seconds": r.seconds, "summary": r.summary.to_dict()} for r in self.runs]

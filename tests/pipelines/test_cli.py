@@ -102,7 +102,9 @@ def test_demo_runs_every_job_on_a_local_cluster(tmp_path, capsys, monkeypatch):
     args = ["demo", "--device", "cpu", "--scale", "10", "--workers", "1", "--workdir", str(tmp_path / "wd")]
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert "dashboard: http" in text and "n=1,024 vertices" in text
+    assert "dashboard (while the demo runs): http" in text and "n=1,024 vertices" in text
+    last = text.rstrip().splitlines()[-1]
+    assert last == "the cluster has stopped: graphjobs demo --keep keeps its dashboard up"
     titles = [line for line in text.splitlines() if line.startswith("== ")]
     for title, words in zip(titles, ("global PageRank", "kPAR", "hybrid", "IMM", "ClipSim"), strict=True):
         assert words in title
@@ -128,6 +130,34 @@ def test_demo_runs_every_job_on_a_local_cluster(tmp_path, capsys, monkeypatch):
         assert np.mean(hits) >= 0.95
     seeds = pd.read_csv(out / "seeds.csv")
     assert len(seeds) == 10 and seeds.vertex.is_unique
+
+
+def test_demo_keep_serves_the_dashboard_until_ctrl_c(tmp_path):
+    """--keep: the printed dashboard answers until Ctrl-C, and then the demo exits 0."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    cmd = [sys.executable, "-m", "pipelines", "demo", "--device", "cpu", "--scale", "8", "--workers", "1",
+           "--jobs", "pagerank", "--workdir", str(tmp_path / "wd"), "--out", str(tmp_path / "out"),
+           "--keep"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    try:
+        deadline, link = time.monotonic() + 120, None
+        while link is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, "the demo ended before keeping its dashboard"
+            if m := re.match(r"dashboard: (\S+) \(kept up until Ctrl-C\)", line):
+                link = m.group(1)
+        assert link, "no kept dashboard link"
+        assert urllib.request.urlopen(link, timeout=10).status == 200
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
 
 
 def test_demo_outputs_agree_on_one_and_two_workers(tmp_path, monkeypatch):
