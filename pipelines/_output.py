@@ -181,6 +181,19 @@ def check_result_file(out, job: str) -> dict | None:
     return meta
 
 
+def check_result_token(out, job: str, token: str, overwrite: bool) -> None:
+    """``check_result_file``, and refuse (unless ``overwrite``) a result file ``out`` written by another
+    ``job`` job (another token): the rule of the batch jobs' output folders (``check_reusable``)."""
+    meta = check_result_file(out, job)
+    if overwrite or meta is None or meta.get(b"graphjobs.token") == token.encode():
+        return
+    theirs = meta.get(b"graphjobs.token", b"unknown").decode()
+    raise FileExistsError(
+        f"{out}: holds the result of another {job} job (token {theirs}); choose another output path, "
+        "or pass overwrite=True (--overwrite) to replace it"
+    )
+
+
 def _result_metadata(path: Path, job: str) -> dict | None:
     """The file's schema metadata when a ``job`` job wrote it ({} for the influence CSV), else None."""
     if job == "influence":

@@ -186,6 +186,7 @@ def pagerank_options(p) -> None:
         help="split the graph over N workers (auto: if a worker is too small)",
     )
     p.add_argument("--out", default="pagerank.parquet")
+    p.add_argument("--overwrite", action="store_true", help="replace another PageRank job's result in --out")
     p.add_argument("--workdir", default=None)
     _run_options(p)
 

@@ -121,6 +121,7 @@ def _pagerank_job(args):
         out=args.out,
         workdir=args.workdir,
         partitions=args.partitions,
+        overwrite=args.overwrite,
     )
 
 

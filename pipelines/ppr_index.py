@@ -128,6 +128,7 @@ def index_job(
         summary,
         workdir,
         stages={"load": load, "pagerank": ranks, "index": index, "summary": summary},
+        out=workdir if out else None,
     )
 
 

@@ -8,6 +8,7 @@ worker loads a graph once (``pipelines._state``) and reuses it for every task.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from dataclasses import dataclass
@@ -240,7 +241,8 @@ def batch_job(
     finish = dask.delayed(_finish, pure=True)
     result = finish(summarize, name, jtoken, load, parts, str(out), opts, dask_key_name=skey)
     stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
-    return Job(name, result, Path(workdir), stages=stages)
+    check = functools.partial(_output.check_reusable, out, name, jtoken, overwrite)
+    return Job(name, result, Path(workdir), stages=stages, out=out, check_out=check)
 
 
 def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
