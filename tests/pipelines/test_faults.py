@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -90,3 +92,22 @@ def test_a_batch_job_replaces_another_jobs_folder_only_with_overwrite(tmp_path, 
     assert pd.read_parquet(out).groupby("source").size().max() == 5
     assert main([*base, "--topk", "7", "--workdir", str(tmp_path / "b"), "--overwrite"]) == 0
     assert pd.read_parquet(out).groupby("source").size().max() == 7
+
+
+def test_sigterm_is_handled_as_ctrl_c_exit_143_and_nothing_left_behind(tmp_path):
+    args = ["pagerank", "rmat:19", "--out", tmp_path / "pr.parquet", "--workdir", tmp_path / "wd", "--quiet"]
+    job = cli(*args, cwd=tmp_path)
+    lock = tmp_path / ".pr.parquet.graphjobs.lock"
+    deadline = time.monotonic() + 60
+    while not lock.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lock.exists(), job.communicate()
+    time.sleep(0.3)  # into the job's first stage
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 143 and err.strip().splitlines() == ["graphjobs: interrupted"], (out, err)
+    assert not lock.exists() and not (tmp_path / "wd" / ".graphjobs.lock").exists()
+    assert not [p for p in tmp_path.rglob("*") if ".partial" in p.name]
+    again = cli(*args, cwd=tmp_path)
+    assert again.wait(timeout=120) == 0, again.stderr.read()
+    assert len(pd.read_parquet(tmp_path / "pr.parquet")) == 2**19
