@@ -138,6 +138,55 @@ def _number(value: str, spec: str):
     raise OptionError(f"{spec}: {value!r} is not a number")
 
 
+def generated_size(name: str, kwargs: dict) -> tuple[int, int]:
+    """Vertices and stored edges of the graph generator ``name`` makes with ``kwargs`` (an estimate
+    for ``er`` by ``p``)."""
+    if name == "rmat":
+        n = 1 << int(kwargs["scale"])
+        m = int(kwargs.get("edge_factor", 16)) * n
+        return n, m * (1 if kwargs.get("directed", True) else 2)
+    if name == "ba":
+        n, k = int(kwargs["n"]), int(kwargs["m"])
+        return n, 2 * k * max(n - k, 0)
+    n = int(kwargs["n"])
+    m = kwargs.get("m")
+    m = int(m) if m is not None else int(float(kwargs.get("p") or 0) * n * (n - 1))
+    return n, m * (1 if kwargs.get("directed", True) else 2)
+
+
+def generated_bytes(name: str, kwargs: dict) -> int:
+    """Peak memory of generating a graph and building its CSR: the edge arrays, the sort's
+    permutation, the CSR's indices and row pointer (and weights)."""
+    n, m = generated_size(name, kwargs)
+    return 24 * m + 8 * (n + 1) + (8 * m if kwargs.get("weighted") else 0)
+
+
+def check_generator_memory(name: str, kwargs: dict, device: str) -> None:
+    """Refuse (``InsufficientMemoryError``, before anything is allocated) a generated graph that does
+    not fit in the free memory of ``device``; the message names what would fit."""
+    from graphs._device import free_memory
+    from operators.errors import InsufficientMemoryError
+
+    device = "gpu" if device == "gpu" else "cpu"
+    need, free = generated_bytes(name, kwargs), free_memory(device)
+    if need <= 0.9 * free:
+        return
+    n, m = generated_size(name, kwargs)
+    spec = f"{name}:" + ",".join(f"{k}={v}" for k, v in kwargs.items() if k != "device")
+    hint = "a smaller graph"
+    if name == "rmat":
+        fits = [s for s in range(int(kwargs["scale"]) - 1, 0, -1)
+                if generated_bytes(name, {**kwargs, "scale": s}) <= 0.9 * free]  # fmt: skip
+        hint = f"rmat:{fits[0]} would fit" if fits else "no scale fits"
+    raise InsufficientMemoryError(
+        f"generating {spec} (n={n:,}, m={m:,}) on {device}",
+        need,
+        free,
+        f"{hint}; or run on a machine or cluster with more memory (--scheduler); "
+        "$GRAPHJOBS_MEMORY_LIMIT caps what counts as free",
+    )
+
+
 def source_token(src) -> str:
     if src[0] == "graph":
         return src[1].token
@@ -182,6 +231,7 @@ def _load(src, options, reorder, artifact) -> GraphHandle:
         kwargs = dict(src[2])
         if src[1] == "rmat":
             kwargs.setdefault("device", worker_device())
+        check_generator_memory(src[1], kwargs, kwargs.get("device", "cpu"))
         g = fn(**kwargs)
     else:
         g = graphs.read_edgelist(src[1], **options)

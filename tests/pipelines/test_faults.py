@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from pipelines.cli import main
 
@@ -111,3 +112,25 @@ def test_sigterm_is_handled_as_ctrl_c_exit_143_and_nothing_left_behind(tmp_path)
     again = cli(*args, cwd=tmp_path)
     assert again.wait(timeout=120) == 0, again.stderr.read()
     assert len(pd.read_parquet(tmp_path / "pr.parquet")) == 2**19
+
+
+@pytest.mark.parametrize(
+    ("spec", "limit", "fits"), [("rmat:30", None, None), ("rmat:19", "100MB", "rmat:17 would fit")]
+)
+def test_a_graph_too_large_for_memory_is_refused_before_allocating(tmp_path, spec, limit, fits):
+    env = {} if limit is None else {"GRAPHJOBS_MEMORY_LIMIT": limit}
+    args = ["pagerank", spec, "--device", "cpu", "--out", tmp_path / "pr.parquet"]
+    t0 = time.monotonic()
+    job = cli(*args, "--workdir", tmp_path / "wd", "--quiet", cwd=tmp_path, env=env)
+    _, status, usage = os.wait4(job.pid, 0)  # its one line fits in the pipe's buffer
+    seconds = time.monotonic() - t0
+    job.returncode, peak_kib = os.waitstatus_to_exitcode(status), usage.ru_maxrss
+    err = job.stderr.read()
+    assert job.returncode == 1 and seconds < 5, (seconds, err)
+    err = err.strip().splitlines()
+    assert len(err) == 1 and f"generating {spec.replace(':', ':scale=')} (n=" in err[0], err
+    assert "GiB but only" in err[0] and "GiB are free" in err[0] and " would fit" in err[0]
+    if fits:
+        assert "only 0.10 GiB are free" in err[0] and fits in err[0]
+    assert peak_kib < 1 << 20  # < 1 GiB: nothing of the graph was allocated
+    assert not (tmp_path / "pr.parquet").exists()
