@@ -27,7 +27,7 @@ from operators._ranked import long_rows
 from . import _output, _state
 from ._output import write_atomic
 from .job import Job
-from .sources import resolve_sources, sources_spec
+from .sources import distinct_sources, resolve_sources, sources_spec
 from .summary import BatchSummary
 
 GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
@@ -257,22 +257,27 @@ def batch_job(
     summarize,
     overwrite: bool = False,
     tuning: dict | None = None,
+    per_source: tuple[str, int, int] | None = None,
 ) -> Job:
     """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path)``
     per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``), then
     ``summarize(graph, parts, out, opts)``. Chunks finished by an earlier run of the same job are skipped
     (``pipelines._output``); an ``out`` folder of another job is refused unless ``overwrite``.
     ``tuning`` joins the chunks' ``opts`` but not the job's token: options that change how a chunk is
-    computed, not its rows (a run with other ones resumes the same job).
+    computed, not its rows (a run with other ones resumes the same job). ``per_source`` (the option's
+    name, its value, its default) is the rows asked for per source: more than the graph's vertices is
+    refused (``OptionError``), or for the default, said in a warning.
+    A source listed more than once is answered once (``duplicate_sources`` in the summary).
     """
+    sources, duplicates = distinct_sources(sources)
     spec, count = sources_spec(sources, seed)
     chunk = check_count("chunk", chunk)
     jtoken = tokenize(name, gtoken, spec, opts, chunk)
     chunk_opts = {**opts, **(tuning or {})}
     out = Path(out).resolve()
     _output.check_reusable(out, name, jtoken, overwrite)
-    resolved = dask.delayed(resolve_sources, pure=True)(
-        load, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
+    resolved = dask.delayed(_resolve, pure=True)(
+        load, spec, per_source, dask_key_name=f"graphjobs-sources-{jtoken}"
     )
     parts = [
         dask.delayed(_resumable, pure=True)(
@@ -289,10 +294,20 @@ def batch_job(
     ]
     skey = f"graphjobs-{name}-summary-{jtoken}"
     finish = dask.delayed(_finish, pure=True)
-    result = finish(summarize, name, jtoken, load, parts, str(out), opts, dask_key_name=skey)
+    result = finish(summarize, name, jtoken, load, parts, str(out), opts, duplicates, dask_key_name=skey)
     stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
     check = functools.partial(_output.check_reusable, out, name, jtoken, overwrite)
     return Job(name, result, Path(workdir), stages=stages, out=out, check_out=check)
+
+
+def _resolve(graph, spec, per_source):
+    if per_source is not None and per_source[1] > graph.n:
+        name, k, default = per_source
+        why = f"is more than the graph's {graph.n:,} vertices (a source has at most {graph.n:,} rows)"
+        if k != default:
+            raise OptionError(f"{name}={k:,} {why}; ask for {name} <= {graph.n:,}")
+        _output.warn(f"{name}={k:,} (the default) {why}")
+    return resolve_sources(graph, spec)
 
 
 def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
@@ -304,7 +319,7 @@ def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
     return {**summary, "resumed": False, "damage": damage}
 
 
-def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
+def _finish(summarize, name, jtoken, graph, parts, out, opts, duplicates=0) -> BatchSummary:
     damaged = [p["damage"] for p in parts if p.get("damage")]
     if damaged:
         what = "1 part" if len(damaged) == 1 else f"{len(damaged)} parts"
@@ -316,6 +331,7 @@ def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
     parts = [{k: v for k, v in p.items() if k != "damage"} for p in parts]
     summary = summarize(graph, parts, out, opts)
     summary.resumed_parts = sum(bool(p.get("resumed")) for p in parts)
+    summary.duplicate_sources = duplicates
     _output.finish(out, name, jtoken, [p["path"] for p in parts], summary.to_dict())
     return summary
 

@@ -139,6 +139,7 @@ def topk_ppr_job(
         run_chunk=_query_chunk,
         summarize=_summary,
         overwrite=overwrite,
+        per_source=("k", query.k, TopkOptions.k),
         tuning={"streams": streams},
     )
 
