@@ -251,3 +251,26 @@ def test_snap_datasets_counts(name):
     if name.startswith(("ca-", "email-")):
         a = g.to_scipy()
         assert (a != a.T).nnz == 0
+
+
+@pytest.mark.parametrize("name", ["bom.txt", "bom.csv", "bom.txt.gz"])
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_label(tmp_path, name):
+    text = "\ufeff" + ("1,2\n2,3\n3,1\n" if ".csv" in name else "1 2\n2 3\n3 1\n")
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    g = graphs.read_edgelist(path)
+    assert g.ids.dtype.kind == "i" and sorted(g.ids.tolist()) == [1, 2, 3] and g.m == 3
+
+
+@pytest.mark.parametrize("first", ["a 1", "a b 0.5"])
+def test_a_first_line_neither_header_nor_like_the_rest_is_refused(tmp_path, first):
+    path = tmp_path / "e.txt"
+    path.write_text(f"{first}\n2 3 1\n3 1 1\n")
+    with pytest.raises(
+        graphs.GraphFormatError, match=r"e\.txt, line 1: expected a header line \(every field a name\)"
+    ):
+        graphs.read_edgelist(path)
+    g = graphs.read_edgelist(path, header=False)  # asked for: every label as text
+    assert g.ids.dtype == object and "a" in g.ids.tolist()
+    path.write_text("src dst w\n2 3 1\n3 1 1\n")  # a header: every field a name
+    assert graphs.read_edgelist(path).ids.dtype.kind == "i"
