@@ -119,7 +119,12 @@ def _pagerank_job(args):
         tol=args.tol,
         max_iter=args.max_iter,
         directed=not args.undirected,
-        read_options={"weighted": args.weighted or None, "dedupe": args.dedupe or None},
+        read_options={
+            "weighted": args.weighted or None,
+            "dedupe": args.dedupe or None,
+            "src_col": args.src_col,
+            "dst_col": args.dst_col,
+        },
         reorder=args.reorder,
         out=args.out,
         workdir=args.workdir,
