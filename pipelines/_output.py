@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from graphs.store import file_sha256, owner_tag, remove_stale
+from graphs.store import file_sha256, owner_tag, read_json, remove_stale
 
 MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
@@ -143,9 +143,9 @@ def check_reusable(out, job: str, token: str, overwrite: bool) -> None:
     manifest = out / MANIFEST
     theirs = None
     if manifest.is_file():
-        theirs = json.loads(manifest.read_text()).get("token")
+        theirs = read_json(manifest, "the job's manifest (--overwrite replaces the folder)").get("token")
     else:
-        tokens = {json.loads(p.read_text()).get("job_token") for p in (out / CHUNKS).glob("*.json")}
+        tokens = {read_json(p, "a chunk's record").get("job_token") for p in (out / CHUNKS).glob("*.json")}
         theirs = next(iter(tokens - {token}), token) if tokens else None
         if theirs is None and any(out.glob("part-*.parquet")):
             theirs = "unknown"
