@@ -15,6 +15,7 @@ output; status lines and progress go to standard error.
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -65,7 +66,7 @@ def _execute(job, args):
     from cluster import connect, set_worker_device
     from cluster.serve import tls
 
-    from .job import run
+    from .job import SchedulerLostError, run
 
     if args.connect_timeout is not None and not args.scheduler:
         raise OptionError("--connect-timeout applies only with --scheduler")
@@ -74,7 +75,11 @@ def _execute(job, args):
         opts = {"timeout": args.connect_timeout} if args.scheduler else {"device": args.device}
         security = tls(args.tls_ca_file, args.tls_cert, args.tls_key)
         with connect(args.scheduler, security=security, **opts) as client:
-            return run(job, client, progress=progress)
+            try:
+                return run(job, client, progress=progress)
+            except SchedulerLostError:  # closing the client logs its failed reconnection: said in one line
+                logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+                raise
     set_worker_device(args.device)
     return run(job, progress=progress)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import dask
 
-from graphs.errors import LockedError
+from graphs.errors import LockedError, SchedulerUnreachableError
 from graphs.store import process_alive
 
 from ._progress import LocalStages, cluster_stages
@@ -161,6 +161,30 @@ def run(job: Job, client=None, *, progress: bool = True) -> Summary:
         return _run(job, client, progress)
 
 
+@contextlib.contextmanager
+def _scheduler_lost(client):
+    """Turn distributed's errors of a lost scheduler (a cancelled future, a closed comm) into a
+    ``SchedulerLostError`` naming its address; errors of the job's own tasks pass unchanged."""
+    from asyncio import CancelledError
+
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    address = getattr(client.scheduler, "address", None) or "?"
+    try:
+        yield
+    except (FutureCancelledError, CancelledError, CommClosedError, OSError) as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, CommClosedError) and client.status == "running":
+            raise  # a file error of the job's own (it travels back as itself)
+        if isinstance(exc, FutureCancelledError | CancelledError) and "connection" not in str(exc):
+            if client.status == "running":
+                raise
+        raise SchedulerLostError(
+            f"scheduler at {address} lost while the job ran ({type(exc).__name__}); re-run to resume "
+            "(finished stages and chunks are kept)"
+        ) from None
+
+
 def _widgets() -> bool:
     """In a Jupyter kernel with ipywidgets: ``distributed.progress`` draws a bar per stage there."""
     from distributed.utils import is_kernel
@@ -172,17 +196,23 @@ def _widgets() -> bool:
     return bool(is_kernel())
 
 
+class SchedulerLostError(SchedulerUnreachableError):
+    """The connection to the job's scheduler was lost while the job ran (the scheduler died, or the
+    network failed); finished stages and chunks are kept, so a re-run resumes."""
+
+
 def _run(job: Job, client, progress: bool) -> Summary:
     client = client or _active_client()
     if client is not None:
-        future = client.compute(job.result)
-        if progress and _widgets():
-            from distributed import progress as show
+        with _scheduler_lost(client):
+            future = client.compute(job.result)
+            if progress and _widgets():
+                from distributed import progress as show
 
-            show(future, notebook=True)
-        elif progress:  # one text line of every stage's tasks done
-            cluster_stages(client, future)
-        return future.result()
+                show(future, notebook=True)
+            elif progress:  # one text line of every stage's tasks done
+                cluster_stages(client, future)
+            return future.result()
     ctx = contextlib.nullcontext()
     if progress:
         ctx = LocalStages()

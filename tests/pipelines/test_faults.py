@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,15 @@ def cli(*args, cwd, env=None) -> subprocess.Popen:
     """``graphjobs ARGS`` in a new process (this source tree's packages)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     cmd = [sys.executable, "-m", "pipelines", *map(str, args)]
-    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_two_jobs_racing_on_one_output_folder_one_is_refused(tmp_path):
@@ -134,3 +143,34 @@ def test_a_graph_too_large_for_memory_is_refused_before_allocating(tmp_path, spe
         assert "only 0.10 GiB are free" in err[0] and fits in err[0]
     assert peak_kib < 1 << 20  # < 1 GiB: nothing of the graph was allocated
     assert not (tmp_path / "pr.parquet").exists()
+
+
+def test_a_scheduler_lost_mid_job_is_one_line_and_exit_1(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve = ["cluster", "--workers", "1", "--port", port, "--dashboard", ":0"]
+    cluster = cli(*serve, cwd=tmp_path)
+    try:
+        for line in cluster.stderr:  # its status lines
+            if "submit jobs" in line:
+                break
+        address = f"tcp://127.0.0.1:{port}"
+        args = ["pagerank", "rmat:20", "--out", tmp_path / "pr.parquet", "--workdir", tmp_path / "wd"]
+        job = cli(*args, "--scheduler", address, "--quiet", cwd=tmp_path)
+        lock = tmp_path / ".pr.parquet.graphjobs.lock"
+        deadline = time.monotonic() + 60
+        while not lock.exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.0)  # the job's tasks are on the worker
+        assert job.poll() is None, job.communicate()
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)  # the scheduler and its worker: gone at once
+        cluster.wait()
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1, err
+    assert err.strip().splitlines()[-1] == (
+        f"graphjobs: error: scheduler at {address} lost while the job ran (FutureCancelledError); "
+        "re-run to resume (finished stages and chunks are kept)"
+    )
+    assert "Traceback" not in err and not lock.exists()
