@@ -95,6 +95,19 @@ def parse_size(text: str, name: str = "size") -> int:
     return int(float(got.group(1)) * scale)
 
 
+def host_available() -> int:
+    """The host's available memory (``MemAvailable``: free pages and the caches the kernel can drop),
+    else its free pages."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
 def free_memory(device: str) -> int:
     """Bytes free to allocate on ``device``: the GPU's free memory plus CuPy's unused pool, or the host's
     available memory; ``$GRAPHJOBS_MEMORY_LIMIT`` (``parse_size``: bytes, ``100MB``, ``2GiB``) caps it."""
@@ -102,7 +115,7 @@ def free_memory(device: str) -> int:
         cp = import_cupy()
         free = int(cp.cuda.runtime.memGetInfo()[0]) + int(cp.get_default_memory_pool().free_bytes())
     else:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        free = host_available()
     limit = os.environ.get("GRAPHJOBS_MEMORY_LIMIT", "").strip()
     if limit:
         free = min(free, parse_size(limit, "GRAPHJOBS_MEMORY_LIMIT"))

@@ -21,10 +21,10 @@ from .errors import GraphFormatError, OptionError
 
 def open_text(path: str) -> io.TextIOBase:
     if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")
     if path.endswith(".bz2"):
-        return bz2.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        return bz2.open(path, "rt", encoding="utf-8-sig", errors="replace")
+    return open(path, encoding="utf-8-sig", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,12 @@ def sniff(path: str, *, comment, delimiter, header, id_cols, sample_lines: int =
     tokens = split(data[0], None if ragged else delimiter)
     names = None
     named = any(isinstance(c, str) for c in id_cols)
-    looks_named = all(not is_int(tokens[c]) for c in id_cols if isinstance(c, int) and c < len(tokens))
-    next_numeric = len(data) > 1 and all(
-        is_int(t) for i, t in enumerate(split(data[1], None if ragged else delimiter)) if i in id_cols
-    )
+    # a header names every column: one numeric field makes the line data ('a 1', 'a b 0.5')
+    looks_named = all(not is_float(t) for t in tokens)
+    rows = [split(ln, None if ragged else delimiter) for ln in data[1:]]
+    ids = [c for c in id_cols if isinstance(c, int)]
+    next_numeric = bool(rows) and all(is_int(rows[0][c]) for c in ids if c < len(rows[0]))
+    rest_numeric = bool(rows) and all(is_int(r[c]) for r in rows for c in ids if c < len(r))
     tabular = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith((".csv", ".tsv"))
     if header is True or (header is None and (named or (looks_named and (next_numeric or tabular)))):
         names = [t.strip() for t in tokens]
@@ -113,6 +115,14 @@ def sniff(path: str, *, comment, delimiter, header, id_cols, sample_lines: int =
     string_ids = tokens is not None and any(
         not is_int(tokens[c]) for c in _positions(id_cols, names) if c < len(tokens)
     )
+    if header is None and names is None and string_ids and rest_numeric:  # a label here, numbers below
+        line = data[0].rstrip("\r\n")
+        raise GraphFormatError(
+            path,
+            skip + 1,
+            f"expected a header line (every field a name) or integer vertex ids as on the lines below, "
+            f"got {line!r}; fix the line, or pass header=False to read every label as text",
+        )
     return Layout(skip, None if ragged else delimiter, names, string_ids, ragged, tokens)
 
 

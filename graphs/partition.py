@@ -18,7 +18,7 @@ from dask.base import tokenize
 from ._device import array_module, resolve_device, to_device, to_host
 from .csr import CSRGraph
 from .errors import GraphFormatError, IntegrityError, OptionError
-from .store import file_sha256, write_directory
+from .store import file_sha256, load_npy, read_json, write_directory
 
 FORMAT = "graphjobs-partitioned-csr"
 VERSION = 1
@@ -216,7 +216,7 @@ def _meta(path: Path) -> dict:
     meta_path = path / "meta.json"
     if not meta_path.is_file():
         raise GraphFormatError(path, None, "expected a partitioned graph directory (meta.json); none found")
-    meta = json.loads(meta_path.read_text())
+    meta = read_json(meta_path)
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise GraphFormatError(
             meta_path,
@@ -241,7 +241,7 @@ def load_part(path, index: int, *, device: str = "cpu", verify: bool = False) ->
             continue
         if verify and file_sha256(path / rel) != meta["checksums"][rel]:
             raise IntegrityError(path / rel, None, "checksum mismatch: the file changed or is damaged")
-        arrays[name] = np.load(path / rel, mmap_mode="r", allow_pickle=False)
+        arrays[name] = load_npy(path / rel, mmap=True)
     lo, hi = meta["bounds"][index], meta["bounds"][index + 1]
     part = GraphPart(index, meta["n"], lo, hi, token=meta["part_tokens"][index], **arrays)
     if part.indptr.shape[0] != hi - lo + 1 or int(part.indptr[-1]) != part.m:
@@ -256,7 +256,7 @@ def load_partitioned(path, *, verify: bool = True) -> PartitionedGraph:
     parts = tuple(load_part(path, r, verify=verify) for r in range(len(meta["part_tokens"])))
     ids = None
     if "ids.npy" in meta["checksums"]:
-        ids = np.load(path / "ids.npy", allow_pickle=False)
+        ids = load_npy(path / "ids.npy")
     elif "ids.arrow" in meta["checksums"]:
         import pyarrow.feather as feather
 

@@ -51,7 +51,9 @@ def read_edgelist(
         Field separator; by default tab if the first data line has one, ``,`` for CSV, else runs
         of whitespace.
     src_col, dst_col, weight_col : int or str
-        Column positions (0-based) or header names.
+        Column positions (0-based) or header names. In a Parquet file, the default positions give way to
+        columns named as an edge's ends (``src``/``dst``, ``source``/``target``, ``from``/``to``,
+        ``u``/``v``; any case), wherever they stand; a name the file lacks is an error listing its names.
     engine : {'auto', 'pyarrow', 'pandas', 'cudf'}
         'auto' uses cuDF when ``device='gpu'`` and cuDF is installed, otherwise pyarrow (falling
         back to pandas for layouts pyarrow cannot split, e.g. comments in mid-file).
@@ -258,6 +260,19 @@ def _read_pandas(path, lay, s, d, wc, comment, locate):
     return df[s].to_numpy(), df[d].to_numpy(), w
 
 
+EDGE_ENDS = (("src", "dst"), ("source", "target"), ("source", "destination"), ("from", "to"), ("u", "v"))
+
+
+def _named_ends(names: list[str]) -> tuple[str, str] | None:
+    """The columns of ``names`` named as an edge's source and destination (``EDGE_ENDS``, any case),
+    wherever they stand; None when there are none."""
+    lower = {n.lower(): n for n in names}
+    for s, d in EDGE_ENDS:
+        if s in lower and d in lower:
+            return lower[s], lower[d]
+    return None
+
+
 def _read_parquet(path, src_col, dst_col, weight_col):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -278,6 +293,8 @@ def _read_parquet(path, src_col, dst_col, weight_col):
             raise GraphFormatError(path, None, f"expected a column named {col!r}, the file has {names}")
         return col
 
+    if (src_col, dst_col) == (0, 1):  # the defaults: columns named as an edge's ends are taken by name
+        src_col, dst_col = _named_ends(names) or (src_col, dst_col)
     want = [name_of(c) for c in (src_col, dst_col)] + (
         [name_of(weight_col)] if weight_col is not None else []
     )

@@ -53,6 +53,31 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def load_npy(path, *, mmap: bool = False) -> np.ndarray:
+    """``np.load`` of a saved array; a truncated or damaged file is an ``IntegrityError`` naming it
+    (numpy's own message names no file: "could only read 32752 elements")."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
+            raise
+        reason = " ".join(str(exc).split()) or type(exc).__name__  # one line: numpy pads its header
+        raise IntegrityError(
+            path, None, f"expected a NumPy array file ({reason[:160]}): truncated or damaged?"
+        ) from exc
+
+
+def read_json(path, what: str = "JSON metadata") -> dict:
+    """The JSON document in ``path``; a broken one is an ``IntegrityError`` naming the file and line
+    (``json``'s own message names no file: "Expecting value: line 2 column 1")."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        msg = getattr(exc, "msg", None) or str(exc)
+        raise IntegrityError(path, line, f"expected {what}: {msg} (truncated or damaged?)") from exc
+
+
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` of this host runs (one of another user's counts as running)."""
     try:
@@ -191,10 +216,7 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
             raise IntegrityError(path / f, None, "expected this file (listed in meta.json); it is missing")
         if verify and file_sha256(path / f) != digest:
             raise IntegrityError(path / f, None, "checksum mismatch: the file changed or is damaged")
-    mode = "r" if mmap else None
-    arrays = {
-        f[:-4]: np.load(path / f, mmap_mode=mode, allow_pickle=False) for f in checksums if f.endswith(".npy")
-    }
+    arrays = {f[:-4]: load_npy(path / f, mmap=mmap) for f in checksums if f.endswith(".npy")}
     ids = arrays.pop("ids", None)
     if "ids.arrow" in checksums:
         import pyarrow.feather as feather

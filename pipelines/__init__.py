@@ -1,7 +1,7 @@
 """Pipelines: jobs built as Dask graphs of operators; they never pick the scheduler."""
 
 from .influence import influence_job
-from .job import Job, WorkdirLockedError, run
+from .job import Job, OutputLockedError, WorkdirLockedError, run
 from .pagerank import pagerank_job
 from .ppr import ppr_job
 from .ppr_index import index_job
@@ -14,6 +14,7 @@ from .topk_ppr import topk_ppr_job
 __all__ = [
     "GraphHandle",
     "Job",
+    "OutputLockedError",
     "RandomSources",
     "SourceText",
     "Summary",

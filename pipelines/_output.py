@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from graphs.store import file_sha256, owner_tag, remove_stale
+from graphs.store import file_sha256, owner_tag, read_json, remove_stale
 
 MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
@@ -143,9 +143,9 @@ def check_reusable(out, job: str, token: str, overwrite: bool) -> None:
     manifest = out / MANIFEST
     theirs = None
     if manifest.is_file():
-        theirs = json.loads(manifest.read_text()).get("token")
+        theirs = read_json(manifest, "the job's manifest (--overwrite replaces the folder)").get("token")
     else:
-        tokens = {json.loads(p.read_text()).get("job_token") for p in (out / CHUNKS).glob("*.json")}
+        tokens = {read_json(p, "a chunk's record").get("job_token") for p in (out / CHUNKS).glob("*.json")}
         theirs = next(iter(tokens - {token}), token) if tokens else None
         if theirs is None and any(out.glob("part-*.parquet")):
             theirs = "unknown"
@@ -179,6 +179,19 @@ def check_result_file(out, job: str) -> dict | None:
             "output path, or remove the file"
         )
     return meta
+
+
+def check_result_token(out, job: str, token: str, overwrite: bool) -> None:
+    """``check_result_file``, and refuse (unless ``overwrite``) a result file ``out`` written by another
+    ``job`` job (another token): the rule of the batch jobs' output folders (``check_reusable``)."""
+    meta = check_result_file(out, job)
+    if overwrite or meta is None or meta.get(b"graphjobs.token") == token.encode():
+        return
+    theirs = meta.get(b"graphjobs.token", b"unknown").decode()
+    raise FileExistsError(
+        f"{out}: holds the result of another {job} job (token {theirs}); choose another output path, "
+        "or pass overwrite=True (--overwrite) to replace it"
+    )
 
 
 def _result_metadata(path: Path, job: str) -> dict | None:

@@ -167,12 +167,18 @@ def cluster_options(p) -> None:
     _tls_options(p)
 
 
+def _column(text: str):
+    return int(text) if text.isdigit() else text
+
+
 def pagerank_options(p) -> None:
     """Options of `graphjobs pagerank`: PageRank of an edge list, written to Parquet."""
     p.add_argument("input", help="edge-list file (.txt/.gz/.csv/.tsv/.parquet/.mtx) or a spec like rmat:16")
     p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     p.add_argument("--weighted", action="store_true", help="read edge weights from the third column")
     p.add_argument("--dedupe", action="store_true", help="drop repeated edges")
+    p.add_argument("--src-col", type=_column, help="source column: a name or a 0-based position")
+    p.add_argument("--dst-col", type=_column, help="destination column: a name or a 0-based position")
     p.add_argument(
         "--reorder",
         choices=["degree", "in_degree", "out_degree"],
@@ -188,6 +194,7 @@ def pagerank_options(p) -> None:
         help="split the graph over N workers (auto: if a worker is too small)",
     )
     p.add_argument("--out", default="pagerank.parquet")
+    p.add_argument("--overwrite", action="store_true", help="replace another PageRank job's result in --out")
     p.add_argument("--workdir", default=None)
     _run_options(p)
 

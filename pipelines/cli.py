@@ -6,7 +6,8 @@ and either the function building its job from the parsed options (the job is the
 
 Exit status: 0 on success; 1 for an error a user can act on (a ``graphs.errors.UserError``, a file named
 on the command line that cannot be opened, a usage error), printed as one line ``graphjobs: error: ...``;
-130 when interrupted; 2 for anything else, a bug, shown with its traceback.
+130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM: handled as Ctrl-C is, locks released and
+temporaries removed); 2 for anything else, a bug, shown with its traceback.
 
 Output: the result (the summary's lines, or with ``--json`` exactly one JSON document) goes to standard
 output; status lines and progress go to standard error.
@@ -14,7 +15,10 @@ output; status lines and progress go to standard error.
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -62,7 +66,7 @@ def _execute(job, args):
     from cluster import connect, set_worker_device
     from cluster.serve import tls
 
-    from .job import run
+    from .job import SchedulerLostError, run
 
     if args.connect_timeout is not None and not args.scheduler:
         raise OptionError("--connect-timeout applies only with --scheduler")
@@ -71,7 +75,11 @@ def _execute(job, args):
         opts = {"timeout": args.connect_timeout} if args.scheduler else {"device": args.device}
         security = tls(args.tls_ca_file, args.tls_cert, args.tls_key)
         with connect(args.scheduler, security=security, **opts) as client:
-            return run(job, client, progress=progress)
+            try:
+                return run(job, client, progress=progress)
+            except SchedulerLostError:  # closing the client logs its failed reconnection: said in one line
+                logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+                raise
     set_worker_device(args.device)
     return run(job, progress=progress)
 
@@ -116,11 +124,17 @@ def _pagerank_job(args):
         tol=args.tol,
         max_iter=args.max_iter,
         directed=not args.undirected,
-        read_options={"weighted": args.weighted or None, "dedupe": args.dedupe or None},
+        read_options={
+            "weighted": args.weighted or None,
+            "dedupe": args.dedupe or None,
+            "src_col": args.src_col,
+            "dst_col": args.dst_col,
+        },
         reorder=args.reorder,
         out=args.out,
         workdir=args.workdir,
         partitions=args.partitions,
+        overwrite=args.overwrite,
     )
 
 
@@ -313,19 +327,38 @@ def _file_message(exc: OSError) -> str:
     return str(exc)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C's KeyboardInterrupt is, so that it unwinds the same
+    way: locks released, temporaries removed, one line, exit status 128 + SIGTERM."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); the exit status."""
     args = parser().parse_args(argv)
     command = COMMANDS[args.command]
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return _main(command, args)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _main(command: Command, args) -> int:
     try:
         return command.action(args) if command.action is not None else _run_job(command, args)
     except UserError as exc:
         return _error(str(exc))
     except FILE_ERRORS as exc:  # a file named on the command line (or in a spec) that cannot be opened
         return _error(_file_message(exc))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("graphjobs: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
     except Exception:  # a bug, not a user mistake: show everything
         traceback.print_exc()
         print("graphjobs: internal error (please report it with the traceback above)", file=sys.stderr)

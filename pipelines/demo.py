@@ -56,7 +56,7 @@ def demo_jobs(names, *, scale: int, device: str, out, workdir=None) -> list[tupl
         n = None if n is None else max(1, min(n, 2**scale // 16))  # small --scale: a 16th of the vertices
         batch = dict(workdir=workdir, overwrite=True)  # replaces an earlier demo's outputs (another scale)
         if name == "pagerank":
-            job = pagerank_job(spec, out=str(out / "pagerank.parquet"), workdir=workdir)
+            job = pagerank_job(spec, out=str(out / "pagerank.parquet"), workdir=workdir, overwrite=True)
         elif name == "topk-ppr":
             job = topk_ppr_job(spec, RandomSources(n, among="out"), k=k, out=str(out / name), **batch)
         elif name == "ppr":

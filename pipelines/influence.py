@@ -7,6 +7,7 @@ A second task estimates the seeds' spread by forward simulation, independently o
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import dask
@@ -96,7 +97,8 @@ def influence_job(
     name = f"graphjobs-influence-{token}"
     result = dask.delayed(_write, pure=True)(load, imm, mc, out, dask_key_name=name)
     stages = {"load": load, "imm": imm, "spread": mc, "summary": result}
-    return Job("influence", result, workdir, stages=stages)
+    check = functools.partial(check_result_file, out, "influence")
+    return Job("influence", result, workdir, stages=stages, out=Path(out), check_out=check)
 
 
 def _imm(graph: GraphHandle, options: IMMOptions, distributed) -> dict:

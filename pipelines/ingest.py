@@ -27,7 +27,7 @@ from dask.base import tokenize
 from graphs.errors import OptionError
 from graphs.partition import FORMAT, VERSION, range_bounds
 from graphs.read import read_edge_columns
-from graphs.store import _write_labels, file_sha256
+from graphs.store import _write_labels, file_sha256, read_json
 
 from .job import Job
 from .stages import default_workdir
@@ -87,7 +87,7 @@ def partition_files(
     out = Path(out).resolve()
     tmp = Path(workdir or default_workdir()).resolve() / f"ingest-{token}"
     meta = out / "meta.json"
-    if meta.is_file() and json.loads(meta.read_text()).get("token") == token:  # built by an earlier run
+    if meta.is_file() and read_json(meta).get("token") == token:  # built by an earlier run
         done = dask.delayed(_summary, pure=True)(str(out), dask_key_name=f"graphjobs-ingest-{token}")
         return Job("ingest", done, tmp.parent, stages={"summary": done})
     d = functools.partial(dask.delayed, pure=True)
@@ -124,7 +124,7 @@ def partition_files(
 
 
 def _summary(out: str) -> dict:
-    meta = json.loads((Path(out) / "meta.json").read_text())
+    meta = read_json(Path(out) / "meta.json")
     keys = ("n", "m", "bounds", "edges")
     return {"job": "ingest", "out": out, **{k: meta[k] for k in keys}, "cached": True}
 

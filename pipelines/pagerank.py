@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from operators.options import PageRankOptions
 from operators.pagerank.parts import pagerank_bytes
 from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
-from ._output import check_result_file, reusable_npy, save_npy, warn
+from ._output import check_result_file, check_result_token, reusable_npy, save_npy, warn
 from .ingest import dataset_files
 from .job import Job
 from .stages import cluster_workers, default_workdir, load_stage, write_parquet
@@ -41,6 +42,7 @@ def pagerank_job(
     workdir=None,
     top: int = 10,
     partitions="auto",
+    overwrite: bool = False,
 ) -> Job:
     """Build the PageRank job's Dask graph (nothing runs until ``pipelines.run``).
 
@@ -74,6 +76,9 @@ def pagerank_job(
         fewest parts that fit; an int forces that many parts (1: never split). A graph that fits on no
         number of workers raises ``InsufficientMemoryError`` before anything is allocated on a device.
         The estimate is in the summary (``memory``). ``$GRAPHJOBS_MEMORY_LIMIT`` caps the free memory.
+    overwrite : bool
+        Replace the result of another PageRank job (other options or input) in ``out``; otherwise it is
+        refused. A re-run of the same job keeps it.
 
     Returns
     -------
@@ -107,6 +112,7 @@ def pagerank_job(
             top=top,
             partitions=partitions,
             method=method,
+            overwrite=overwrite,
         )
     read_options = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read_options, reorder=reorder)
@@ -126,9 +132,12 @@ def pagerank_job(
         dask_key_name=f"graphjobs-pagerank-{ptoken}",
     )
     out = str(Path(out).resolve())
+    check = functools.partial(check_result_token, out, "pagerank", ptoken, overwrite)
+    check()
     wkey = f"graphjobs-write-pagerank-{tokenize(ptoken, out)}"
     result = dask.delayed(_write, pure=True)(load, ranks, out, ptoken, top, dask_key_name=wkey)
-    return Job("pagerank", result, workdir, stages={"load": load, "pagerank": ranks, "write": result})
+    stages = {"load": load, "pagerank": ranks, "write": result}
+    return Job("pagerank", result, workdir, stages=stages, out=Path(out), check_out=check)
 
 
 def _pagerank(graph, params, artifact, partitions, workdir) -> dict:

@@ -8,6 +8,7 @@ hold labels (numbered in sorted order by the ingestion).
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from cluster.worker import worker_device
 from graphs.errors import OptionError
 from pipelines.distributed.pagerank import pagerank as distributed_pagerank
 
-from ._output import check_result_file, reusable_npy, save_npy
+from ._output import check_result_file, check_result_token, reusable_npy, save_npy
 from .ingest import partition_files
 from .job import Job
 from .stages import cluster_workers, write_parquet
@@ -41,6 +42,7 @@ def dataset_job(
     top,
     partitions,
     method="auto",
+    overwrite=False,
 ) -> Job:
     if partitions == "auto" or personalization is not None:
         first = files[0] if files else "none"
@@ -70,6 +72,8 @@ def dataset_job(
     call = dask.delayed(_pagerank_parts, pure=True)
     ranks = call(ingest.result, params, artifact, dask_key_name=f"graphjobs-pagerank-{ptoken}")
     out = str(Path(out).resolve())
+    check = functools.partial(check_result_token, out, "pagerank", ptoken, overwrite)
+    check()
     result = dask.delayed(_write_parts, pure=True)(
         ingest.result,
         ranks,
@@ -83,6 +87,8 @@ def dataset_job(
         result,
         Path(workdir),
         stages={"ingest": ingest.result, "pagerank": ranks, "write": result},
+        out=Path(out),
+        check_out=check,
     )
 
 

@@ -96,6 +96,7 @@ def ppr_job(
         run_chunk=_chunk,
         summarize=_summary,
         overwrite=overwrite,
+        per_source=("topk", topk, 100),
     )
 
 

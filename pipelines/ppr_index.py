@@ -21,6 +21,7 @@ from dask.base import tokenize
 import operators
 from graphs._device import to_device
 from graphs.errors import GraphFormatError, IntegrityError, OptionError
+from graphs.store import read_json
 from operators.options import IndexOptions, PageRankOptions
 from operators.topk.index_io import REBUILD, verify_ppr_index
 
@@ -128,6 +129,7 @@ def index_job(
         summary,
         workdir,
         stages={"load": load, "pagerank": ranks, "index": index, "summary": summary},
+        out=workdir if out else None,
     )
 
 
@@ -140,7 +142,7 @@ def _index(graph: GraphHandle, ranks: dict, options: IndexOptions, delta_min, ar
             options = options.replace(delta_min=_resolve_delta_min(delta_min, g.n))
         index = operators.build_ppr_index(g, pagerank=pr, options=options)
         index.save(artifact, overwrite=True, graph=graph.path)  # load_ppr_index(artifact) finds it
-    meta = json.loads((Path(artifact) / "meta.json").read_text())
+    meta = read_json(Path(artifact) / "meta.json")
     info = {**meta["info"], "delta_min": meta["delta_min"], "build_seconds": time.perf_counter() - t0}
     return IndexHandle(artifact, tokenize(artifact, meta["graph_token"], meta["seed"]), info)
 

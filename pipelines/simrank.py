@@ -87,6 +87,7 @@ def simrank_job(
         run_chunk=_chunk,
         summarize=_summary,
         overwrite=overwrite,
+        per_source=("k", k, SimRankOptions.k),
     )
 
 

@@ -120,6 +120,30 @@ def _float(text: str):
     return value if math.isfinite(value) else None
 
 
+def distinct_sources(sources) -> tuple[object, int]:
+    """``sources`` with each label only at its first place, and how many repeats were dropped (labels in
+    Python, or a ``SourceText``; random sources are distinct already)."""
+    if isinstance(sources, SourceText):
+        first = _first_places(sources.items)
+        kept = SourceText([sources.items[i] for i in first], origin=sources.origin)
+        kept.lines = [sources.lines[i] for i in first]
+        return kept, len(sources) - len(first)
+    if isinstance(sources, RandomSources | int | np.integer):
+        return sources, 0
+    labels = np.atleast_1d(np.asarray(sources))
+    if labels.ndim != 1:
+        return sources, 0
+    first = _first_places(labels.tolist())
+    return (labels[first] if len(first) < labels.size else sources), labels.size - len(first)
+
+
+def _first_places(items: list) -> list[int]:
+    seen: dict = {}
+    for i, x in enumerate(items):
+        seen.setdefault(x, i)
+    return sorted(seen.values())
+
+
 def sources_spec(sources, seed: int) -> tuple[tuple, int]:
     """A hashable spec of a batch of sources (labels, a ``SourceText`` or ``RandomSources``) and its size.
 

@@ -8,6 +8,7 @@ worker loads a graph once (``pipelines._state``) and reuses it for every task.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from operators._ranked import long_rows
 from . import _output, _state
 from ._output import write_atomic
 from .job import Job
-from .sources import resolve_sources, sources_spec
+from .sources import distinct_sources, resolve_sources, sources_spec
 from .summary import BatchSummary
 
 GENERATORS = {"rmat": graphs.rmat, "ba": graphs.barabasi_albert, "er": graphs.erdos_renyi}
@@ -137,6 +138,57 @@ def _number(value: str, spec: str):
     raise OptionError(f"{spec}: {value!r} is not a number")
 
 
+def generated_size(name: str, kwargs: dict) -> tuple[int, int]:
+    """Vertices and stored edges of the graph generator ``name`` makes with ``kwargs`` (an estimate
+    for ``er`` by ``p``)."""
+    if name == "rmat":
+        n = 1 << int(kwargs["scale"])
+        m = int(kwargs.get("edge_factor", 16)) * n
+        return n, m * (1 if kwargs.get("directed", True) else 2)
+    if name == "ba":
+        n, k = int(kwargs["n"]), int(kwargs["m"])
+        return n, 2 * k * max(n - k, 0)
+    n = int(kwargs["n"])
+    m = kwargs.get("m")
+    m = int(m) if m is not None else int(float(kwargs.get("p") or 0) * n * (n - 1))
+    return n, m * (1 if kwargs.get("directed", True) else 2)
+
+
+def generated_bytes(name: str, kwargs: dict) -> int:
+    """Peak memory of generating a graph and building its CSR: the edge arrays, the sort's
+    permutation, the CSR's indices and row pointer (and weights)."""
+    n, m = generated_size(name, kwargs)
+    return 24 * m + 8 * (n + 1) + (8 * m if kwargs.get("weighted") else 0)
+
+
+def check_generator_memory(name: str, kwargs: dict, device: str) -> None:
+    """Refuse (``InsufficientMemoryError``, before anything is allocated) a generated graph that does
+    not fit in the free memory of ``device``; the message names what would fit."""
+    from graphs._device import free_memory
+    from operators.errors import InsufficientMemoryError
+
+    if name == "rmat" and not 1 <= int(kwargs["scale"]) <= 31:
+        return  # the generator's own error says what is allowed
+    device = "gpu" if device == "gpu" else "cpu"
+    need, free = generated_bytes(name, kwargs), free_memory(device)
+    if need <= 0.9 * free:
+        return
+    n, m = generated_size(name, kwargs)
+    spec = f"{name}:" + ",".join(f"{k}={v}" for k, v in kwargs.items() if k != "device")
+    hint = "a smaller graph"
+    if name == "rmat":
+        fits = [s for s in range(int(kwargs["scale"]) - 1, 0, -1)
+                if generated_bytes(name, {**kwargs, "scale": s}) <= 0.9 * free]  # fmt: skip
+        hint = f"rmat:{fits[0]} would fit" if fits else "no scale fits"
+    raise InsufficientMemoryError(
+        f"generating {spec} (n={n:,}, m={m:,}) on {device}",
+        need,
+        free,
+        f"{hint}; or run on a machine or cluster with more memory (--scheduler); "
+        "$GRAPHJOBS_MEMORY_LIMIT caps what counts as free",
+    )
+
+
 def source_token(src) -> str:
     if src[0] == "graph":
         return src[1].token
@@ -181,6 +233,7 @@ def _load(src, options, reorder, artifact) -> GraphHandle:
         kwargs = dict(src[2])
         if src[1] == "rmat":
             kwargs.setdefault("device", worker_device())
+        check_generator_memory(src[1], kwargs, kwargs.get("device", "cpu"))
         g = fn(**kwargs)
     else:
         g = graphs.read_edgelist(src[1], **options)
@@ -206,22 +259,27 @@ def batch_job(
     summarize,
     overwrite: bool = False,
     tuning: dict | None = None,
+    per_source: tuple[str, int, int] | None = None,
 ) -> Job:
     """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path)``
     per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``), then
     ``summarize(graph, parts, out, opts)``. Chunks finished by an earlier run of the same job are skipped
     (``pipelines._output``); an ``out`` folder of another job is refused unless ``overwrite``.
     ``tuning`` joins the chunks' ``opts`` but not the job's token: options that change how a chunk is
-    computed, not its rows (a run with other ones resumes the same job).
+    computed, not its rows (a run with other ones resumes the same job). ``per_source`` (the option's
+    name, its value, its default) is the rows asked for per source: more than the graph's vertices is
+    refused (``OptionError``), or for the default, said in a warning.
+    A source listed more than once is answered once (``duplicate_sources`` in the summary).
     """
+    sources, duplicates = distinct_sources(sources)
     spec, count = sources_spec(sources, seed)
     chunk = check_count("chunk", chunk)
     jtoken = tokenize(name, gtoken, spec, opts, chunk)
     chunk_opts = {**opts, **(tuning or {})}
     out = Path(out).resolve()
     _output.check_reusable(out, name, jtoken, overwrite)
-    resolved = dask.delayed(resolve_sources, pure=True)(
-        load, spec, dask_key_name=f"graphjobs-sources-{jtoken}"
+    resolved = dask.delayed(_resolve, pure=True)(
+        load, spec, per_source, dask_key_name=f"graphjobs-sources-{jtoken}"
     )
     parts = [
         dask.delayed(_resumable, pure=True)(
@@ -238,9 +296,20 @@ def batch_job(
     ]
     skey = f"graphjobs-{name}-summary-{jtoken}"
     finish = dask.delayed(_finish, pure=True)
-    result = finish(summarize, name, jtoken, load, parts, str(out), opts, dask_key_name=skey)
+    result = finish(summarize, name, jtoken, load, parts, str(out), opts, duplicates, dask_key_name=skey)
     stages = {"load": load, "sources": resolved, "queries": parts, "summary": result}
-    return Job(name, result, Path(workdir), stages=stages)
+    check = functools.partial(_output.check_reusable, out, name, jtoken, overwrite)
+    return Job(name, result, Path(workdir), stages=stages, out=out, check_out=check)
+
+
+def _resolve(graph, spec, per_source):
+    if per_source is not None and per_source[1] > graph.n:
+        name, k, default = per_source
+        why = f"is more than the graph's {graph.n:,} vertices (a source has at most {graph.n:,} rows)"
+        if k != default:
+            raise OptionError(f"{name}={k:,} {why}; ask for {name} <= {graph.n:,}")
+        _output.warn(f"{name}={k:,} (the default) {why}")
+    return resolve_sources(graph, spec)
 
 
 def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
@@ -252,7 +321,7 @@ def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
     return {**summary, "resumed": False, "damage": damage}
 
 
-def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
+def _finish(summarize, name, jtoken, graph, parts, out, opts, duplicates=0) -> BatchSummary:
     damaged = [p["damage"] for p in parts if p.get("damage")]
     if damaged:
         what = "1 part" if len(damaged) == 1 else f"{len(damaged)} parts"
@@ -264,6 +333,7 @@ def _finish(summarize, name, jtoken, graph, parts, out, opts) -> BatchSummary:
     parts = [{k: v for k, v in p.items() if k != "damage"} for p in parts]
     summary = summarize(graph, parts, out, opts)
     summary.resumed_parts = sum(bool(p.get("resumed")) for p in parts)
+    summary.duplicate_sources = duplicates
     _output.finish(out, name, jtoken, [p["path"] for p in parts], summary.to_dict())
     return summary
 

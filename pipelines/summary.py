@@ -122,8 +122,9 @@ class BatchSummary(Summary):
     """A job over a batch of sources: ``out`` (folder of Parquet parts), ``queries``, ``parts``,
     ``query_seconds_mean``, the ``device``, the ``first`` source's (source, [(vertex, value), ...]),
     ``resumed_parts`` (parts an earlier run had finished), ``sources_short`` (sources with fewer than k
-    rows: only vertices of positive value are listed) and ``compile_seconds`` (the workers' one-time
-    compilation, in none of the per-source seconds)."""
+    rows: only vertices of positive value are listed), ``compile_seconds`` (the workers' one-time
+    compilation, in none of the per-source seconds) and ``duplicate_sources`` (sources listed again,
+    answered once)."""
 
     out: str
     queries: int
@@ -134,6 +135,7 @@ class BatchSummary(Summary):
     resumed_parts: int = 0
     sources_short: int = 0
     compile_seconds: float = 0.0
+    duplicate_sources: int = 0
 
     @classmethod
     def from_parts(cls, graph, parts: list, out: str, device: str, **fields):
@@ -169,6 +171,8 @@ class BatchSummary(Summary):
             src, top = self.first
             shown = ", ".join(f"{v} ({p:.4g})" for v, p in top if p > 0)
             text.append(f"first source {src}: {shown or 'no vertex of positive score'}")
+        if self.duplicate_sources:
+            text.append(f"{self.duplicate_sources:,} repeated sources dropped (each source is answered once)")
         if self.sources_short:
             text.append(
                 f"{self.sources_short:,} sources have fewer than k rows (fewer vertices of positive score)"

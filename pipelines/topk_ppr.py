@@ -9,7 +9,6 @@ partition ``part-NNNNN.parquet`` with columns ``source``, ``rank``, ``vertex``, 
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
 from graphs.errors import OptionError
+from graphs.store import read_json
 from operators._checks import check_count
 from operators.options import IndexOptions, TopkOptions
 
@@ -139,6 +139,7 @@ def topk_ppr_job(
         run_chunk=_query_chunk,
         summarize=_summary,
         overwrite=overwrite,
+        per_source=("k", query.k, TopkOptions.k),
         tuning={"streams": streams},
     )
 
@@ -147,7 +148,7 @@ def _check_unused(index, manifest: dict, source, building: dict) -> None:
     """With a built index, the options that build one must not ask for anything else (they go unused)."""
     if source is not None:
         raise OptionError(f"give the graph (source) or a built index folder (index={index!r}), not both")
-    meta = json.loads((Path(manifest["index"]) / "meta.json").read_text())
+    meta = read_json(Path(manifest["index"]) / "meta.json")
     if building["delta_min"] is not None:
         building["delta_min"] = _resolve_delta_min(_delta_min(building["delta_min"]), manifest["n"])
         if math.isclose(building["delta_min"], meta["delta_min"], rel_tol=1e-12):

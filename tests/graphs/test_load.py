@@ -251,3 +251,51 @@ def test_snap_datasets_counts(name):
     if name.startswith(("ca-", "email-")):
         a = g.to_scipy()
         assert (a != a.T).nnz == 0
+
+
+@pytest.mark.parametrize("name", ["bom.txt", "bom.csv", "bom.txt.gz"])
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_label(tmp_path, name):
+    text = "\ufeff" + ("1,2\n2,3\n3,1\n" if ".csv" in name else "1 2\n2 3\n3 1\n")
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    g = graphs.read_edgelist(path)
+    assert g.ids.dtype.kind == "i" and sorted(g.ids.tolist()) == [1, 2, 3] and g.m == 3
+
+
+@pytest.mark.parametrize("first", ["a 1", "a b 0.5"])
+def test_a_first_line_neither_header_nor_like_the_rest_is_refused(tmp_path, first):
+    path = tmp_path / "e.txt"
+    path.write_text(f"{first}\n2 3 1\n3 1 1\n")
+    with pytest.raises(
+        graphs.GraphFormatError, match=r"e\.txt, line 1: expected a header line \(every field a name\)"
+    ):
+        graphs.read_edgelist(path)
+    g = graphs.read_edgelist(path, header=False)  # asked for: every label as text
+    assert g.ids.dtype == object and "a" in g.ids.tolist()
+    path.write_text("src dst w\n2 3 1\n3 1 1\n")  # a header: every field a name
+    assert graphs.read_edgelist(path).ids.dtype.kind == "i"
+
+
+def test_parquet_columns_named_as_edge_ends_are_taken_by_name(tmp_path):
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"w": [0.5, 0.5], "dst": [2, 3], "src": [1, 2]}), path)  # not in that order
+    g = graphs.read_edgelist(path)
+    src, dst = g.edges()[:2]
+    assert sorted(zip(g.ids[src].tolist(), g.ids[dst].tolist(), strict=True)) == [(1, 2), (2, 3)]
+    with pytest.raises(
+        GraphFormatError, match=r"expected a column named 'from', the file has \['w', 'dst', 'src'\]"
+    ):
+        graphs.read_edgelist(path, src_col="from", dst_col="to")
+
+
+def test_cli_src_and_dst_columns_by_name_and_a_missing_name_is_one_line(tmp_path, capsys):
+    from pipelines.cli import main
+
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"a": [7, 7], "b": [1, 2], "c": [2, 3]}), path)
+    base = ["pagerank", str(path), "--workdir", str(tmp_path / "wd"), "--quiet"]
+    assert main([*base, "--src-col", "b", "--dst-col", "c", "--out", str(tmp_path / "o.parquet")]) == 0
+    assert sorted(pq.read_table(tmp_path / "o.parquet").column("vertex").to_pylist()) == [1, 2, 3]
+    assert main([*base, "--src-col", "src", "--dst-col", "c", "--out", str(tmp_path / "p.parquet")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"graphjobs: error: {path}: expected a column named 'src', the file has ['a', 'b', 'c']"]

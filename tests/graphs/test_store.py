@@ -76,3 +76,23 @@ def test_damage_is_detected(tmp_path):
         graphs.load(tmp_path / "g")
     with pytest.raises(GraphFormatError, match=r"meta\.json"):
         graphs.load(tmp_path)
+
+
+def test_a_truncated_array_or_broken_metadata_names_the_file(tmp_path):
+    import os
+
+    g = graphs.rmat(10, seed=0)
+    g.save(tmp_path / "g")
+    f = tmp_path / "g" / "indices.npy"
+    os.truncate(f, f.stat().st_size // 2)
+    for verify in (False, True):  # what workers do (no checksums), and the checked load
+        with pytest.raises(
+            graphs.IntegrityError, match=r"indices\.npy: (expected a NumPy array file|checksum)"
+        ):
+            graphs.load(tmp_path / "g", verify=verify)
+    graphs.partition(g, 2).save(tmp_path / "p")
+    (tmp_path / "p" / "meta.json").write_text('{"format":\n')
+    with pytest.raises(
+        graphs.IntegrityError, match=r"p/meta\.json, line 2: expected JSON metadata: Expecting value"
+    ):
+        graphs.load_partitioned(tmp_path / "p")

@@ -34,3 +34,18 @@ def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
         "ranks.npy.sha256",
         *(names[k] for k in ("live", "mine", "other host", "other file")),
     }
+
+
+def test_a_broken_manifest_is_one_line_naming_it(tmp_path, capsys):
+    from pipelines.cli import main
+
+    args = ["ppr", "rmat:8", "--random", "5", "--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd")]
+    assert main([*args, "--quiet"]) == 0
+    (tmp_path / "o" / "_manifest.json").write_text("{\n")  # cut short
+    assert main([*args, "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and f"{tmp_path / 'o' / '_manifest.json'}, line 2: expected the job's manifest" in err[0]
+    )
+    assert main([*args, "--quiet", "--overwrite"]) == 0

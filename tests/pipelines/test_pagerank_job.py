@@ -54,6 +54,7 @@ def test_rerun_skips_finished_stages_and_parameters_change_tokens(tmp_path, sync
     monkeypatch.setattr(operators, "pagerank", fail)
     again = pipelines.run(pipelines.pagerank_job("rmat:scale=9,seed=2", **kw), progress=False)
     assert again["cached"] == {"pagerank": True, "output": True} and again["top"] == first["top"]
+    kw["overwrite"] = True  # jobs built over the first one's result, only to compare their keys
     a, b = pipelines.pagerank_job("rmat:9", **kw), pipelines.pagerank_job("rmat:9", alpha=0.5, **kw)
     keys = lambda job: {k.rsplit("-", 1)[0]: k for k in job.keys()}  # noqa: E731
     assert keys(a)["graphjobs-load"] == keys(b)["graphjobs-load"]
@@ -101,14 +102,19 @@ def test_an_output_path_holding_anything_else_is_refused(tmp_path, sync):
     with pytest.raises(NotADirectoryError, match=r"edges\.parquet: exists and is not a folder"):
         pipelines.index_job(edges, out=edges)  # an index folder (the job's work folder) over a file
     out = tmp_path / "pr.parquet"
-    for alpha in (0.85, 0.5):  # an earlier result of the job is replaced
-        pipelines.run(pipelines.pagerank_job(edges, alpha=alpha, out=out, workdir=tmp_path), progress=False)
+    pipelines.run(pipelines.pagerank_job(edges, alpha=0.85, out=out, workdir=tmp_path), progress=False)
+    with pytest.raises(FileExistsError, match="holds the result of another pagerank job"):
+        pipelines.pagerank_job(
+            edges, alpha=0.5, out=out, workdir=tmp_path
+        )  # another job's: only with overwrite
+    job = pipelines.pagerank_job(edges, alpha=0.5, out=out, workdir=tmp_path, overwrite=True)
+    pipelines.run(job, progress=False)
     assert ranks_by_label(out) == pytest.approx(dict(enumerate([1 / 3] * 3)))
 
 
 def test_changed_input_file_is_read_again(tmp_path, sync):
     path = write_edges(tmp_path, "1 2\n2 3\n")
-    kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd")
+    kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd", overwrite=True)  # a result of other input
     pipelines.run(pipelines.pagerank_job(path, **kw), progress=False)
     path.write_text("1 2\n2 3\n3 4\n")
     summary = pipelines.run(pipelines.pagerank_job(path, **kw), progress=False)

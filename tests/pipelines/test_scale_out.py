@@ -145,8 +145,8 @@ def test_pagerank_job_splits_the_graph_when_a_worker_is_too_small(tmp_path, monk
     import operators
     from cluster import make_cluster
 
-    spec = "rmat:scale=11,seed=2"
     g = graphs.rmat(11, seed=2, device="cpu")
+    spec = g  # a graph in memory: generating rmat:11 (its peak) would not fit in the limits set below
     exact = dict(zip(g.ids.tolist(), operators.pagerank(g, tol=1e-9).tolist(), strict=True))
     # whole graph ~0.39 MB, half ~0.2 MB: with 0.3 MB free per worker only two parts fit
     monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "300000")
@@ -168,7 +168,10 @@ def test_pagerank_job_splits_the_graph_when_a_worker_is_too_small(tmp_path, monk
 
 def test_pagerank_job_too_big_without_a_cluster(tmp_path, sync, monkeypatch):
     monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "1K")
-    job = pipelines.pagerank_job("rmat:scale=9,seed=0", out=tmp_path / "p.parquet", workdir=tmp_path)
+    import graphs
+
+    g = graphs.rmat(9, seed=0)  # in memory: generating it would be refused first, under 1K
+    job = pipelines.pagerank_job(g, out=tmp_path / "p.parquet", workdir=tmp_path)
     with pytest.raises(MemoryError, match="partitions need a distributed cluster"):
         pipelines.run(job, progress=False)
     with pytest.raises(ValueError, match="partitions must be"):

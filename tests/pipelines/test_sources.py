@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import threading
 
@@ -177,3 +178,47 @@ def dask_compute(x):
     import dask
 
     return dask.compute(x)[0]
+
+
+@pytest.mark.parametrize("command", [["ppr", "--topk"], ["simrank", "-k"]])
+def test_more_rows_per_source_than_vertices_is_refused_naming_n(tmp_path, capsys, command):
+
+    edges = tmp_path / "e.txt"
+    edges.write_text("1 2\n2 3\n3 1\n3 4\n")
+    (tmp_path / "s.txt").write_text("1\n")
+    job, flag = command
+    base = [
+        job,
+        str(edges),
+        "--sources",
+        str(tmp_path / "s.txt"),
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--quiet",
+    ]
+    assert main([*base, flag, "5", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    name = flag.lstrip("-")
+    assert err == [
+        f"graphjobs: error: {name}=5 is more than the graph's 4 vertices (a source has at most 4 rows); "
+        f"ask for {name} <= 4"
+    ]
+    assert not (tmp_path / "o").exists()
+    assert main([*base, flag, "4", "--out", str(tmp_path / "o")]) == 0
+
+
+def test_a_source_listed_again_is_answered_once_and_counted(tmp_path, capsys):
+
+    edges = tmp_path / "e.txt"
+    edges.write_text("1 2\n2 3\n3 1\n3 4\n")
+    (tmp_path / "s.txt").write_text("3\n3\n1\n3\n")
+    args = ["ppr", str(edges), "--sources", str(tmp_path / "s.txt"), "--topk", "4", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["queries"] == 2 and summary["duplicate_sources"] == 2
+    rows = pd.read_parquet(tmp_path / "o")
+    assert rows.source.tolist() == [3] * 4 + [1] * 4  # in the order given, each once
+    assert main([*args, "--out", str(tmp_path / "o2"), "--workdir", str(tmp_path / "wd")]) == 0
+    assert "2 repeated sources dropped (each source is answered once)" in capsys.readouterr().out
+    job = pipelines.ppr_job(edges, [4, 4, 2], out=tmp_path / "o3", workdir=tmp_path / "wd", topk=4)
+    assert pipelines.run(job, progress=False)["duplicate_sources"] == 1

@@ -1,0 +1,176 @@
+"""Fault injection on the command line: two jobs on one output, SIGTERM, a lost scheduler, memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipelines.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args, cwd, env=None) -> subprocess.Popen:
+    """``graphjobs ARGS`` in a new process (this source tree's packages)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    cmd = [sys.executable, "-m", "pipelines", *map(str, args)]
+    return subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_two_jobs_racing_on_one_output_folder_one_is_refused(tmp_path):
+    # other workdirs, other k: only the output folder is shared
+    runs = [
+        cli("ppr", "rmat:10", "--random", 100, "--topk", k, "--chunk", 50, "--out", tmp_path / "out",
+            "--workdir", tmp_path / f"wd{k}", "--quiet", cwd=tmp_path)
+        for k in (10, 20)
+    ]  # fmt: skip
+    done = [(p.wait(timeout=120), p.stderr.read()) for p in runs]
+    codes = sorted(code for code, _ in done)
+    assert codes == [0, 1], done
+    err = next(e for code, e in done if code == 1).strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("graphjobs: error:"), err
+    assert "is being written by the ppr job of process" in err[0] or "holds the results of another" in err[0]
+    k = 10 if done[0][0] == 0 else 20
+    rows = pd.read_parquet(tmp_path / "out")
+    per_source = rows.groupby("source").size()  # one job's rows (sources reaching fewer vertices have fewer)
+    assert len(per_source) == 100 and per_source.max() == k
+    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
+    assert sorted(manifest["parts"]) == sorted(p.name for p in (tmp_path / "out").glob("part-*.parquet"))
+    assert not list(tmp_path.glob(".*.graphjobs.lock"))
+
+
+def test_an_output_being_written_is_refused_naming_the_process(tmp_path, capsys):
+    from pipelines.job import output_lock
+
+    edges = tmp_path / "e.txt"
+    edges.write_text("1 2\n2 3\n3 1\n")
+    out = tmp_path / "pr.parquet"
+    with output_lock(out, "pagerank"):  # another job holds it (here: this process, alive)
+        assert (
+            main(["pagerank", str(edges), "--out", str(out), "--workdir", str(tmp_path / "wd"), "--quiet"])
+            == 1
+        )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and f"output {out} is being written by the pagerank job of process {os.getpid()}" in err[0]
+    )
+    assert not out.exists()
+
+
+def test_pagerank_replaces_another_jobs_result_only_with_overwrite(tmp_path, capsys):
+    edges = tmp_path / "e.txt"
+    edges.write_text("1 2\n2 3\n3 1\n3 4\n")
+    out = tmp_path / "pr.parquet"
+    base = ["pagerank", str(edges), "--out", str(out), "--quiet"]
+    assert main([*base, "--workdir", str(tmp_path / "a")]) == 0
+    first = pd.read_parquet(out)
+    assert main([*base, "--workdir", str(tmp_path / "a")]) == 0  # the same job again: kept
+    assert main([*base, "--workdir", str(tmp_path / "b"), "--alpha", "0.5"]) == 1  # another job
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1 and "holds the result of another pagerank job" in err[-1] and "--overwrite" in err[-1]
+    )
+    pd.testing.assert_frame_equal(pd.read_parquet(out), first)
+    assert main([*base, "--workdir", str(tmp_path / "b"), "--alpha", "0.5", "--overwrite"]) == 0
+    assert not pd.read_parquet(out).pagerank.equals(first.pagerank)
+
+
+def test_a_batch_job_replaces_another_jobs_folder_only_with_overwrite(tmp_path, capsys):
+    out = tmp_path / "out"
+    base = ["ppr", "rmat:8", "--random", "20", "--out", str(out), "--quiet"]
+    assert main([*base, "--topk", "5", "--workdir", str(tmp_path / "a")]) == 0
+    assert main([*base, "--topk", "7", "--workdir", str(tmp_path / "b")]) == 1
+    assert "holds the results of another ppr job" in capsys.readouterr().err
+    assert pd.read_parquet(out).groupby("source").size().max() == 5
+    assert main([*base, "--topk", "7", "--workdir", str(tmp_path / "b"), "--overwrite"]) == 0
+    assert pd.read_parquet(out).groupby("source").size().max() == 7
+
+
+def test_sigterm_is_handled_as_ctrl_c_exit_143_and_nothing_left_behind(tmp_path):
+    args = ["pagerank", "rmat:19", "--out", tmp_path / "pr.parquet", "--workdir", tmp_path / "wd", "--quiet"]
+    job = cli(*args, cwd=tmp_path)
+    lock = tmp_path / ".pr.parquet.graphjobs.lock"
+    deadline = time.monotonic() + 60
+    while not lock.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lock.exists(), job.communicate()
+    time.sleep(0.3)  # into the job's first stage
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 143 and err.strip().splitlines() == ["graphjobs: interrupted"], (out, err)
+    assert not lock.exists() and not (tmp_path / "wd" / ".graphjobs.lock").exists()
+    assert not [p for p in tmp_path.rglob("*") if ".partial" in p.name]
+    again = cli(*args, cwd=tmp_path)
+    assert again.wait(timeout=120) == 0, again.stderr.read()
+    assert len(pd.read_parquet(tmp_path / "pr.parquet")) == 2**19
+
+
+@pytest.mark.parametrize(
+    ("spec", "limit", "fits"), [("rmat:30", None, None), ("rmat:19", "100MB", "rmat:17 would fit")]
+)
+def test_a_graph_too_large_for_memory_is_refused_before_allocating(tmp_path, spec, limit, fits):
+    env = {} if limit is None else {"GRAPHJOBS_MEMORY_LIMIT": limit}
+    args = ["pagerank", spec, "--device", "cpu", "--out", tmp_path / "pr.parquet"]
+    t0 = time.monotonic()
+    job = cli(*args, "--workdir", tmp_path / "wd", "--quiet", cwd=tmp_path, env=env)
+    _, status, usage = os.wait4(job.pid, 0)  # its one line fits in the pipe's buffer
+    seconds = time.monotonic() - t0
+    job.returncode, peak_kib = os.waitstatus_to_exitcode(status), usage.ru_maxrss
+    err = job.stderr.read()
+    assert job.returncode == 1 and seconds < 5, (seconds, err)
+    err = err.strip().splitlines()
+    assert len(err) == 1 and f"generating {spec.replace(':', ':scale=')} (n=" in err[0], err
+    assert "GiB but only" in err[0] and "GiB are free" in err[0] and " would fit" in err[0]
+    if fits:
+        assert "only 0.10 GiB are free" in err[0] and fits in err[0]
+    assert peak_kib < 1 << 20  # < 1 GiB: nothing of the graph was allocated
+    assert not (tmp_path / "pr.parquet").exists()
+
+
+def test_a_scheduler_lost_mid_job_is_one_line_and_exit_1(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve = ["cluster", "--workers", "1", "--port", port, "--dashboard", ":0"]
+    cluster = cli(*serve, cwd=tmp_path)
+    try:
+        for line in cluster.stderr:  # its status lines
+            if "submit jobs" in line:
+                break
+        address = f"tcp://127.0.0.1:{port}"
+        args = ["pagerank", "rmat:20", "--out", tmp_path / "pr.parquet", "--workdir", tmp_path / "wd"]
+        job = cli(*args, "--scheduler", address, "--quiet", cwd=tmp_path)
+        lock = tmp_path / ".pr.parquet.graphjobs.lock"
+        deadline = time.monotonic() + 60
+        while not lock.exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.0)  # the job's tasks are on the worker
+        assert job.poll() is None, job.communicate()
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)  # the scheduler and its worker: gone at once
+        cluster.wait()
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1, err
+    assert err.strip().splitlines()[-1] == (
+        f"graphjobs: error: scheduler at {address} lost while the job ran (FutureCancelledError); "
+        "re-run to resume (finished stages and chunks are kept)"
+    )
+    assert "Traceback" not in err and not lock.exists()
