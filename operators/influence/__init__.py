@@ -95,7 +95,8 @@ def influence_maximization(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; sampling and selection run where the graph is.
     k : int
         Seeds to pick (in each round); optional only with ``options``.

@@ -44,7 +44,8 @@ def pagerank(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; the computation runs where the graph is.
     alpha : float
         Probability of following an edge (damping factor), in [0, 1].
@@ -108,6 +109,9 @@ def pagerank(
     >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
     >>> gj.pagerank(G, tol=1e-10).round(4).tolist()
     [0.3725, 0.1958, 0.3941, 0.0375]
+    >>> import networkx as nx  # other graph shapes are converted with their labels
+    >>> gj.pagerank(nx.DiGraph([("a", "b"), ("b", "a")]), as_frame=True).values.tolist()
+    [['a', 0.5], ['b', 0.5]]
     """
     from graphs.partition import PartitionedGraph
 

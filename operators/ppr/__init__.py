@@ -56,7 +56,8 @@ def ppr(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored
         (a UserWarning says so; ``pagerank(G, personalization={s: 1})`` follows them).
     sources : label or sequence of labels

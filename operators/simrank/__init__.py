@@ -89,7 +89,8 @@ def simrank(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored;
         an undirected graph counts each edge in both directions.
     source : label
