@@ -6,11 +6,10 @@ import warnings
 
 import numpy as np
 
-from graphs import CSRGraph
+from graphs import CSRGraph, vertex_frame
 from graphs._device import array_module
 from graphs.errors import OptionError
 from operators._checks import check_graph, vertex_vector
-from operators._frames import per_vertex_frame
 from operators.errors import ConvergenceError
 from operators.options import PageRankOptions
 from operators.pagerank.cpu import pagerank_cpu
@@ -134,7 +133,7 @@ def pagerank(
     x0 = vertex_vector(G, nstart, "nstart")
     if n == 0:
         x = np.zeros(0, dtype=np.float64)
-        return per_vertex_frame(G, x, "pagerank") if as_frame else x
+        return vertex_frame(G, x, "pagerank") if as_frame else x
     warn_loose_tol(n, tol)
     perm = None
     if reorder:
@@ -173,7 +172,7 @@ def pagerank(
     if not err < n * tol:
         raise ConvergenceError("pagerank", iters, err, n * tol)
     x = x if perm is None else back(x, perm)
-    return per_vertex_frame(labelled, x, "pagerank") if as_frame else x
+    return vertex_frame(labelled, x, "pagerank") if as_frame else x
 
 
 def check_weighted(G, weighted: bool | None) -> bool:

@@ -19,8 +19,7 @@ from graphs._mix import stream_key
 from graphs.errors import MemoryLimitError
 from operators._checks import check_graph, warn_if_weighted
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
-from operators._frames import dense_rows_frame, ranked_frame
-from operators._ranked import padded_labels, real_counts
+from operators._ranked import padded_labels, ranked_frame, real_counts
 from operators.errors import ConvergenceError
 from operators.options import PPROptions
 from operators.ppr import power as _ppr_power
@@ -174,8 +173,11 @@ def ppr(
 def _frame(G, src, out, topk):
     """``ppr``'s result as one DataFrame (``as_frame``): dense rows, or the top entries' real rows."""
     sources = G.ids[src]
-    if not topk:
-        return dense_rows_frame(G, sources, out, "ppr")
+    if not topk:  # a row per (source, vertex), source after source
+        import pandas as pd
+
+        rows = {"source": np.repeat(sources, G.n), "vertex": np.tile(G.ids, len(src))}
+        return pd.DataFrame(rows | {"ppr": to_host(out).reshape(-1)})
     labels, values = out
     return ranked_frame(sources, labels, values, real_counts(values), "ppr")
 

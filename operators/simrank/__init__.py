@@ -24,13 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphs import CSRGraph
+from graphs import CSRGraph, vertex_frame
 from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_graph
-from operators._frames import per_vertex_frame, ranked_dict, ranked_frame
-from operators._ranked import clear_padding, padded_labels
+from operators._ranked import clear_padding, padded_labels, ranked_dict, ranked_frame
 from operators.options import SimRankOptions
 from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
@@ -138,7 +137,7 @@ def simrank(
     o = SimRankOptions.resolve(options, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)
     sid = int(G.internal_ids(np.asarray([source], dtype=object if G.has_labels else None))[0])
     s = _single(G, sid, c=o.c, epsilon=o.epsilon, clip=o.clip, samples=o.samples, seed=o.seed, info=info)
-    return per_vertex_frame(G, s, "simrank") if as_frame else s
+    return vertex_frame(G, s, "simrank") if as_frame else s
 
 
 def simrank_topk(

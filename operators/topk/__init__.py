@@ -38,9 +38,8 @@ import numpy as np
 
 from graphs._device import to_host
 from graphs._mix import stream_key
-from operators._frames import ranked_dict, ranked_frame
 from operators._gpu.streams import exhaust, stream_count
-from operators._ranked import clear_padding, padded_labels
+from operators._ranked import clear_padding, padded_labels, ranked_dict, ranked_frame
 from operators.options import TopkOptions, TopkTuning
 from operators.topk.batch import answer_all, workspace
 from operators.topk.cpu import tie_order
