@@ -17,10 +17,12 @@ from .errors import (
 )
 from .generators import barabasi_albert, erdos_renyi, rmat
 from .interop import (
+    as_graph,
     from_cudf,
     from_cugraph,
     from_dask_cudf,
     from_networkx,
+    from_pandas,
     from_scipy,
     to_cugraph,
     to_networkx,
@@ -46,6 +48,7 @@ __all__ = [
     "OptionError",
     "PartitionedGraph",
     "UserError",
+    "as_graph",
     "barabasi_albert",
     "erdos_renyi",
     "from_cudf",
@@ -53,6 +56,7 @@ __all__ = [
     "from_dask_cudf",
     "from_edges",
     "from_networkx",
+    "from_pandas",
     "from_scipy",
     "gpu_available",
     "load",

@@ -7,6 +7,8 @@ package. Vertex labels survive every round trip.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ._device import device_of, to_device, to_host
@@ -139,6 +141,117 @@ def from_scipy(A, *, directed: bool = True, weighted: bool | None = None, ids=No
         ids=None if ids is None else _labels(list(ids)),
     )
     return g.to(device)
+
+
+def from_pandas(
+    df,
+    *,
+    source: str | None = None,
+    target: str | None = None,
+    weight: str | None = None,
+    directed: bool = True,
+) -> CSRGraph:
+    """A CSRGraph of a pandas edge DataFrame: one row per edge, its labels kept.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        By default the columns ``source`` and ``target`` (or ``src`` and ``dst``), and ``weight`` when
+        there is one.
+    source, target, weight : str, optional
+        The columns to read instead; ``weight`` is read only when named or present.
+    directed : bool
+        False stores every edge in both directions.
+
+    Returns
+    -------
+    CSRGraph
+        The vertices are the labels that occur in the two columns (integers in increasing order,
+        other labels in order of first appearance), as ``from_edges`` numbers them.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import graphjobs as gj
+    >>> G = gj.from_pandas(pd.DataFrame({"source": ["a", "b"], "target": ["b", "c"]}))
+    >>> G.n, list(G.ids)
+    (3, ['a', 'b', 'c'])
+    """
+    columns = list(df.columns)
+    if source is None and target is None:
+        pair = next(((s, t) for s, t in PANDAS_COLUMNS if s in columns and t in columns), None)
+        if pair is None:
+            raise GraphFormatError(
+                None,
+                None,
+                "an edge DataFrame with columns 'source' and 'target' (or 'src' and 'dst'), or "
+                f"from_pandas(df, source=..., target=...); got columns {columns}",
+            )
+        source, target = pair
+    missing = [c for c in (source, target, weight) if c is not None and c not in columns]
+    if missing:
+        raise GraphFormatError(None, None, f"columns {missing} in the edge DataFrame (it has {columns})")
+    if weight is None and "weight" in columns:
+        weight = "weight"
+    w = None if weight is None else df[weight].to_numpy(dtype=np.float64)
+    src, dst = (_column(df[c]) for c in (source, target))
+    return from_edges(src, dst, w, directed=directed)
+
+
+PANDAS_COLUMNS = (("source", "target"), ("src", "dst"))
+
+
+def _column(series) -> np.ndarray:
+    """A column's labels: integers as they are, anything else as Python objects."""
+    values = series.to_numpy()
+    return values if values.dtype.kind in "iu" else values.astype(object)
+
+
+NX_CACHE_KEY = "graphjobs.csr"  # in G.__networkx_cache__, which NetworkX clears when G changes
+
+
+def as_graph(G) -> CSRGraph:
+    """The CSRGraph of a graph in any shape the operators accept, converted once with its labels.
+
+    Accepted: a ``CSRGraph`` (returned as it is); a NetworkX graph (``from_networkx``, its
+    ``weight`` attribute read as weights; kept in ``G.__networkx_cache__``, which NetworkX clears
+    when the graph changes through its methods, so a second call does not convert again, unless
+    ``nx.config.cache_converted_graphs`` is off); a SciPy sparse adjacency matrix, rows the sources
+    (``from_scipy``, directed); a pandas edge DataFrame (``from_pandas``, directed). Matrices and
+    DataFrames are converted on every call (they can change in place without notice): convert once
+    with ``from_scipy`` or ``from_pandas`` to reuse the graph. Arrays over vertices (results,
+    ``personalization``) follow the converted graph's order: ``G.nodes`` for NetworkX, the rows for
+    SciPy; by label (dicts, ``as_frame=True``) they do not depend on it.
+
+    Raises
+    ------
+    TypeError
+        For anything else, listing the accepted types.
+    """
+    if isinstance(G, CSRGraph):
+        return G
+    nx, sp, pd = (sys.modules.get(m) for m in ("networkx", "scipy.sparse", "pandas"))
+    if nx is not None and isinstance(G, nx.Graph):
+        return _cached_networkx(G, nx)
+    if sp is not None and sp.issparse(G):
+        return from_scipy(G)
+    if pd is not None and isinstance(G, pd.DataFrame):
+        return from_pandas(G)
+    raise TypeError(
+        "expected a graph: a graphs.CSRGraph, a NetworkX graph, a SciPy sparse adjacency matrix (rows "
+        "are sources) or a pandas edge DataFrame (columns source, target or src, dst; optional weight), "
+        f"got {type(G).__module__}.{type(G).__qualname__}; edge arrays: graphs.from_edges(src, dst)"
+    )
+
+
+def _cached_networkx(G, nx) -> CSRGraph:
+    cache = getattr(G, "__networkx_cache__", None)
+    if cache is None or not nx.config.cache_converted_graphs:
+        return from_networkx(G)
+    g = cache.get(NX_CACHE_KEY)
+    if g is None:
+        g = cache[NX_CACHE_KEY] = from_networkx(G)
+    return g
 
 
 def from_cudf(

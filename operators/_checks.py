@@ -8,15 +8,16 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from graphs import CSRGraph
+from graphs import CSRGraph, as_graph
 from graphs._device import array_module, to_host
 from graphs.errors import OptionError
 
 
 def check_graph(G) -> CSRGraph:
-    if not isinstance(G, CSRGraph):
-        raise TypeError(f"expected a graphs.CSRGraph as the first argument, got {type(G).__name__}")
-    return G
+    """The operators' one entry check: ``G`` as a CSRGraph (``graphs.as_graph``: a NetworkX graph, a
+    SciPy sparse adjacency matrix or a pandas edge DataFrame converted with its labels; anything else
+    a TypeError listing the accepted types)."""
+    return as_graph(G)
 
 
 def warn_if_weighted(G: CSRGraph, what: str) -> None:

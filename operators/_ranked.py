@@ -3,7 +3,8 @@
 A ranking is a pair of (sources, k) arrays, vertices and values, each row in decreasing value. Only
 rows of positive value are real: a source that reaches fewer than k vertices (value 0 for the rest)
 has fewer. Its ``count`` real rows come first; every slot after them holds vertex PAD_VERTEX and value 0,
-never a vertex id. The long tables (``long_rows``) and the jobs' Parquet files hold the real rows only.
+never a vertex id. The long tables (``long_rows``, ``ranked_frame``), ``ranked_dict`` and the jobs' Parquet
+files hold the real rows only.
 """
 
 from __future__ import annotations
@@ -49,3 +50,23 @@ def long_rows(sources, vertices, values, counts) -> tuple[np.ndarray, np.ndarray
     real = (np.arange(k) < counts[:, None]).reshape(-1)
     rank = np.tile(np.arange(1, k + 1, dtype=np.int32), len(counts))[real]
     return np.repeat(np.asarray(sources), counts), rank, vertices.reshape(-1)[real], values.reshape(-1)[real]
+
+
+def ranked_frame(sources, vertices, values, counts, name: str):
+    """A pandas DataFrame with columns ``source``, ``rank`` (from 1), ``vertex`` and ``name``: each
+    source's real rows (the ``to_frame()`` of the rankings and ``ppr(topk=, as_frame=True)``)."""
+    import pandas as pd
+
+    source, rank, vertex, value = long_rows(sources, vertices, values, counts)
+    return pd.DataFrame({"source": source, "rank": rank, "vertex": vertex, name: value})
+
+
+def ranked_dict(sources, vertices, values, counts) -> dict:
+    """``{source: {vertex: value}}`` of the real rows, in decreasing value (NetworkX's nested shape, as
+    ``networkx.simrank_similarity(G)`` returns)."""
+    out = {}
+    for i, s in enumerate(np.asarray(sources).tolist()):
+        c = int(counts[i])
+        row = zip(np.asarray(vertices[i, :c]).tolist(), np.asarray(values[i, :c]).tolist(), strict=True)
+        out[s] = dict(row)
+    return out

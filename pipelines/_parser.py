@@ -36,7 +36,7 @@ EXAMPLES = {
     "pagerank": (
         "examples:\n  graphjobs pagerank soc-Epinions1.txt.gz --out ranks.parquet\n"
         "  graphjobs pagerank edges.csv --undirected --alpha 0.9 --scheduler tcp://10.0.0.5:8786\n"
-        "  graphjobs pagerank rmat:scale=20,seed=1 --device gpu"
+        "  graphjobs pagerank rmat:scale=20,seed=1 --order degree --device gpu"
     ),
     "index": (
         "examples:\n  graphjobs index soc-Epinions1.txt.gz --out epinions-index\n"
@@ -56,10 +56,30 @@ EXAMPLES = {
         "--out seeds.csv\n  graphjobs influence ba:n=100000,m=8 -k 20 --model LT --rounds 3 --device gpu"
     ),
     "ppr": (
-        "examples:\n  graphjobs ppr soc-Epinions1.txt.gz --random 1000 --topk 50 --out ppr\n"
+        "examples:\n  graphjobs ppr soc-Epinions1.txt.gz --random 1000 -k 50 --out ppr\n"
+        "  graphjobs ppr soc-Epinions1.txt.gz --source 0 --source 17 -k 10\n"
         "  graphjobs ppr rmat:22 --sources ids.txt --method push --tol 1e-7 --device gpu"
     ),
 }
+
+
+class _Former(argparse.Action):
+    """A former spelling of an option, still accepted: it sets the option's value and warns on standard
+    error that ``instead`` is the spelling to use."""
+
+    def __init__(self, option_strings, dest, *, instead: str, **kw):
+        self.instead = instead
+        kw.setdefault("help", f"deprecated spelling of {instead} (still accepted)")
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"graphjobs: warning: {option_string} is deprecated; use {self.instead}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_former(p, flag: str, *, dest: str, instead: str, **kw) -> None:
+    """Accept ``flag``, a former spelling of the option ``instead`` (stored in ``dest``), with a warning."""
+    p.add_argument(flag, action=_Former, dest=dest, instead=instead, **kw)
 
 
 def add_option(p, options, name: str, *flags, **kw) -> None:
@@ -71,11 +91,14 @@ def add_option(p, options, name: str, *flags, **kw) -> None:
     p.add_argument(*flags, default=default, help=f"{options.help(name)} ({shown})", **kw)
 
 
-def _sources_options(p, *, single: bool = False):
+def _sources_options(p):
     which = p.add_mutually_exclusive_group(required=True)
-    if single:
-        which.add_argument("--source", help="one source label")
-    which.add_argument("--sources", help="text file with one source label per line (- for standard input)")
+    which.add_argument(
+        "--source", action="append", metavar="LABEL", help="a source label (repeat for more sources)"
+    )
+    which.add_argument(
+        "--sources", metavar="FILE", help="text file with one source label per line (- for standard input)"
+    )
     which.add_argument("--random", type=int, metavar="N", help="N distinct random sources")
     among = "draw --random sources among all vertices, or those with out- / in-edges"
     p.add_argument("--random-among", choices=["all", "out", "in"], default="all", help=among)
@@ -115,7 +138,12 @@ def _tls_options(p) -> None:
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors (unknown option, bad choice, missing argument) exit with
-    status 1, like every other error a user can act on, after the usage line and a one-line message."""
+    status 1, like every other error a user can act on, after the usage line and a one-line message.
+    Options are never abbreviated: ``--source`` is ``--source``, never a prefix of ``--sources``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.print_usage(sys.stderr)
@@ -179,11 +207,11 @@ def pagerank_options(p) -> None:
     p.add_argument("--dedupe", action="store_true", help="drop repeated edges")
     p.add_argument("--src-col", type=_column, help="source column: a name or a 0-based position")
     p.add_argument("--dst-col", type=_column, help="destination column: a name or a 0-based position")
+    orders = ["degree", "in_degree", "out_degree"]
     p.add_argument(
-        "--reorder",
-        choices=["degree", "in_degree", "out_degree"],
-        help="renumber vertices once at load for locality (labels are kept)",
+        "--order", choices=orders, help="renumber vertices once at load for locality (labels are kept)"
     )
+    add_former(p, "--reorder", dest="order", instead="--order", choices=orders)
     add_option(p, PageRankOptions, "alpha", type=float)
     add_option(p, PageRankOptions, "tol", type=float)
     add_option(p, PageRankOptions, "max_iter", type=int)
@@ -230,7 +258,7 @@ def topk_ppr_options(p) -> None:
     """Options of `graphjobs topk-ppr`: top-k personalized PageRank of many sources."""
     p.add_argument("--index", required=True, help="folder written by `graphjobs index`")
     _sources_options(p)
-    add_option(p, TopkOptions, "k", "-k", type=int)
+    add_option(p, TopkOptions, "k", "-k", "--k", type=int)
     p.add_argument(
         "--out", default="topk-ppr", help="folder of Parquet partitions (source, rank, vertex, ppr)"
     )
@@ -249,7 +277,8 @@ def ppr_options(p) -> None:
     """Options of `graphjobs ppr`: personalized PageRank of many sources, top entries to Parquet."""
     p.add_argument("input", help="edge-list file or a spec like rmat:16")
     _sources_options(p)
-    p.add_argument("--topk", type=int, default=100, help="entries kept per source (100)")
+    p.add_argument("-k", "--k", type=int, default=100, help="entries kept per source (100)")
+    add_former(p, "--topk", dest="k", instead="-k", type=int, metavar="K")
     add_option(p, PPROptions, "method", choices=list(PPR_METHODS))
     add_option(p, PPROptions, "alpha", type=float)
     add_option(p, PPROptions, "tol", type=float)
@@ -262,7 +291,7 @@ def ppr_options(p) -> None:
 def influence_options(p) -> None:
     """Options of `graphjobs influence`: influence maximization (IMM, IC or LT): k seeds to CSV."""
     p.add_argument("input", help="edge-list file or a spec like ba:n=10000,m=4")
-    p.add_argument("-k", type=int, default=50, help="seeds (per round), 50")
+    p.add_argument("-k", "--k", type=int, default=50, help="seeds (per round), 50")
     add_option(p, IMMOptions, "epsilon", type=float)
     add_option(p, IMMOptions, "ell", type=float)
     add_option(p, IMMOptions, "model", type=str.upper, choices=["IC", "LT"])
@@ -287,8 +316,8 @@ def influence_options(p) -> None:
 def simrank_options(p) -> None:
     """Options of `graphjobs simrank`: single-source SimRank (ClipSim) of many sources, top-k to Parquet."""
     p.add_argument("input", help="edge-list file or a spec like rmat:16")
-    _sources_options(p, single=True)
-    add_option(p, SimRankOptions, "k", "-k", type=int)
+    _sources_options(p)
+    add_option(p, SimRankOptions, "k", "-k", "--k", type=int)
     add_option(p, SimRankOptions, "epsilon", type=float)
     add_option(p, SimRankOptions, "c", "-c", "--decay", type=float)
     add_option(p, SimRankOptions, "samples")

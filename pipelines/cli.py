@@ -101,9 +101,11 @@ def _run_job(command: Command, args) -> int:
 
 
 def _sources_arg(args):
+    if args.random is None and args.random_among != "all":
+        raise OptionError("--random-among applies only with --random")
+    if args.source is not None:  # --source LABEL, repeated
+        return SourceText(args.source, origin="--source")
     if args.random is None:
-        if args.random_among != "all":
-            raise OptionError("--random-among applies only with --random")
         return SourceText.read(args.sources)
     return RandomSources(args.random, among=args.random_among)
 
@@ -130,7 +132,7 @@ def _pagerank_job(args):
             "src_col": args.src_col,
             "dst_col": args.dst_col,
         },
-        reorder=args.reorder,
+        reorder=args.order,
         out=args.out,
         workdir=args.workdir,
         partitions=args.partitions,
@@ -183,7 +185,7 @@ def _ppr_job(args):
         args.input,
         _sources_arg(args),
         out=args.out,
-        topk=args.topk,
+        topk=args.k,
         method=args.method,
         alpha=args.alpha,
         tol=args.tol,
@@ -220,13 +222,9 @@ def _influence_job(args):
 def _simrank_job(args):
     from .simrank import simrank_job
 
-    if args.source is not None:
-        sources = SourceText([args.source], origin="--source")
-    else:
-        sources = _sources_arg(args)
     return simrank_job(
         args.input,
-        sources,
+        _sources_arg(args),
         k=args.k,
         out=args.out,
         c=args.decay,

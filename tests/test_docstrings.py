@@ -19,6 +19,7 @@ PUBLIC = [
     "simrank_topk",
     "read_edgelist",
     "from_edges",
+    "from_pandas",
 ]
 
 

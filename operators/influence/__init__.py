@@ -38,7 +38,8 @@ _ESTIMATE, _ESTIMATE_ROOTS, _FINAL, _FINAL_ROOTS = range(4)  # stream 4: operato
 
 @dataclass(frozen=True)
 class InfluenceResult:
-    """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock)."""
+    """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock);
+    ``to_frame()`` and ``to_dict()`` give the seeds with their gains."""
 
     seeds: np.ndarray
     seed_rounds: np.ndarray
@@ -55,6 +56,25 @@ class InfluenceResult:
     theta_capped: bool = False
     device: str = "cpu"
     workers: int = 1
+
+    def to_frame(self):
+        """The seeds as a pandas DataFrame, in selection order: columns ``rank`` (from 1), ``vertex``
+        (original label), ``round`` and ``gain`` (its marginal spread estimate; the gains add up to
+        ``spread``), as ``graphjobs influence`` writes its CSV."""
+        import pandas as pd
+
+        rank = np.arange(1, len(self.seeds) + 1, dtype=np.int64)
+        columns = {"rank": rank, "vertex": self.seeds, "round": self.seed_rounds, "gain": self.gains}
+        return pd.DataFrame(columns)
+
+    def to_dict(self) -> dict:
+        """``{seed: gain}`` in selection order (with ``rounds > 1``, ``{(seed, round): gain}``, as a seed
+        may be picked in several rounds)."""
+        gains = np.asarray(self.gains).tolist()
+        if self.rounds > 1:
+            keys = zip(np.asarray(self.seeds).tolist(), np.asarray(self.seed_rounds).tolist(), strict=True)
+            return dict(zip(keys, gains, strict=True))
+        return dict(zip(np.asarray(self.seeds).tolist(), gains, strict=True))
 
 
 def influence_maximization(
@@ -75,7 +95,8 @@ def influence_maximization(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; sampling and selection run where the graph is.
     k : int
         Seeds to pick (in each round); optional only with ``options``.

@@ -33,7 +33,8 @@ def influence_spread(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; the simulations run where the graph is.
     seeds : sequence of labels
         The seed vertices (original labels; repeats are harmless).

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from graphs import CSRGraph
+from graphs import CSRGraph, vertex_frame
 from graphs._device import array_module
 from graphs.errors import OptionError
 from operators._checks import check_graph, vertex_vector
@@ -32,6 +32,7 @@ def pagerank(
     reorder: bool = False,
     info: dict | None = None,
     options: PageRankOptions | None = None,
+    as_frame: bool = False,
 ):
     """PageRank of every vertex, with the semantics of ``networkx.pagerank``.
 
@@ -42,7 +43,8 @@ def pagerank(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; the computation runs where the graph is.
     alpha : float
         Probability of following an edge (damping factor), in [0, 1].
@@ -85,11 +87,15 @@ def pagerank(
     options : PageRankOptions, optional
         ``alpha``, ``max_iter``, ``tol`` and ``method`` in one checked object, used as it is; a keyword
         among them that differs from it raises ``OptionError``.
+    as_frame : bool
+        Return a pandas DataFrame instead, columns ``vertex`` (original labels) and ``pagerank`` (as
+        cuGraph returns it); ``dict(zip(frame.vertex, frame.pagerank))`` is NetworkX's dict.
 
     Returns
     -------
     ndarray
         Rank per internal vertex id (NumPy on the CPU, CuPy on the GPU); ``G.ids`` holds labels.
+        With ``as_frame``, the DataFrame (on the host).
 
     Raises
     ------
@@ -102,6 +108,9 @@ def pagerank(
     >>> G = gj.from_edges([0, 0, 1, 2, 3], [1, 2, 2, 0, 2])
     >>> gj.pagerank(G, tol=1e-10).round(4).tolist()
     [0.3725, 0.1958, 0.3941, 0.0375]
+    >>> import networkx as nx  # other graph shapes are converted with their labels
+    >>> gj.pagerank(nx.DiGraph([("a", "b"), ("b", "a")]), as_frame=True).values.tolist()
+    [['a', 0.5], ['b', 0.5]]
     """
     from graphs.partition import PartitionedGraph
 
@@ -110,7 +119,7 @@ def pagerank(
             "a graphs.PartitionedGraph is computed over a cluster's workers: "
             "pipelines.distributed.pagerank(PG, client, ...)"
         )
-    G = check_graph(G)
+    G = labelled = check_graph(G)
     o = PageRankOptions.resolve(options, alpha=alpha, max_iter=max_iter, tol=tol, method=method)
     alpha, max_iter, tol, method = o.alpha, o.max_iter, o.tol, o.method
     weighted = check_weighted(G, weighted)
@@ -123,7 +132,8 @@ def pagerank(
     dw = vertex_vector(G, dangling, "dangling")
     x0 = vertex_vector(G, nstart, "nstart")
     if n == 0:
-        return np.zeros(0, dtype=np.float64)
+        x = np.zeros(0, dtype=np.float64)
+        return vertex_frame(G, x, "pagerank") if as_frame else x
     warn_loose_tol(n, tol)
     perm = None
     if reorder:
@@ -161,7 +171,8 @@ def pagerank(
         x, iters, err = pagerank_cpu(G, method=method, **args)
     if not err < n * tol:
         raise ConvergenceError("pagerank", iters, err, n * tol)
-    return x if perm is None else back(x, perm)
+    x = x if perm is None else back(x, perm)
+    return vertex_frame(labelled, x, "pagerank") if as_frame else x
 
 
 def check_weighted(G, weighted: bool | None) -> bool:

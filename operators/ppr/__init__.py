@@ -19,7 +19,7 @@ from graphs._mix import stream_key
 from graphs.errors import MemoryLimitError, OptionError
 from operators._checks import check_graph, warn_if_weighted
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
-from operators._ranked import padded_labels, real_counts
+from operators._ranked import padded_labels, ranked_frame, real_counts
 from operators.errors import ConvergenceError
 from operators.options import PPROptions
 from operators.ppr import power as _ppr_power
@@ -50,12 +50,14 @@ def ppr(
     cost: CostModel | None = None,
     info: dict | None = None,
     options: PPROptions | None = None,
+    as_frame: bool = False,
 ):
     """Personalized PageRank of each source: dense rows, or the top entries of each.
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored
         (a UserWarning says so; ``pagerank(G, personalization={s: 1})`` follows them).
     sources : label or sequence of labels
@@ -127,12 +129,17 @@ def ppr(
     options : PPROptions, optional
         ``alpha``, ``tol``, ``method``, ``max_iter``, ``dtype``, ``topk``, ``seed`` and ``block`` in one
         checked object, used as it is; a keyword among them that differs from it raises ``OptionError``.
+    as_frame : bool
+        Return one pandas DataFrame instead, with original labels: columns ``source``, ``vertex`` and
+        ``ppr``, a row per source and vertex; with ``topk``, ``source``, ``rank`` (from 1), ``vertex``
+        and ``ppr``, each source's listed entries only (``TopkPPR.to_frame()``'s shape).
 
     Returns
     -------
     ndarray or (ndarray, ndarray)
         A ``dtype`` array of shape (len(sources), n) on the graph's device; with ``topk``, the
         labels and the values of the top entries, two host arrays of shape (len(sources), topk).
+        With ``as_frame``, the DataFrame (on the host).
 
     Examples
     --------
@@ -172,8 +179,22 @@ def ppr(
         step = _push_steps(G, method, o, cost, len(src))
         if G.device == "cpu":  # several sources at once on threads
             with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
-                return _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
-    return _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block))
+                out = _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
+            return _frame(G, src, out, topk) if as_frame else out
+    out = _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block))
+    return _frame(G, src, out, topk) if as_frame else out
+
+
+def _frame(G, src, out, topk):
+    """``ppr``'s result as one DataFrame (``as_frame``): dense rows, or the top entries' real rows."""
+    sources = G.ids[src]
+    if not topk:  # a row per (source, vertex), source after source
+        import pandas as pd
+
+        rows = {"source": np.repeat(sources, G.n), "vertex": np.tile(G.ids, len(src))}
+        return pd.DataFrame(rows | {"ppr": to_host(out).reshape(-1)})
+    labels, values = out
+    return ranked_frame(sources, labels, values, real_counts(values), "ppr")
 
 
 def _collect(G, src, step, dtype, topk, info, threads=1, warm=None):

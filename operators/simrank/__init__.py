@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphs import CSRGraph
+from graphs import CSRGraph, vertex_frame
 from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_graph
-from operators._ranked import clear_padding, long_rows, padded_labels
+from operators._ranked import clear_padding, padded_labels, ranked_dict, ranked_frame
 from operators.options import SimRankOptions
 from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
@@ -45,8 +45,8 @@ class SimRankTopk:
     Only vertices of positive score are listed: source i has ``counts[i]`` real rows (at most k, and 0
     for a source without in-neighbours, which is similar to no other vertex), first in its row of
     ``vertices`` and ``scores``; the slots after them hold vertex -1 and score 0 (never a vertex id).
-    ``row(i)`` and ``to_frame()`` give the real rows only. ``seconds`` excludes the one-time warm-up
-    of the first call on a graph (compilation), which is ``compile_seconds``.
+    ``row(i)``, ``to_frame()`` and ``to_dict()`` give the real rows only. ``seconds`` excludes the
+    one-time warm-up of the first call on a graph (compilation), which is ``compile_seconds``.
     """
 
     sources: np.ndarray
@@ -63,10 +63,12 @@ class SimRankTopk:
 
     def to_frame(self):
         """Long table with columns source, rank, vertex, simrank (pandas): the real rows only."""
-        import pandas as pd
+        return ranked_frame(self.sources, self.vertices, self.scores, self.counts, "simrank")
 
-        source, rank, vertex, score = long_rows(self.sources, self.vertices, self.scores, self.counts)
-        return pd.DataFrame({"source": source, "rank": rank, "vertex": vertex, "simrank": score})
+    def to_dict(self) -> dict:
+        """``{source: {vertex: score}}`` of the real rows, each in decreasing score (the nested shape of
+        ``networkx.simrank_similarity(G)``, restricted to the top k)."""
+        return ranked_dict(self.sources, self.vertices, self.scores, self.counts)
 
 
 def simrank(
@@ -80,12 +82,14 @@ def simrank(
     seed: int = SimRankOptions.seed,
     info: dict | None = None,
     options: SimRankOptions | None = None,
+    as_frame: bool = False,
 ):
     """SimRank of every vertex with one source: ClipSim, or ExactSim's allocation with ``clip=False``.
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         On the CPU or the GPU; the computation runs where the graph is. Edge weights are ignored;
         an undirected graph counts each edge in both directions.
     source : label
@@ -107,11 +111,15 @@ def simrank(
     options : SimRankOptions, optional
         ``c``, ``epsilon``, ``clip``, ``samples`` and ``seed`` in one checked object (its ``k`` unused
         here), used as it is; a keyword among them that differs from it raises ``OptionError``.
+    as_frame : bool
+        Return a pandas DataFrame instead, columns ``vertex`` (original labels) and ``simrank``;
+        ``dict(zip(frame.vertex, frame.simrank))`` is ``networkx.simrank_similarity(G, source)``'s shape.
 
     Returns
     -------
     array of float64, shape (n,)
         s(source, v) for every internal vertex id v (on the graph's device); s(source, source) = 1.
+        With ``as_frame``, the DataFrame (on the host).
 
     Raises
     ------
@@ -128,7 +136,8 @@ def simrank(
     G = check_graph(G)
     o = SimRankOptions.resolve(options, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)
     sid = int(G.internal_ids(np.asarray([source], dtype=object if G.has_labels else None))[0])
-    return _single(G, sid, c=o.c, epsilon=o.epsilon, clip=o.clip, samples=o.samples, seed=o.seed, info=info)
+    s = _single(G, sid, c=o.c, epsilon=o.epsilon, clip=o.clip, samples=o.samples, seed=o.seed, info=info)
+    return vertex_frame(G, s, "simrank") if as_frame else s
 
 
 def simrank_topk(

@@ -39,7 +39,7 @@ import numpy as np
 from graphs._device import to_host
 from graphs._mix import stream_key
 from operators._gpu.streams import exhaust, stream_count
-from operators._ranked import clear_padding, long_rows, padded_labels
+from operators._ranked import clear_padding, padded_labels, ranked_dict, ranked_frame
 from operators.options import TopkOptions, TopkTuning
 from operators.topk.batch import answer_all, workspace
 from operators.topk.cpu import tie_order
@@ -68,8 +68,9 @@ class TopkPPR:
     Only vertices of positive estimate are listed: source i has ``counts[i]`` real rows (at most k; at
     least 1, as pi(s, s) >= 1 - alpha), first in its row of ``vertices`` and ``ppr``; a source that
     reaches fewer than k vertices has fewer, and the slots after them hold vertex -1 and PPR 0 (never
-    a vertex id). ``row(i)`` and ``to_frame()`` give the real rows only. ``seconds`` excludes the
-    one-time warm-up of the first call on an index (compilation), which is ``compile_seconds``.
+    a vertex id). ``row(i)``, ``to_frame()`` and ``to_dict()`` give the real rows only. ``seconds``
+    excludes the one-time warm-up of the first call on an index (compilation), which is
+    ``compile_seconds``.
     """
 
     sources: np.ndarray
@@ -93,10 +94,11 @@ class TopkPPR:
 
     def to_frame(self):
         """Long table with columns source, rank, vertex, ppr (pandas): the real rows only."""
-        import pandas as pd
+        return ranked_frame(self.sources, self.vertices, self.ppr, self.counts, "ppr")
 
-        source, rank, vertex, ppr = long_rows(self.sources, self.vertices, self.ppr, self.counts)
-        return pd.DataFrame({"source": source, "rank": rank, "vertex": vertex, "ppr": ppr})
+    def to_dict(self) -> dict:
+        """``{source: {vertex: ppr}}`` of the real rows, each in decreasing estimate."""
+        return ranked_dict(self.sources, self.vertices, self.ppr, self.counts)
 
 
 def topk_ppr(

@@ -165,7 +165,8 @@ def build_ppr_index(
 
     Parameters
     ----------
-    G : CSRGraph
+    G : CSRGraph, NetworkX graph, SciPy sparse matrix or pandas edge DataFrame
+        The last three are converted with their labels first (``graphs.as_graph``).
         At least 2 vertices; built on the graph's device (GPU kernels or Numba). Weights are ignored
         (a UserWarning says so).
     alpha : float

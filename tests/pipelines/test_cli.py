@@ -317,3 +317,101 @@ def test_version(tmp_path):
     from pipelines import cli
 
     assert cli.version() == want["version"]
+
+
+def _parse(args):
+    from pipelines.cli import parser
+
+    return parser().parse_args(args)
+
+
+@pytest.mark.parametrize(
+    ("args", "k"),
+    [
+        (["ppr", "e.txt", "--random", "3"], 100),
+        (["ppr", "e.txt", "--random", "3", "-k", "5"], 5),
+        (["ppr", "e.txt", "--random", "3", "--k", "5"], 5),
+        (["topk-ppr", "--index", "i", "--random", "3", "--k", "7"], 7),
+        (["topk-ppr", "--index", "i", "--random", "3", "-k", "7"], 7),
+        (["simrank", "e.txt", "--random", "3", "--k", "9"], 9),
+        (["influence", "e.txt", "--k", "4"], 4),
+        (["influence", "e.txt", "-k", "4"], 4),
+    ],
+)
+def test_k_is_one_flag_on_every_command_with_a_count_of_answers(capsys, args, k):
+    assert _parse(args).k == k
+    assert capsys.readouterr().err == ""
+
+
+def test_former_spellings_still_work_with_a_warning_and_a_help_note(capsys):
+    assert _parse(["ppr", "e.txt", "--random", "3", "--topk", "6"]).k == 6
+    assert "graphjobs: warning: --topk is deprecated; use -k" in capsys.readouterr().err
+    assert _parse(["pagerank", "e.txt", "--reorder", "in_degree"]).order == "in_degree"
+    assert "graphjobs: warning: --reorder is deprecated; use --order" in capsys.readouterr().err
+    assert _parse(["pagerank", "e.txt", "--order", "degree"]).order == "degree"
+    assert _parse(["pagerank", "e.txt"]).order is None
+    assert capsys.readouterr().err == ""
+    for command, note in (("ppr", "--topk K"), ("pagerank", "--reorder {degree,in_degree,out_degree}")):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert note in text and "deprecated spelling of" in text
+
+
+@pytest.mark.parametrize("command", [["ppr", "e.txt"], ["topk-ppr", "--index", "i"], ["simrank", "e.txt"]])
+def test_source_is_repeatable_on_every_command_with_sources(command):
+    args = _parse([*command, "--source", "0"])
+    assert args.source == ["0"] and args.sources is None and args.random is None
+    assert _parse([*command, "--source", "0", "--source", "x"]).source == ["0", "x"]
+    assert _parse([*command, "--sources", "ids.txt"]).sources == "ids.txt"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["ppr", "e.txt", "--random", "3", "--sour", "0"],
+            "unrecognized arguments: --sour 0",
+        ),  # no abbreviations
+        (["pagerank", "e.txt", "--alph", "0.9"], "unrecognized arguments: --alph 0.9"),
+        (
+            ["ppr", "e.txt", "--source", "0", "--random", "3"],
+            "argument --random: not allowed with argument --source",
+        ),
+        (["simrank", "e.txt", "--source", "0", "--sources", "f"], "not allowed with argument --source"),
+    ],
+)
+def test_options_are_never_abbreviated_and_sources_are_one_of_three(capsys, args, message):
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    assert done.value.code == 1 and message in capsys.readouterr().err
+
+
+def test_ppr_source_0_is_a_label_not_a_file(tmp_path, capsys):
+    """``ppr --source 0`` was read as ``--sources 0`` ("0: no such file"): now the label 0, repeatable."""
+    import graphs
+    import operators
+
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n0 2\n1 2\n2 0\n3 2\n")
+    out = tmp_path / "o"
+    base = [
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--quiet",
+        "--device",
+        "cpu",
+        "--tol",
+        "1e-10",
+    ]
+    assert main(["ppr", str(edges), "--source", "0", "--source", "3", "-k", "2", *base]) == 0
+    rows = pd.read_parquet(out).sort_values(["source", "rank"])
+    g = graphs.read_edgelist(str(edges))
+    want = operators.ppr(g, [0, 3], topk=2, tol=1e-10, as_frame=True)
+    assert rows["source"].tolist() == [0, 0, 3, 3] == want["source"].tolist()
+    assert rows["vertex"].tolist() == want["vertex"].tolist()
+    assert rows["ppr"].to_numpy() == pytest.approx(want["ppr"].to_numpy(), abs=1e-9)
+    assert main(["ppr", str(edges), "--source", "9", "--overwrite", *base]) == 1
+    assert "--source: vertex 9 is not in the graph" in _one_error_line(capsys.readouterr().err)

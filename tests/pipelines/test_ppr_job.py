@@ -82,7 +82,7 @@ def test_cli(tmp_path, capsys):
         "rmat:scale=10,seed=2",
         "--random",
         "4",
-        "--topk",
+        "-k",
         "8",
         "--method",
         "pull",

@@ -101,11 +101,11 @@ def test_sources_from_standard_input_a_pipe_and_not_a_directory(tmp_path, monkey
         SourceText.read(tmp_path)
     base = ["--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--quiet", "--device", "cpu"]
     monkeypatch.setattr("sys.stdin", io.StringIO("2\n0\n"))
-    assert main(["ppr", str(edges), "--sources", "-", "--topk", "2", *base]) == 0
+    assert main(["ppr", str(edges), "--sources", "-", "-k", "2", *base]) == 0
     rows = pd.read_parquet(tmp_path / "o")
     assert sorted(set(rows["source"])) == [0, 2]
     monkeypatch.setattr("sys.stdin", io.StringIO("7\n"))
-    assert main(["ppr", str(edges), "--sources", "-", "--topk", "2", "--overwrite", *base]) == 1
+    assert main(["ppr", str(edges), "--sources", "-", "-k", "2", "--overwrite", *base]) == 1
     assert "<stdin>, line 1: vertex 7 is not in the graph" in capsys.readouterr().err
 
 
@@ -162,7 +162,7 @@ def test_random_sources_among_vertices_with_out_or_in_edges(tmp_path, sync, caps
     with pytest.raises(ValueError, match="among must be one of 'all', 'out', 'in', got 'both'"):
         pipelines.RandomSources(2, among="both")
     # the command line and a job file say the same
-    base = ["--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--quiet", "--topk", "2"]
+    base = ["--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--quiet", "-k", "2"]
     assert main(["ppr", str(path), "--random", "3", "--random-among", "out", *base]) == 0
     assert set(pd.read_parquet(tmp_path / "o").source) == {0, 9, 10}
     assert main(["ppr", str(path), "--sources", str(path), "--random-among", "out", *base]) == 1

@@ -216,8 +216,8 @@ def test_convergence_error_and_bad_arguments():
     for kw, exc, msg in bad:
         with pytest.raises(exc, match=msg):
             pagerank(g, **kw)
-    with pytest.raises(TypeError, match="CSRGraph"):
-        pagerank(g.to_scipy())
+    with pytest.raises(TypeError, match="CSRGraph, a NetworkX graph, a SciPy sparse adjacency matrix"):
+        pagerank(g.to_scipy().toarray())  # a dense matrix is no graph; a sparse one is (test_input_shapes)
     empty = graphs.from_edges(np.array([], dtype=np.int64), np.array([], dtype=np.int64), n=0, renumber=False)
     assert pagerank(empty).shape == (0,)
 
