@@ -413,5 +413,5 @@ def test_ppr_source_0_is_a_label_not_a_file(tmp_path, capsys):
     assert rows["source"].tolist() == [0, 0, 3, 3] == want["source"].tolist()
     assert rows["vertex"].tolist() == want["vertex"].tolist()
     assert rows["ppr"].to_numpy() == pytest.approx(want["ppr"].to_numpy(), abs=1e-9)
-    assert main(["ppr", str(edges), "--source", "9", "--overwrite", *base]) == 1
+    assert main(["ppr", str(edges), "--source", "9", "-k", "2", "--overwrite", *base]) == 1
     assert "--source: vertex 9 is not in the graph" in _one_error_line(capsys.readouterr().err)

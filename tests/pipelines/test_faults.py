@@ -37,7 +37,7 @@ def cli(*args, cwd, env=None) -> subprocess.Popen:
 def test_two_jobs_racing_on_one_output_folder_one_is_refused(tmp_path):
     # other workdirs, other k: only the output folder is shared
     runs = [
-        cli("ppr", "rmat:10", "--random", 100, "--topk", k, "--chunk", 50, "--out", tmp_path / "out",
+        cli("ppr", "rmat:10", "--random", 100, "-k", k, "--chunk", 50, "--out", tmp_path / "out",
             "--workdir", tmp_path / f"wd{k}", "--quiet", cwd=tmp_path)
         for k in (10, 20)
     ]  # fmt: skip
@@ -96,11 +96,11 @@ def test_pagerank_replaces_another_jobs_result_only_with_overwrite(tmp_path, cap
 def test_a_batch_job_replaces_another_jobs_folder_only_with_overwrite(tmp_path, capsys):
     out = tmp_path / "out"
     base = ["ppr", "rmat:8", "--random", "20", "--out", str(out), "--quiet"]
-    assert main([*base, "--topk", "5", "--workdir", str(tmp_path / "a")]) == 0
-    assert main([*base, "--topk", "7", "--workdir", str(tmp_path / "b")]) == 1
+    assert main([*base, "-k", "5", "--workdir", str(tmp_path / "a")]) == 0
+    assert main([*base, "-k", "7", "--workdir", str(tmp_path / "b")]) == 1
     assert "holds the results of another ppr job" in capsys.readouterr().err
     assert pd.read_parquet(out).groupby("source").size().max() == 5
-    assert main([*base, "--topk", "7", "--workdir", str(tmp_path / "b"), "--overwrite"]) == 0
+    assert main([*base, "-k", "7", "--workdir", str(tmp_path / "b"), "--overwrite"]) == 0
     assert pd.read_parquet(out).groupby("source").size().max() == 7
 
 

@@ -180,7 +180,7 @@ def dask_compute(x):
     return dask.compute(x)[0]
 
 
-@pytest.mark.parametrize("command", [["ppr", "--topk"], ["simrank", "-k"]])
+@pytest.mark.parametrize("command", [["ppr", "-k"], ["simrank", "-k"]])
 def test_more_rows_per_source_than_vertices_is_refused_naming_n(tmp_path, capsys, command):
 
     edges = tmp_path / "e.txt"
@@ -198,7 +198,7 @@ def test_more_rows_per_source_than_vertices_is_refused_naming_n(tmp_path, capsys
     ]
     assert main([*base, flag, "5", "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    name = flag.lstrip("-")
+    name = "topk" if job == "ppr" else "k"  # the job's parameter (ppr_job's topk is the CLI's -k)
     assert err == [
         f"graphjobs: error: {name}=5 is more than the graph's 4 vertices (a source has at most 4 rows); "
         f"ask for {name} <= 4"
@@ -212,7 +212,7 @@ def test_a_source_listed_again_is_answered_once_and_counted(tmp_path, capsys):
     edges = tmp_path / "e.txt"
     edges.write_text("1 2\n2 3\n3 1\n3 4\n")
     (tmp_path / "s.txt").write_text("3\n3\n1\n3\n")
-    args = ["ppr", str(edges), "--sources", str(tmp_path / "s.txt"), "--topk", "4", "--quiet"]
+    args = ["ppr", str(edges), "--sources", str(tmp_path / "s.txt"), "-k", "4", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "o"), "--workdir", str(tmp_path / "wd"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["queries"] == 2 and summary["duplicate_sources"] == 2
