@@ -8,6 +8,8 @@ never a vertex id. The long tables (``long_rows``) and the jobs' Parquet files h
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 PAD_VERTEX = -1  # the vertex of a slot after a source's real rows
@@ -49,3 +51,24 @@ def long_rows(sources, vertices, values, counts) -> tuple[np.ndarray, np.ndarray
     real = (np.arange(k) < counts[:, None]).reshape(-1)
     rank = np.tile(np.arange(1, k + 1, dtype=np.int32), len(counts))[real]
     return np.repeat(np.asarray(sources), counts), rank, vertices.reshape(-1)[real], values.reshape(-1)[real]
+
+
+class RankedRows:
+    """``row(i)`` and ``to_frame()`` of a batch's answers: the fields ``sources``, ``vertices``, ``counts``
+    and the values in the field named ``values_field``, written as the column ``values_column``."""
+
+    values_field: ClassVar[str]
+    values_column: ClassVar[str]
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(vertices, values) of source i's real rows, in decreasing value."""
+        c = int(self.counts[i])
+        return self.vertices[i, :c], getattr(self, self.values_field)[i, :c]
+
+    def to_frame(self):
+        """Long table with columns source, rank, vertex and the values (pandas): the real rows only."""
+        import pandas as pd
+
+        values = getattr(self, self.values_field)
+        source, rank, vertex, value = long_rows(self.sources, self.vertices, values, self.counts)
+        return pd.DataFrame({"source": source, "rank": rank, "vertex": vertex, self.values_column: value})
