@@ -9,6 +9,8 @@ files hold the real rows only.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 PAD_VERTEX = -1  # the vertex of a slot after a source's real rows
@@ -70,3 +72,27 @@ def ranked_dict(sources, vertices, values, counts) -> dict:
         row = zip(np.asarray(vertices[i, :c]).tolist(), np.asarray(values[i, :c]).tolist(), strict=True)
         out[s] = dict(row)
     return out
+
+
+class RankedRows:
+    """``row(i)``, ``to_frame()`` and ``to_dict()`` of a batch's answers: the fields ``sources``,
+    ``vertices``, ``counts`` and the values in the field named ``values_field``, written as the column
+    ``values_column``."""
+
+    values_field: ClassVar[str]
+    values_column: ClassVar[str]
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(vertices, values) of source i's real rows, in decreasing value."""
+        c = int(self.counts[i])
+        return self.vertices[i, :c], getattr(self, self.values_field)[i, :c]
+
+    def to_frame(self):
+        """Long table with columns source, rank, vertex and the values (pandas): the real rows only."""
+        values = getattr(self, self.values_field)
+        return ranked_frame(self.sources, self.vertices, values, self.counts, self.values_column)
+
+    def to_dict(self) -> dict:
+        """``{source: {vertex: value}}`` of the real rows, each in decreasing value (the nested shape of
+        ``networkx.simrank_similarity(G)``, restricted to the top k)."""
+        return ranked_dict(self.sources, self.vertices, getattr(self, self.values_field), self.counts)

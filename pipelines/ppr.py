@@ -7,8 +7,6 @@ workers, each of which loads the graph once (``pipelines._state``) and writes it
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 import operators
@@ -17,7 +15,7 @@ from graphs._device import to_host
 from operators.options import PPROptions
 
 from .job import Job
-from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
+from .stages import GraphHandle, graph_batch_job, write_ranked
 from .summary import PPRSummary
 
 
@@ -78,21 +76,18 @@ def ppr_job(
         written) and ``compile_seconds`` (the workers' one-time compilation, not in the seconds).
     """
     options = PPROptions(topk=topk, method=method, alpha=alpha, tol=tol, seed=seed, block=block)  # first
-    workdir = Path(workdir or default_workdir())
-    load, gtoken = load_stage(
-        source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}, reorder=reorder
-    )
-    opts = {"options": options}
-    return batch_job(
+    return graph_batch_job(
         "ppr",
-        load,
-        gtoken,
+        source,
         sources,
-        opts,
+        {"options": options},
+        workdir=workdir,
+        directed=directed,
+        read_options=read_options,
+        reorder=reorder,
         seed=seed,
         chunk=chunk,
         out=out,
-        workdir=workdir,
         run_chunk=_chunk,
         summarize=_summary,
         overwrite=overwrite,

@@ -7,15 +7,13 @@ workers, each of which loads the graph once (``pipelines._state``) and writes it
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
 from operators.options import SimRankOptions
 
 from .job import Job
-from .stages import GraphHandle, batch_job, default_workdir, load_stage, write_ranked
+from .stages import GraphHandle, graph_batch_job, write_ranked
 from .summary import SimRankSummary
 
 
@@ -69,21 +67,17 @@ def simrank_job(
         one-time compilation, not in the seconds).
     """
     options = SimRankOptions(k=k, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)  # first
-    workdir = Path(workdir or default_workdir())
-    load, gtoken = load_stage(
-        source, workdir=workdir, read_options={"directed": directed, **(read_options or {})}
-    )
-    opts = {"options": options}
-    return batch_job(
+    return graph_batch_job(
         "simrank",
-        load,
-        gtoken,
+        source,
         sources,
-        opts,
+        {"options": options},
+        workdir=workdir,
+        directed=directed,
+        read_options=read_options,
         seed=seed,
         chunk=chunk,
         out=out,
-        workdir=workdir,
         run_chunk=_chunk,
         summarize=_summary,
         overwrite=overwrite,

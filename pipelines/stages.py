@@ -312,6 +312,18 @@ def _resolve(graph, spec, per_source):
     return resolve_sources(graph, spec)
 
 
+def graph_batch_job(
+    name: str, source, sources, opts: dict, *, workdir, directed: bool, read_options, reorder=None, **batch
+) -> Job:
+    """``batch_job`` over the graph ``source``: its load stage (``load_stage``, reading it ``directed`` with
+    ``read_options``, renumbered by ``reorder``) in ``workdir`` (default: ``default_workdir()``);
+    ``batch`` holds ``batch_job``'s other keywords."""
+    workdir = Path(workdir or default_workdir())
+    read = {"directed": directed, **(read_options or {})}
+    load, gtoken = load_stage(source, workdir=workdir, read_options=read, reorder=reorder)
+    return batch_job(name, load, gtoken, sources, opts, workdir=workdir, **batch)
+
+
 def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
     done, damage = _output.finished(path, token)
     if done is not None:

@@ -128,9 +128,7 @@ def pagerank(
     dtype = check_dtype(dtype)
     chosen = method == "auto"
     n = G.n
-    p = vertex_vector(G, personalization, "personalization")
-    dw = vertex_vector(G, dangling, "dangling")
-    x0 = vertex_vector(G, nstart, "nstart")
+    p, dw, x0 = start_vectors(G, personalization, dangling, nstart)
     if n == 0:
         x = np.zeros(0, dtype=np.float64)
         return vertex_frame(G, x, "pagerank") if as_frame else x
@@ -186,6 +184,15 @@ def check_dtype(dtype) -> np.dtype:
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise OptionError(f"dtype must be float32 or float64, got {dtype}")
     return np.dtype(dtype)
+
+
+def start_vectors(G, personalization, dangling, nstart) -> tuple:
+    """The personalization, dangling and starting vectors over ``G``'s internal ids (``vertex_vector``:
+    normalised; None where not given)."""
+    p = vertex_vector(G, personalization, "personalization")
+    dw = vertex_vector(G, dangling, "dangling")
+    x0 = vertex_vector(G, nstart, "nstart")
+    return p, dw, x0
 
 
 def warn_loose_tol(n: int, tol: float) -> None:

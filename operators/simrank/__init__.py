@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_graph
-from operators._ranked import clear_padding, padded_labels, ranked_dict, ranked_frame
+from operators._ranked import RankedRows, clear_padding, padded_labels
 from operators.options import SimRankOptions
 from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
@@ -39,7 +40,7 @@ MAX_SAMPLES = 2e13  # a cap on the walks one query may ask for (minutes of GPU t
 
 
 @dataclass
-class SimRankTopk:
+class SimRankTopk(RankedRows):
     """Answers of a batch: row i holds source i's top k (original labels, decreasing score).
 
     Only vertices of positive score are listed: source i has ``counts[i]`` real rows (at most k, and 0
@@ -56,19 +57,8 @@ class SimRankTopk:
     counts: np.ndarray
     compile_seconds: float = 0.0
 
-    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(vertices, scores) of source i's real rows, in decreasing score."""
-        c = int(self.counts[i])
-        return self.vertices[i, :c], self.scores[i, :c]
-
-    def to_frame(self):
-        """Long table with columns source, rank, vertex, simrank (pandas): the real rows only."""
-        return ranked_frame(self.sources, self.vertices, self.scores, self.counts, "simrank")
-
-    def to_dict(self) -> dict:
-        """``{source: {vertex: score}}`` of the real rows, each in decreasing score (the nested shape of
-        ``networkx.simrank_similarity(G)``, restricted to the top k)."""
-        return ranked_dict(self.sources, self.vertices, self.scores, self.counts)
+    values_field: ClassVar[str] = "scores"
+    values_column: ClassVar[str] = "simrank"
 
 
 def simrank(

@@ -33,13 +33,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from graphs._device import to_host
 from graphs._mix import stream_key
 from operators._gpu.streams import exhaust, stream_count
-from operators._ranked import clear_padding, padded_labels, ranked_dict, ranked_frame
+from operators._ranked import RankedRows, clear_padding, padded_labels
 from operators.options import TopkOptions, TopkTuning
 from operators.topk.batch import answer_all, workspace
 from operators.topk.cpu import tie_order
@@ -62,7 +63,7 @@ STATS = dict(
 
 
 @dataclass
-class TopkPPR:
+class TopkPPR(RankedRows):
     """Answers of a batch: row i holds source i's top k (original labels, decreasing estimate).
 
     Only vertices of positive estimate are listed: source i has ``counts[i]`` real rows (at most k; at
@@ -87,18 +88,8 @@ class TopkPPR:
     counts: np.ndarray
     compile_seconds: float = 0.0
 
-    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(vertices, ppr) of source i's real rows, in decreasing estimate."""
-        c = int(self.counts[i])
-        return self.vertices[i, :c], self.ppr[i, :c]
-
-    def to_frame(self):
-        """Long table with columns source, rank, vertex, ppr (pandas): the real rows only."""
-        return ranked_frame(self.sources, self.vertices, self.ppr, self.counts, "ppr")
-
-    def to_dict(self) -> dict:
-        """``{source: {vertex: ppr}}`` of the real rows, each in decreasing estimate."""
-        return ranked_dict(self.sources, self.vertices, self.ppr, self.counts)
+    values_field: ClassVar[str] = "ppr"
+    values_column: ClassVar[str] = "ppr"
 
 
 def topk_ppr(

@@ -21,10 +21,9 @@ import numpy as np
 from cluster.comms import run_spmd, spmd_workers
 from graphs.errors import DeviceError, OptionError
 from graphs.partition import PartitionedGraph
-from operators._checks import vertex_vector
 from operators.errors import ConvergenceError
 from operators.options import PageRankOptions
-from operators.pagerank import check_dtype, check_weighted, warn_loose_tol
+from operators.pagerank import check_dtype, check_weighted, start_vectors, warn_loose_tol
 from operators.pagerank.parts import inverse_out, loop_gpu, step_cpu
 
 # the futures of each partitioned graph's parts, per (client, workers), while the graph is alive here
@@ -91,9 +90,7 @@ def pagerank(
     n, tol = PG.n, o.tol
     by_label = any(isinstance(v, dict) for v in (personalization, dangling, nstart))
     labels = PG.label_graph() if by_label else PG
-    p = vertex_vector(labels, personalization, "personalization")
-    dw = vertex_vector(labels, dangling, "dangling")
-    x0 = vertex_vector(labels, nstart, "nstart")
+    p, dw, x0 = start_vectors(labels, personalization, dangling, nstart)
     if n == 0:
         return np.zeros(0, dtype=np.float64)
     warn_loose_tol(n, tol)
