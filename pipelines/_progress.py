@@ -16,11 +16,16 @@ from dask.callbacks import Callback
 from dask.utils import format_time, key_split
 
 LOG_INTERVAL = 10.0  # seconds between the lines written where the stream is not a terminal
+# Dask's own tasks between the job's stages (an item taken out of a stage's tuple result, a collection's
+# finalization): they are not stages a user ran, so the line leaves them out
+INTERNAL = frozenset({"getitem", "finalize", "finalize-hlgfinalizecompute"})
 
 
 def stage_line(done: dict, total: dict, elapsed: float, order=()) -> str:
-    """``[elapsed] stage done/total ...``: the stages of ``order`` first, then the others of ``total``."""
+    """``[elapsed] stage done/total ...``: the stages of ``order`` first, then the others of ``total``
+    (Dask's internal tasks, ``INTERNAL``, not listed)."""
     names = [n for n in order if n in total] + [n for n in total if n not in order]
+    names = [n for n in names if n not in INTERNAL]
     stages = "  ".join(f"{name} {done.get(name, 0)}/{total[name]}" for name in names)
     return f"[{format_time(elapsed)}] {stages}"
 

@@ -211,6 +211,7 @@ def test_progress_by_stage_on_the_local_scheduler(tmp_path, sync, capsys):
     from pipelines._progress import stage_line
 
     assert stage_line({"b": 1}, {"a": 2, "b": 1, "c": 3}, 1.5, order=["b"]) == "[1.50 s] b 1/1  a 0/2  c 0/3"
+    assert stage_line({"getitem": 1}, {"a": 1, "getitem": 1}, 0.1) == "[100.00 ms] a 0/1"  # Dask's own
     path = write_edges(tmp_path, "a b\nb c\nc a\n")
     job = pipelines.ppr_job(
         path, pipelines.RandomSources(3), topk=2, out=tmp_path / "o", workdir=tmp_path / "wd", chunk=1
