@@ -24,9 +24,8 @@ from operators.ppr.cost import HYBRID, PULL, PUSH, cost_model, frontier_rdw, lig
 from operators.ppr.epochs import MAX_EPOCHS, first_threshold, floor_threshold, next_threshold, rounding
 from operators.ppr.pull_steps import PPR_PULL_DEVICE
 from operators.ppr.push_plan import MAX_ITEMS, build_plan, row_stride
-from operators.ppr.push_steps import PPR_STEP_DEVICE, STEP_DEFINES
+from operators.ppr.push_steps import PPR_STEP_DEVICE, STEP_DEFINES, WANTED
 
-WANTED = 2  # the counters' state bit of PPR_STEP_DEVICE: the frontier's statistics are wanted first
 TRACE = 4096  # iterations whose model and statistics are kept (as on the CPU)
 HEAD_ROWS = 128  # trace rows copied with the counters after each run (more: a second copy)
 

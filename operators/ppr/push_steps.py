@@ -15,9 +15,10 @@ statistics in a pass of their own (``gj_push_stats``) only when the bound leaves
 
 from operators.ppr.cost import HYBRID, LANES, PULL, PUSH, WARPS
 
+WANTED = 2  # a bit of the counters' state (cnt[3], beside the model): push's statistics are wanted now
 # the defines of every Kernel whose source has PPR_STEP_DEVICE: W lanes of a warp, B warps of a block (the
-# cost model's), and the solver modes
-STEP_DEFINES = {"W": LANES, "B": WARPS, "PUSH": PUSH, "PULL": PULL, "HYBRID": HYBRID}
+# cost model's), the solver modes and the WANTED bit
+STEP_DEFINES = {"W": LANES, "B": WARPS, "PUSH": PUSH, "PULL": PULL, "HYBRID": HYBRID, "WANTED": WANTED}
 
 PPR_STEP_DEVICE = r"""
 #include <cooperative_groups.h>
@@ -25,7 +26,7 @@ namespace cg = cooperative_groups;
 #define WB (W * B)
 #define RED_B 9u  // 1 + log2(W * B): a block reduction
 #define RED_W 6u  // 1 + log2(W): a warp reduction
-#define WANTED 2    // cnt[3] (the model) also says: push's statistics are wanted now,
+// cnt[3] (the model) also holds WANTED (push's statistics are wanted now: a define from Python)
 #define COUNTING 4  // or: the next merge counts them
 typedef unsigned int u32;
 // Statistics: rdw[blk] and rdw[blocks + warp], sqw likewise; counters: f_cur, f_next, touched count.

@@ -93,7 +93,7 @@ def test_flags_must_be_booleans():
 
 def test_values_are_normalised():
     assert IMMOptions(k=3, model="lt").model == "LT"
-    assert PPROptions(dtype="float32").dtype == np.dtype(np.float32)
+    assert PPROptions(dtype="float32", tol=1e-4).dtype == np.dtype(np.float32)
     assert IndexOptions(budget=0).budget == 0.0
     assert isinstance(PageRankOptions(alpha=1).alpha, float)
 
@@ -112,7 +112,7 @@ def test_frozen_and_tokenized(cls):
             changed = o.replace(**{f.name: other[type(value)](value)})
             assert tokenize(changed) != tokenize(o), f.name
     assert tokenize(PageRankOptions()) != tokenize(PageRankOptions(method="pull"))
-    assert tokenize(PPROptions()) != tokenize(PPROptions(dtype=np.float32))
+    assert tokenize(PPROptions(tol=1e-4)) != tokenize(PPROptions(dtype=np.float32, tol=1e-4))
 
 
 def test_replace_returns_a_new_checked_object():
