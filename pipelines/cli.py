@@ -269,7 +269,9 @@ def _demo(args) -> int:
             try:
                 while True:
                     time.sleep(1)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
+                if isinstance(exc, Terminated):  # SIGTERM: interrupted, as any job
+                    raise
                 print("stopping the cluster", flush=True)
     if not args.keep:
         print("\nthe cluster has stopped: graphjobs demo --keep keeps its dashboard up", flush=True)
@@ -339,12 +341,19 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     command = COMMANDS[args.command]
     main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    # Ctrl-C raises KeyboardInterrupt even where the process started with SIGINT ignored (as a shell's
+    # background jobs do), and SIGTERM unwinds the same way
+    before = {}
+    if main_thread:
+        before = {
+            signal.SIGTERM: signal.signal(signal.SIGTERM, _terminate),
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        }
     try:
         return _main(command, args)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, before)
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def _main(command: Command, args) -> int:
