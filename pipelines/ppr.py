@@ -18,13 +18,15 @@ from .job import Job
 from .stages import GraphHandle, graph_batch_job, write_ranked
 from .summary import PPRSummary
 
+TOPK = 100  # entries kept per source by default (a default only warns when it exceeds n)
+
 
 def ppr_job(
     source,
     sources,
     *,
     out="ppr",
-    topk=100,
+    topk=TOPK,
     method=PPROptions.method,
     alpha=PPROptions.alpha,
     tol=PPROptions.tol,
@@ -91,7 +93,7 @@ def ppr_job(
         run_chunk=_chunk,
         summarize=_summary,
         overwrite=overwrite,
-        per_source=("topk", topk, 100),
+        per_source=("topk", topk, TOPK),
     )
 
 
