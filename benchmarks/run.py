@@ -40,6 +40,7 @@ def main(argv=None) -> None:
     ap.add_argument("--topk-large", default="26:22", help="scale:edge_factor of the topk-large graphs (GPU)")
     ap.add_argument("--large-batch", type=int, default=2000, help="sources of topk-large's batches")
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
+    ap.add_argument("--ppr-methods", default="", help="these PPR methods only (comma-separated)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
     ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
     ap.add_argument("--simrank-graphs", default="soc-Slashdot0902,soc-Epinions1",
@@ -77,7 +78,8 @@ def main(argv=None) -> None:
         topk_ablation.run_ablation(rep, args.device, dataset_dir(), tscales)
     if "ppr" in only:
         pscales = [int(s) for s in args.ppr_scales.split(",") if s] if args.device == "gpu" else []
-        ppr_push.run(rep, args.device, dataset_dir(), pscales)
+        methods = [m for m in args.ppr_methods.split(",") if m] or None
+        ppr_push.run(rep, args.device, dataset_dir(), pscales, methods)
     if "ppr-job" in only and args.device == "gpu":
         path = dataset_dir() / "soc-Epinions1.txt.gz" if dataset_dir() is not None else None
         if path is not None and path.is_file():

@@ -74,7 +74,7 @@ def ppr(
         entry has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound).
         float32 results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
     method : {'auto', 'powerpush', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
-        ``auto``: ``powerpush`` on the CPU, ``hybrid`` on the GPU. ``powerpush`` (CPU only; Wu et al.,
+        ``auto``: ``powerpush`` on the CPU, ``power`` on the GPU (``hybrid`` with ``r_max``). ``powerpush`` (CPU only; Wu et al.,
         SIGMOD 2021): sequential forward push that updates residues in place, from a FIFO queue while
         few vertices are active, then by sweeps over all vertices in id order (Gauss-Seidel), so a
         row depends on the vertex order within ``tol``; ``O((m + n) log(1 / tol))`` time per source,
@@ -83,7 +83,8 @@ def ppr(
         vertices (atomic adds into a separate residue array). ``pull``: every vertex sums the
         messages of its active in-neighbours, no atomics. ``hybrid``: before each iteration the cost
         model ``Psi`` picks push or pull (on the CPU too, to mirror the GPU's decisions).
-        ``power``: batched power iteration (cuSPARSE SpMM on the GPU). ``montecarlo``: walks.
+        ``power``: batched power iteration from ``e_s`` (on the GPU float32 steps, then float64 steps
+        that certify the row: ``operators.ppr.power_gpu``). ``montecarlo``: walks.
     max_iter : int, optional
         Iterations allowed before ``ConvergenceError``; a ``powerpush`` iteration is a sweep or a
         queue pass of n pushes. PowerPush, push, pull and the hybrid always end, so the default is
@@ -100,7 +101,8 @@ def ppr(
     seed : int
         Seed of the Monte Carlo walks.
     block : int, optional
-        Sources solved together: the SpMM block of ``power``; on the GPU also the rows of the residue
+        Sources solved together: the SpMM block of ``power`` (on the GPU at most 32, by default as
+        many as fit in a quarter of the free memory); on the GPU also the rows of the residue
         matrix that ``push``, ``pull`` and the hybrid iterate at once (by default, within a quarter of
         the free GPU memory, up to 2**20 residues, so batches only on small graphs, where they pay;
         with ``r_max`` up to 128 sources, except ``pull``). Each iteration of such a batch runs one
@@ -166,8 +168,8 @@ def ppr(
     seed, block = o.seed, o.block
     topk = None if topk is None else min(topk, G.n)
     src = G.internal_ids(np.atleast_1d(np.asarray(sources, dtype=object if G.has_labels else None)))
-    if method == "auto":
-        method = "hybrid" if G.device == "gpu" else "powerpush"
+    if method == "auto":  # on the GPU power (the hybrid where r_max asks for the paper's threshold)
+        method = ("hybrid" if o.r_max is not None else "power") if G.device == "gpu" else "powerpush"
     if method == "powerpush" and G.device == "gpu":
         raise OptionError("ppr: powerpush runs on the CPU; on the GPU use method='hybrid'")
     if method == "power":

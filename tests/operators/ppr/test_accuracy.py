@@ -104,3 +104,23 @@ def test_r_max_runs_the_paper_threshold_and_reports_its_bound(device):
     err = np.abs(x - exact).sum(axis=1)
     np.testing.assert_allclose(info["l1_bound"], err, rtol=1e-6, atol=1e-12)
     assert max(info["l1_bound"]) > 1e-6  # coarser than the default tol on this graph
+
+
+@pytest.mark.gpu
+def test_gpu_power_batches_of_more_than_a_warp_match_single_sources_and_exact_rows():
+    """GPU power: one source runs PageRank's iteration, several the SpMM kernel (at most 32 a batch, a
+    lane each); both certify in float64. 35 sources span two batches, repeats and a dangling source."""
+    g, sources, exact = _case("rmat")
+    g = g.to("gpu")
+    labels = to_host(g.ids) if g.ids is not None else np.arange(g.n)
+    deg = np.diff(to_host(g.indptr))
+    more = [labels[i] for i in np.flatnonzero(deg > 0)[:32]]
+    batch = [*sources, *more]
+    info: dict = {}
+    x = to_host(ppr(g, batch, method="power", tol=1e-9, info=info))
+    assert max(info["l1_bound"]) <= 1e-9
+    np.testing.assert_array_less(np.abs(x[:3] - exact).sum(axis=1), 1e-9)
+    for i in (0, 2, 3, 34):
+        one = to_host(ppr(g, [batch[i]], method="power", tol=1e-9))[0]
+        assert np.abs(one - x[i]).sum() <= 2e-9
+    np.testing.assert_allclose(x.sum(axis=1), 1.0, atol=1e-9)
