@@ -219,3 +219,34 @@ def check_exists(path) -> str:
     if os.path.getsize(path) == 0:
         raise GraphFormatError(path, None, "expected edges, got an empty file")
     return path
+
+
+SAMPLE_BYTES = 1 << 20  # decompressed text read to estimate a file's edges
+
+
+def estimated_edges(path: str, comment: str | None) -> int:
+    """About how many data lines (edges) the text file ``path`` holds, from its first ``SAMPLE_BYTES``
+    of text: the file's (for .gz / .bz2 the decompressed) size over the sample's bytes per data line;
+    exact when the sample is the whole file."""
+    with open(path, "rb") as raw:
+        size = os.fstat(raw.fileno()).st_size
+        if path.endswith(".gz"):
+            text = gzip.GzipFile(fileobj=raw)
+        elif path.endswith(".bz2"):
+            text = bz2.BZ2File(raw)
+        else:
+            text = raw
+        with decompression_errors(path):
+            sample = text.read(SAMPLE_BYTES)
+            whole = not text.read(1)
+        consumed = max(raw.tell(), 1)
+    lines = sample.splitlines()
+    if not whole and lines:
+        lines = lines[:-1]  # the last may be cut short
+    mark = comment.encode() if comment else None
+    data = [ln for ln in lines if ln.strip() and not (mark and ln.lstrip().startswith(mark))]
+    if whole or not data:
+        return len(data)
+    per_line = sum(len(ln) + 1 for ln in data) / len(data)
+    text_size = size if text is raw else size * len(sample) / consumed
+    return int(text_size / per_line)

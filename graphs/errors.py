@@ -48,6 +48,23 @@ class MemoryLimitError(UserError, MemoryError):
     """A working set does not fit in the memory of its device; the message says what to change."""
 
 
+class InsufficientMemoryError(MemoryLimitError):
+    """A working set would not fit in the memory of its device; raised before allocating.
+
+    Attributes: ``what`` needs ``needed`` bytes where ``available`` are free.
+    """
+
+    def __init__(self, what: str, needed: int, available: int, hint: str = ""):
+        self.what, self.needed, self.available, self.hint = what, needed, available, hint
+        super().__init__(
+            f"{what} needs about {needed / 2**30:.2f} GiB but only {available / 2**30:.2f} GiB are free"
+            + (f"; {hint}" if hint else "")
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.what, self.needed, self.available, self.hint))
+
+
 class GraphFormatError(UserError, ValueError):
     """Bad input (an edge list, a list of source labels): names the file, the line (1-based, when known)
     and what was expected.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from graphs.errors import MemoryLimitError, UserError
+from graphs.errors import InsufficientMemoryError, MemoryLimitError, UserError
+
+__all__ = ["ConvergenceError", "InsufficientMemoryError", "MemoryLimitError", "UserError"]
 
 
 class ConvergenceError(UserError, RuntimeError):
@@ -26,18 +28,3 @@ class ConvergenceError(UserError, RuntimeError):
         return (type(self), (self.algorithm, self.iterations, self.error, self.threshold))
 
 
-class InsufficientMemoryError(MemoryLimitError):
-    """An operator's working set would not fit in the memory of its device; raised before allocating.
-
-    Attributes: ``what`` needs ``needed`` bytes where ``available`` are free.
-    """
-
-    def __init__(self, what: str, needed: int, available: int, hint: str = ""):
-        self.what, self.needed, self.available, self.hint = what, needed, available, hint
-        super().__init__(
-            f"{what} needs about {needed / 2**30:.2f} GiB but only {available / 2**30:.2f} GiB are free"
-            + (f"; {hint}" if hint else "")
-        )
-
-    def __reduce__(self):
-        return (type(self), (self.what, self.needed, self.available, self.hint))

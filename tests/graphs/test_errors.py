@@ -116,3 +116,24 @@ def test_a_memory_limit_that_is_not_a_size_is_one_clear_error(monkeypatch, text)
     monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", text)
     with pytest.raises(errors.OptionError, match=r"GRAPHJOBS_MEMORY_LIMIT=.*expected bytes"):
         free_memory("cpu")
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".txt.gz"])
+def test_a_file_too_large_for_free_memory_is_refused_before_parsing(tmp_path, monkeypatch, suffix):
+    """The edges of a file, estimated from its size and first lines, are checked against the free host
+    memory before it is parsed: the error names the file and its estimated edges."""
+    import gzip
+
+    text = "# a comment\n" + "".join(f"{i} {(i * 7) % 5000}\n" for i in range(5000))
+    path = tmp_path / f"edges{suffix}"
+    if suffix.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    assert graphs.read_edgelist(path).m == 5000  # fits in the real free memory
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "100K")  # 5,000 edges need at least 320 KB
+    refused = rf"reading .*edges{suffix} \(about 5,000 edges\)"
+    with pytest.raises(errors.InsufficientMemoryError, match=refused):
+        graphs.read_edgelist(path)
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "1M")
+    assert graphs.read_edgelist(path).m == 5000

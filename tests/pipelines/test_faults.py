@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from pipelines.cli import main
+from tests.conftest import dataset_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,3 +182,19 @@ def test_a_scheduler_lost_mid_job_is_one_line_and_exit_1(tmp_path):
         "re-run to resume (finished stages and chunks are kept)"
     )
     assert "Traceback" not in err and not lock.exists()
+
+
+def test_an_edge_file_too_large_for_memory_is_refused_before_parsing(tmp_path):
+    """A file input gets the memory guard generated graphs get: one line naming the file, exit 1."""
+    data = dataset_path("soc-Epinions1.txt.gz")
+    if data is None:
+        pytest.skip("soc-Epinions1.txt.gz not found")
+    args = ["pagerank", str(data), "--device", "cpu", "--out", str(tmp_path / "pr.parquet"), "--quiet"]
+    args += ["--workdir", str(tmp_path / "wd")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRAPHJOBS_MEMORY_LIMIT": "10MB"}
+    job = subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    err = job.stderr.strip().splitlines()
+    assert job.returncode == 1 and len(err) == 1, job.stderr
+    assert f"reading {data} (about " in err[0] and "edges) needs about" in err[0] and "--scheduler" in err[0]
+    assert not (tmp_path / "pr.parquet").exists()
