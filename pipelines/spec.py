@@ -29,6 +29,9 @@ JOBS = {  # job -> (module, builder, required keys besides job/input)
     "simrank": ("simrank", "simrank_job", ("sources",)),
 }
 KEYS = ("job", "input", "sources", "k", "params", "out", "workdir")
+# ``params.k`` is the number of top entries in every job that has one, as ``-k`` is on the command line;
+# the ppr job's builder names it ``topk`` (which a spec may use too)
+PARAM_NAMES = {"ppr": {"k": "topk"}}
 
 
 class SpecError(OptionError):
@@ -66,6 +69,11 @@ def build_job(spec: dict, path="JOB.yaml"):
     params = spec.get("params") or {}
     if not isinstance(params, dict):
         raise SpecError(f"{path}: key 'params' must be a mapping of option: value")
+    for short, full in PARAM_NAMES.get(name, {}).items():
+        if short in params and full in params:
+            raise SpecError(f"{path}: keys 'params.{short}' and 'params.{full}' name one option; give one")
+        if short in params:
+            params = {(full if key == short else key): value for key, value in params.items()}
     from_index = name == "topk-ppr" and "index" in params
     for key in ((), ("input",))[not from_index] + required:
         if key not in spec:
@@ -76,6 +84,7 @@ def build_job(spec: dict, path="JOB.yaml"):
     fn = getattr(importlib.import_module(f"pipelines.{module}"), builder)
     allowed = [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
     allowed = [a for a in allowed if a not in ("out", "workdir")]
+    allowed += [short for short, full in PARAM_NAMES.get(name, {}).items() if full in allowed]
     for key in params:
         if key not in allowed:
             raise SpecError(

@@ -32,10 +32,11 @@ def test_pagerank_spec_runs_with_json_summary(tmp_path, capsys):
 def test_batch_and_influence_specs(tmp_path, capsys):
     (tmp_path / "ids.txt").write_text("1\n7\n")
     spec = _write(tmp_path, "job: ppr\ninput: rmat:scale=9,seed=1\nsources: {file: ids.txt}\n"
-                            "params: {topk: 4, method: power}\nout: ppr\nworkdir: wd\n")  # fmt: skip
+                            "params: {k: 4, method: power}\nout: ppr\nworkdir: wd\n")  # fmt: skip
     assert main(["run", str(spec), "--device", "cpu", "--quiet"]) == 0
     assert "first source 1" in capsys.readouterr().out
-    assert sorted(pd.read_parquet(tmp_path / "ppr").source.unique()) == [1, 7]
+    rows = pd.read_parquet(tmp_path / "ppr")
+    assert sorted(rows.source.unique()) == [1, 7] and rows.groupby("source").size().max() == 4  # k: top 4
     (tmp_path / "e.txt").write_text("a 1\n1 b\nb a\n")  # string labels: an unquoted 1 in the list is "1"
     spec = _write(tmp_path, "job: ppr\ninput: e.txt\nsources: [1, b]\nout: p2\nworkdir: wd\n", "l.yaml")
     assert main(["run", str(spec), "--device", "cpu", "--quiet"]) == 0
@@ -64,6 +65,7 @@ def test_batch_and_influence_specs(tmp_path, capsys):
         ("job: pagerank\ninput: rmat:8\nparams: {alpha: high}\n", "alpha must be a real number, got 'high'"),
         ("job: pagerank\ninput: rmat:8\nparams: {alpha: .nan}\n", "alpha must be in [0, 1], got nan"),
         ("job: ppr\ninput: rmat:8\nsources: [1]\nparams: {chunk: 0}\n", "chunk must be an integer >= 1"),
+        ("job: ppr\ninput: rmat:8\nsources: [1]\nparams: {k: 5, topk: 5}\n", "'params.k' and 'params.topk'"),
         ("job: influence\ninput: rmat:8\nk: 0\n", "k must be an integer >= 1, got 0"),
     ],
 )
