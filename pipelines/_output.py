@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 from graphs.store import file_sha256, owner_tag, read_json, remove_stale
@@ -23,9 +24,20 @@ MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
 
 
+# Set when a job run on the local scheduler is interrupted (Ctrl-C, SIGTERM): its tasks still running on
+# the scheduler's threads then rename nothing into place, so nothing lands after the job's locks are
+# released and its "interrupted" line is printed (``job._run`` sets and clears it).
+INTERRUPTED = threading.Event()
+
+
+class WriteInterrupted(RuntimeError):
+    """A write of a task of an interrupted job, dropped instead of renamed into place."""
+
+
 def write_atomic(path, write) -> None:
     """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half.
-    Temporaries of ``path`` left by processes that were killed while writing it are removed."""
+    Temporaries of ``path`` left by processes that were killed while writing it are removed. Once the
+    job is interrupted (``INTERRUPTED``) the temporary is removed instead (``WriteInterrupted``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{path.name}."
@@ -38,6 +50,8 @@ def write_atomic(path, write) -> None:
     tmp = path.parent / f"{prefix}{owner_tag()}.partial"
     try:
         write(str(tmp))
+        if INTERRUPTED.is_set():
+            raise WriteInterrupted(f"{path}: not written, the job was interrupted")
         os.replace(tmp, path)
     finally:
         if tmp.exists():

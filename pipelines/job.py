@@ -17,6 +17,7 @@ import dask
 from graphs.errors import LockedError, SchedulerUnreachableError
 from graphs.store import process_alive
 
+from ._output import INTERRUPTED
 from ._progress import LocalStages, cluster_stages
 from .summary import Summary
 
@@ -216,6 +217,11 @@ def _run(job: Job, client, progress: bool) -> Summary:
     ctx = contextlib.nullcontext()
     if progress:
         ctx = LocalStages()
-    with ctx:
-        (summary,) = dask.compute(job.result)
+    INTERRUPTED.clear()
+    try:
+        with ctx:
+            (summary,) = dask.compute(job.result)
+    except KeyboardInterrupt:  # and SIGTERM, raised as one: the tasks left running write nothing more
+        INTERRUPTED.set()
+        raise
     return summary

@@ -198,3 +198,45 @@ def test_an_edge_file_too_large_for_memory_is_refused_before_parsing(tmp_path):
     assert job.returncode == 1 and len(err) == 1, job.stderr
     assert f"reading {data} (about " in err[0] and "edges) needs about" in err[0] and "--scheduler" in err[0]
     assert not (tmp_path / "pr.parquet").exists()
+
+
+def test_a_task_still_running_after_an_interrupt_renames_nothing_into_place(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM on the local scheduler unwinds the main thread (locks released, one line) while
+    the scheduler's threads finish their tasks: a part they write then is dropped, not renamed into
+    place, so nothing lands after the job has said it was interrupted. The next run writes again."""
+    import threading
+    import types
+
+    from pipelines import _output
+    from pipelines import job as jobs
+
+    started, release, seen, threads = threading.Event(), threading.Event(), [], []
+    part = tmp_path / "part-00000.parquet"
+
+    def slow(tmp):  # a chunk's write, still running when the job is interrupted
+        started.set()
+        release.wait(30)
+        Path(tmp).write_text("rows")
+
+    def task():
+        try:
+            _output.write_atomic(part, slow)
+        except _output.WriteInterrupted as exc:
+            seen.append(exc)
+
+    def interrupted(*_):
+        threads.append(threading.Thread(target=task))
+        threads[0].start()
+        started.wait(30)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs.dask, "compute", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        jobs._run(types.SimpleNamespace(result=None), None, False)
+    release.set()
+    threads[0].join(30)
+    assert len(seen) == 1 and not part.exists() and not list(tmp_path.glob(".*.partial"))
+    monkeypatch.setattr(jobs.dask, "compute", lambda *_: ("summary",))
+    assert jobs._run(types.SimpleNamespace(result=None), None, False) == "summary"
+    _output.write_atomic(part, lambda tmp: Path(tmp).write_text("rows"))  # a new run writes again
+    assert part.read_text() == "rows"
