@@ -208,11 +208,32 @@ def check_result_token(out, job: str, token: str, overwrite: bool) -> None:
     )
 
 
+def result_sidecar(path) -> Path:
+    """The hidden JSON beside a CSV result (influence's seeds) that holds its job's token."""
+    path = Path(path)
+    return path.parent / f".{path.name}.graphjobs.json"
+
+
+def write_csv_result(path, job: str, token: str, write) -> None:
+    """``write(tmp)`` a CSV result atomically, its token first (``result_sidecar``)."""
+    text = json.dumps({"job": job, "token": token})
+    write_atomic(result_sidecar(path), lambda tmp: Path(tmp).write_text(text))
+    write_atomic(path, write)
+
+
 def _result_metadata(path: Path, job: str) -> dict | None:
-    """The file's schema metadata when a ``job`` job wrote it ({} for the influence CSV), else None."""
+    """The file's schema metadata when a ``job`` job wrote it (for the influence CSV its token, from
+    ``result_sidecar``, or {} when that is missing), else None."""
     if job == "influence":
         with open(path, errors="replace") as f:
-            return {} if f.readline().rstrip("\r\n") == SEEDS_HEADER else None
+            if f.readline().rstrip("\r\n") != SEEDS_HEADER:
+                return None
+        try:
+            side = json.loads(result_sidecar(path).read_text())
+        except (OSError, ValueError):
+            return {}
+        token = side.get("token") if isinstance(side, dict) and side.get("job") == job else None
+        return {b"graphjobs.token": str(token).encode()} if token else {}
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -302,6 +302,7 @@ def influence_options(p) -> None:
     p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     p.add_argument("--weighted", action="store_true", help="read edge weights (for --weights graph)")
     p.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")
+    p.add_argument("--overwrite", action="store_true", help="replace another influence job's seeds in --out")
     p.add_argument("--workdir", default=None)
     add_option(p, IMMOptions, "seed", type=int)
     p.add_argument(

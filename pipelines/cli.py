@@ -216,6 +216,7 @@ def _influence_job(args):
         directed=not args.undirected,
         read_options={"weighted": True} if args.weighted else None,
         distributed={"auto": "auto", "on": True, "off": False}[args.distributed],
+        overwrite=args.overwrite,
     )
 
 

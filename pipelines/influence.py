@@ -20,9 +20,9 @@ from operators._checks import check_count
 from operators.options import IMMOptions
 from pipelines.distributed.influence import influence_maximization as distributed_imm
 
-from ._output import SEEDS_HEADER, check_result_file
+from ._output import SEEDS_HEADER, check_result_token, write_csv_result
 from .job import Job
-from .stages import GraphHandle, cluster_workers, default_workdir, load_stage, write_atomic
+from .stages import GraphHandle, cluster_workers, default_workdir, load_stage
 from .summary import InfluenceSummary
 
 
@@ -43,6 +43,7 @@ def influence_job(
     directed=True,
     read_options=None,
     distributed="auto",
+    overwrite=False,
 ) -> Job:
     """IMM influence maximization as a Dask graph (nothing runs until ``run``).
 
@@ -65,6 +66,9 @@ def influence_job(
         Spread the RR samples over all the cluster's workers
         (``pipelines.distributed.influence.influence_maximization``); 'auto' does when the job runs on
         a Dask cluster of two or more workers. The seeds are the same either way.
+    overwrite : bool
+        Replace a seeds CSV written by another influence job (other graph or options); without it such
+        a file is refused before anything runs. The job's own earlier result is always replaced.
 
     Returns
     -------
@@ -93,11 +97,11 @@ def influence_job(
         load, imm, options, int(n_sim), dask_key_name=f"influence-mc-{token}"
     )
     out = str(Path(out).resolve())
-    check_result_file(out, "influence")  # before anything runs: never over an input
+    check = functools.partial(check_result_token, out, "influence", token, bool(overwrite))
+    check()  # before anything runs: never over an input or another job's seeds
     name = f"graphjobs-influence-{token}"
-    result = dask.delayed(_write, pure=True)(load, imm, mc, out, dask_key_name=name)
+    result = dask.delayed(_write, pure=True)(load, imm, mc, out, check, token, dask_key_name=name)
     stages = {"load": load, "imm": imm, "spread": mc, "summary": result}
-    check = functools.partial(check_result_file, out, "influence")
     return Job("influence", result, workdir, stages=stages, out=Path(out), check_out=check)
 
 
@@ -145,11 +149,11 @@ def _spread(graph: GraphHandle, imm: dict, options: IMMOptions, n_sim: int):
     return {"mean": mean, "stderr": info["stderr"], "n_sim": n_sim}
 
 
-def _write(graph: GraphHandle, imm: dict, spread, out: str) -> InfluenceSummary:
+def _write(graph: GraphHandle, imm: dict, spread, out: str, check, token: str) -> InfluenceSummary:
     import pandas as pd
 
-    check_result_file(out, "influence")
+    check()
     columns = (np.arange(1, len(imm["seeds"]) + 1), imm["seeds"], imm["rounds"], imm["gains"])
     table = pd.DataFrame(dict(zip(SEEDS_HEADER.split(","), columns, strict=True)))
-    write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
+    write_csv_result(out, "influence", token, lambda tmp: table.to_csv(tmp, index=False))
     return InfluenceSummary(out=out, n=graph.n, m=graph.m, **imm, mc_spread=spread)

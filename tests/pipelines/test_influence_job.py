@@ -32,10 +32,18 @@ def test_an_output_path_holding_anything_else_is_refused(tmp_path, sync):
         pipelines.influence_job(edges, 1, out=edges, workdir=tmp_path)  # its own input
     assert edges.read_text() == "0,1\n1,2\n2,0\n"
     seeds = tmp_path / "s.csv"
-    for k in (1, 2):  # an earlier result of the job is replaced
-        job = pipelines.influence_job(edges, k, out=seeds, workdir=tmp_path, n_sim=10)
+    for _ in range(2):  # the job's own earlier result is replaced
+        job = pipelines.influence_job(edges, 1, out=seeds, workdir=tmp_path, n_sim=10)
         pipelines.run(job, progress=False)
-        assert len(pd.read_csv(seeds)) == k
+        assert len(pd.read_csv(seeds)) == 1
+    with pytest.raises(FileExistsError, match=r"s.csv: holds the result of another influence job"):
+        pipelines.influence_job(edges, 2, out=seeds, workdir=tmp_path)  # other options: refused
+    job = pipelines.influence_job(edges, 2, out=seeds, workdir=tmp_path, n_sim=10, overwrite=True)
+    pipelines.run(job, progress=False)
+    assert len(pd.read_csv(seeds)) == 2
+    (tmp_path / ".s.csv.graphjobs.json").unlink()  # a result whose job is unknown (an older graphjobs)
+    with pytest.raises(FileExistsError, match=r"another influence job \(token unknown\)"):
+        pipelines.influence_job(edges, 2, out=seeds, workdir=tmp_path)
     with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
         pipelines.influence_job(edges, 1, out=edges / "s.csv", workdir=tmp_path)
 
@@ -52,6 +60,10 @@ def test_cli_exit_codes(tmp_path, capsys):
            "--device", "cpu", "--workdir", str(tmp_path), "--out", str(tmp_path / "x.csv")]  # fmt: skip
     assert main(bad) == 1
     assert "sum to at most 1" in capsys.readouterr().err
+    other = [*args[:3], "5", *args[4:]]  # -k 5: another job's seeds in --out, refused unless --overwrite
+    assert main([*other, *opts]) == 1
+    assert "holds the result of another influence job" in capsys.readouterr().err
+    assert main([*other, *opts, "--overwrite"]) == 0 and len(pd.read_csv(out)) == 10
 
 
 def test_on_a_real_local_cluster(tmp_path):
