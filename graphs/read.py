@@ -40,6 +40,8 @@ def read_edgelist(
     path : str or PathLike
         ``.txt``/``.el``/other text (SNAP style: ``#`` comments, tab or space separated, LF or
         CRLF), ``.csv``, ``.tsv``, ``.parquet``/``.pq`` or ``.mtx``; text may be ``.gz``/``.bz2``.
+        A folder of Parquet files with integer ids is read batch by batch, never holding its edge list
+        whole (``graphs.stream.read_parquet_dataset``: vertex i is id i, isolated ids included).
     directed : bool
         If False, every edge is stored in both directions. Matrix Market ``symmetric`` files are
         always undirected.
@@ -91,6 +93,14 @@ def read_edgelist(
     >>> G.n, G.m, list(G.ids)
     (3, 3, ['a', 'b', 'c'])
     """
+    if os.path.isdir(path):  # a Parquet dataset, read batch by batch
+        from .stream import read_parquet_dataset
+
+        weight_col = 2 if weighted and weight_col is None else weight_col
+        cols = dict(src_col=src_col, dst_col=dst_col, weight_col=weight_col)
+        return read_parquet_dataset(
+            path, directed=directed, dedupe=dedupe, self_loops=self_loops, device=device, **cols
+        )
     path = _text.check_exists(path)
     if engine not in ENGINES:
         raise OptionError(f"engine must be one of {ENGINES}, got {engine!r}")
@@ -303,14 +313,18 @@ def _named_ends(names: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def _read_parquet(path, src_col, dst_col, weight_col):
+def parquet_columns(path, src_col, dst_col, weight_col, *, labels: bool = True) -> tuple[list[str], list]:
+    """The names and types of the columns to read from the Parquet file ``path``: by position or name
+    (the default positions give way to columns named as an edge's ends); ids must be integers (or, with
+    ``labels``, strings), weights numbers. GraphFormatError naming the file otherwise."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        names = pq.read_schema(path).names
+        schema = pq.read_schema(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise GraphFormatError(path, None, f"expected a Parquet file: {exc}") from exc
+    names = schema.names
 
     def name_of(col):
         if isinstance(col, int):
@@ -328,6 +342,21 @@ def _read_parquet(path, src_col, dst_col, weight_col):
     want = [name_of(c) for c in (src_col, dst_col)] + (
         [name_of(weight_col)] if weight_col is not None else []
     )
+    types = [schema.field(name).type for name in want]
+    ids = "integer or string" if labels else "integer"
+    for k, (name, t) in enumerate(zip(want, types, strict=True)):
+        text = labels and (pa.types.is_string(t) or pa.types.is_large_string(t))
+        if k < 2 and not (pa.types.is_integer(t) or text):
+            raise GraphFormatError(path, None, f"expected {ids} vertex ids in {name!r}, got {t}")
+        if k == 2 and not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            raise GraphFormatError(path, None, f"expected numeric weights in {name!r}, got {t}")
+    return want, types
+
+
+def _read_parquet(path, src_col, dst_col, weight_col):
+    import pyarrow.parquet as pq
+
+    want, _ = parquet_columns(path, src_col, dst_col, weight_col)
     tbl = pq.read_table(path, columns=want)
     if tbl.num_rows == 0:
         raise GraphFormatError(path, None, "expected edges, got a table with no rows")
@@ -337,11 +366,6 @@ def _read_parquet(path, src_col, dst_col, weight_col):
         if col.null_count:
             row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
             raise GraphFormatError(path, None, f"row {row}: expected a value in column {name!r}, got null")
-        t = col.type
-        if k < 2 and not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)):
-            raise GraphFormatError(path, None, f"expected integer or string vertex ids in {name!r}, got {t}")
-        if k == 2 and not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-            raise GraphFormatError(path, None, f"expected numeric weights in {name!r}, got {t}")
         arr = col.to_numpy()
         out.append(arr.astype(np.float64) if k == 2 else arr)
     return out[0], out[1], (out[2] if weight_col is not None else None), None
