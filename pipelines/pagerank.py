@@ -51,9 +51,11 @@ def pagerank_job(
     source : path, generator spec, CSRGraph, or a dataset
         An edge-list file (any format ``graphs.read_edgelist`` reads), a spec such as
         ``'rmat:scale=20,seed=0'``, or a graph in memory. A folder of edge files or a list of paths is
-        a dataset: it is partitioned on the workers (``pipelines.ingest.partition_files``,
-        ``partitions`` parts) without the whole graph on one host; integer ids >= 0 are vertex numbers,
-        other labels are numbered in sorted order and listed in the output.
+        a dataset: with ``partitions=N`` it is partitioned on the workers
+        (``pipelines.ingest.partition_files``) without the whole graph on one host; integer ids >= 0
+        are vertex numbers, other labels are numbered in sorted order and listed in the output. A
+        folder of Parquet files with integer ids and ``partitions='auto'`` is read into one graph,
+        batch by batch (``graphs.stream.read_parquet_dataset``: vertex i is id i).
     alpha, personalization, max_iter, tol, weighted, method
         As in ``operators.pagerank`` (personalization keyed by original vertex labels).
     directed : bool
@@ -89,7 +91,12 @@ def pagerank_job(
     options = PageRankOptions(alpha=alpha, max_iter=max_iter, tol=tol, method=method)  # before anything runs
     check_result_file(out, "pagerank")  # before anything runs: never over an input
     files = dataset_files(source)
-    if files is not None:
+    parquet_folder = (
+        files is not None
+        and not isinstance(source, list | tuple)
+        and all(f.endswith((".parquet", ".pq")) for f in files)
+    )
+    if files is not None and not (parquet_folder and partitions == "auto"):  # else read streamed
         from .pagerank_dataset import dataset_job
 
         if method not in ("auto", "pull", "binned") or reorder is not None:  # they would go unused

@@ -194,6 +194,9 @@ def source_token(src) -> str:
         return src[1].token
     if src[0] == "generator":
         return tokenize(src[1], sorted(src[2].items()))
+    if os.path.isdir(src[1]):  # a dataset: each file's name, size and time
+        files = sorted((e for e in os.scandir(src[1]) if e.is_file()), key=lambda e: e.name)
+        return tokenize(src[1], [(e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in files])
     st = os.stat(src[1])
     return tokenize(src[1], st.st_size, st.st_mtime_ns)
 

@@ -174,3 +174,31 @@ def test_pagerank_job_on_labelled_edge_files(tmp_path):
     assert sorted(df.vertex) == sorted(want) and summary["n"] == g.n
     assert max(abs(p - want[v]) for v, p in zip(df.vertex, df.pagerank, strict=True)) < 1e-9
     assert summary["top"][0][0] == max(want, key=want.get)
+
+
+def test_a_folder_of_parquet_files_is_one_graph_read_batch_by_batch(tmp_path, sync):
+    """Without partitions, a PageRank job (and every other job) reads a Parquet dataset into one graph
+    (graphs.stream): the ranks are those of the same edges built whole; a changed file is a new graph."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import pipelines
+    from operators import pagerank
+
+    src, dst, _ = graphs.rmat(10, seed=6, device="cpu").edges()
+    folder = tmp_path / "edges"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(src.size), 3)):
+        pq.write_table(pa.table({"src": src[part], "dst": dst[part]}), folder / f"part-{i}.parquet")
+    n = int(max(src.max(), dst.max())) + 1
+    want = pagerank(graphs.from_edges(src, dst, n=n, renumber=False), tol=1e-10)
+    out = tmp_path / "pr.parquet"
+    job = pipelines.pagerank_job(folder, out=out, tol=1e-10, workdir=tmp_path / "wd")
+    assert pipelines.run(job, progress=False).n == n
+    ranks = pd.read_parquet(out)
+    by_vertex = ranks.pagerank.to_numpy()[np.argsort(ranks.vertex.to_numpy())]
+    np.testing.assert_allclose(by_vertex, want, atol=1e-9)
+    pq.write_table(pa.table({"src": src[:10], "dst": dst[:10]}), folder / "part-2.parquet")
+    job = pipelines.pagerank_job(folder, out=out, tol=1e-10, workdir=tmp_path / "wd", overwrite=True)
+    assert pipelines.run(job, progress=False).m < src.size  # not the cached graph of the old files
