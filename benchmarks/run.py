@@ -34,7 +34,7 @@ def main(argv=None) -> None:
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--only", default="pagerank,load",
-                    help="pagerank,load,topk,topk-refine,topk-large,ppr,ppr-job,influence,simrank,pagerank-mg,"
+                    help="pagerank,load,topk,topk-refine,topk-large,ppr,ppr-precision,ppr-job,influence,simrank,pagerank-mg,"
                          "topk-mg,imm-mg")  # fmt: skip
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--topk-large", default="26:22", help="scale:edge_factor of the topk-large graphs (GPU)")
@@ -80,6 +80,9 @@ def main(argv=None) -> None:
         pscales = [int(s) for s in args.ppr_scales.split(",") if s] if args.device == "gpu" else []
         methods = [m for m in args.ppr_methods.split(",") if m] or None
         ppr_push.run(rep, args.device, dataset_dir(), pscales, methods)
+    if "ppr-precision" in only:
+        pscales = [int(s) for s in args.ppr_scales.split(",") if s]
+        ppr_push.run_precision(rep, args.device, dataset_dir(), [s for s in pscales if s <= 22])
     if "ppr-job" in only and args.device == "gpu":
         path = dataset_dir() / "soc-Epinions1.txt.gz" if dataset_dir() is not None else None
         if path is not None and path.is_file():
