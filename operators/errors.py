@@ -26,5 +26,3 @@ class ConvergenceError(UserError, RuntimeError):
 
     def __reduce__(self):  # survive pickling (errors raised on Dask workers travel back this way)
         return (type(self), (self.algorithm, self.iterations, self.error, self.threshold))
-
-

@@ -74,17 +74,17 @@ def ppr(
         entry has a standard deviation of at most ``sqrt(pi(s, t) * tol)`` (no certified bound).
         float32 results cannot certify a ``tol`` below 1e-4 (an ``OptionError`` says so).
     method : {'auto', 'powerpush', 'hybrid', 'push', 'pull', 'power', 'montecarlo'}
-        ``auto``: ``powerpush`` on the CPU, ``power`` on the GPU (``hybrid`` with ``r_max``). ``powerpush`` (CPU only; Wu et al.,
-        SIGMOD 2021): sequential forward push that updates residues in place, from a FIFO queue while
-        few vertices are active, then by sweeps over all vertices in id order (Gauss-Seidel), so a
-        row depends on the vertex order within ``tol``; ``O((m + n) log(1 / tol))`` time per source,
-        like power iteration, less where the source reaches few vertices, and ``O(n)`` memory
-        (``operators.ppr.powerpush_cpu``). ``push``: synchronous forward push from the active
-        vertices (atomic adds into a separate residue array). ``pull``: every vertex sums the
-        messages of its active in-neighbours, no atomics. ``hybrid``: before each iteration the cost
-        model ``Psi`` picks push or pull (on the CPU too, to mirror the GPU's decisions).
-        ``power``: batched power iteration from ``e_s`` (on the GPU float32 steps, then float64 steps
-        that certify the row: ``operators.ppr.power_gpu``). ``montecarlo``: walks.
+        ``auto``: ``powerpush`` on the CPU, ``power`` on the GPU (``hybrid`` with ``r_max``). ``powerpush``
+        (CPU only; Wu et al., SIGMOD 2021): sequential forward push that updates residues in place, from a
+        FIFO queue while few vertices are active, then by sweeps over all vertices in id order (Gauss-Seidel),
+        so a row depends on the vertex order within ``tol``; ``O((m + n) log(1 / tol))`` time per source, like
+        power iteration, less where the source reaches few vertices, and ``O(n)`` memory
+        (``operators.ppr.powerpush_cpu``). ``push``: synchronous forward push from the active vertices (atomic
+        adds into a separate residue array). ``pull``: every vertex sums the messages of its active
+        in-neighbours, no atomics. ``hybrid``: before each iteration the cost model ``Psi`` picks push or pull
+        (on the CPU too, to mirror the GPU's decisions). ``power``: batched power iteration from ``e_s`` (on
+        the GPU float32 steps, then float64 steps that certify the row: ``operators.ppr.power_gpu``).
+        ``montecarlo``: walks.
     max_iter : int, optional
         Iterations allowed before ``ConvergenceError``; a ``powerpush`` iteration is a sweep or a
         queue pass of n pushes. PowerPush, push, pull and the hybrid always end, so the default is
