@@ -30,6 +30,7 @@ from dask.utils import format_time, key_split
 from operators._progress import COMPILE
 
 LOG_INTERVAL = 10.0  # seconds between the lines written where the stream is not a terminal
+TTY_INTERVAL = 0.1  # seconds between the redraws of a terminal's line
 # Dask's own tasks between the job's stages (an item taken out of a stage's tuple result, a collection's
 # finalization): they are not stages a user ran, so the line leaves them out
 INTERNAL = frozenset({"getitem", "finalize", "finalize-hlgfinalizecompute"})
@@ -68,10 +69,11 @@ class _Line:
     ``LOG_INTERVAL`` seconds. ``inside`` (no arguments) gives ``stage_line``'s, built only for a line
     that is written. Not thread-safe: callers from several threads hold a lock."""
 
-    def __init__(self, stream=None, interval: float = 0.1):
+    def __init__(self, stream=None, interval: float | None = None):
         self.stream = stream or sys.stderr
         isatty = getattr(self.stream, "isatty", None)
         self.tty = bool(isatty and isatty())
+        interval = TTY_INTERVAL if interval is None else interval
         self.interval = interval if self.tty else max(interval, LOG_INTERVAL)
         self.t0, self.last, self.order = time.perf_counter(), "", []
         self.shown = 0.0 if self.tty else self.t0
