@@ -21,6 +21,7 @@ from operators.options import IMMOptions
 from pipelines.distributed.influence import influence_maximization as distributed_imm
 
 from ._output import SEEDS_HEADER, check_result_token, write_csv_result
+from ._progress import in_task
 from .job import Job
 from .stages import GraphHandle, cluster_workers, default_workdir, load_stage
 from .summary import InfluenceSummary
@@ -115,7 +116,8 @@ def _imm(graph: GraphHandle, options: IMMOptions, distributed) -> dict:
         with worker_client() as client:  # frees this task's thread while the workers sample
             res = distributed_imm(graph.get("cpu"), options.k, client, options=options)
     else:
-        res = operators.influence_maximization(graph.get(), options=options)
+        with in_task("influence-imm") as progress:
+            res = operators.influence_maximization(graph.get(), options=options, progress=progress)
     return dict(
         seeds=res.seeds.tolist(),
         rounds=res.seed_rounds.tolist(),

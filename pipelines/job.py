@@ -149,7 +149,9 @@ def run(job: Job, client=None, *, progress: bool = True) -> Summary:
     With ``client`` (or an active ``distributed.Client``) the graph runs on that cluster, otherwise on
     Dask's default local scheduler. ``progress`` shows the tasks done of every stage on one line
     (``[3.2s] graphjobs-load 1/1  ppr 12/40 ...``) on standard error, or ``distributed.progress``'s bars
-    in Jupyter.
+    in Jupyter. On the local scheduler the line also shows what runs inside the long stages, with an ETA
+    (``ppr 1/4 (sources 66/200, ETA 33s)``), and says when kernels compile (once); a cluster's workers
+    report only their tasks (``pipelines._progress``).
     The job's workdir and its output are locked meanwhile: a second job on either raises
     ``WorkdirLockedError`` or ``OutputLockedError``.
     """

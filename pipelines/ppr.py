@@ -97,12 +97,11 @@ def ppr_job(
     )
 
 
-def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
-
+def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids] if g.ids is not None else np.asarray(ids)
     info: dict = {}
-    vertices, values = operators.ppr(g, labels, info=info, options=opts["options"])
+    vertices, values = operators.ppr(g, labels, info=info, options=opts["options"], progress=progress)
     counts = np.asarray(info["counts"], dtype=np.int64)
     first = write_ranked(labels, vertices, values, counts, "ppr", path)
     return dict(

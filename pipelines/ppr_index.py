@@ -26,6 +26,7 @@ from operators.options import IndexOptions, PageRankOptions
 from operators.topk.index_io import REBUILD, verify_ppr_index
 
 from . import _output
+from ._progress import in_task
 from .job import Job
 from .pagerank import _pagerank
 from .stages import GraphHandle, default_workdir, load_stage
@@ -140,7 +141,8 @@ def _index(graph: GraphHandle, ranks: dict, options: IndexOptions, delta_min, ar
         pr = to_device(np.load(ranks["path"]), g.device)
         if delta_min is not None:  # "K/n" is resolved once the graph is known
             options = options.replace(delta_min=_resolve_delta_min(delta_min, g.n))
-        index = operators.build_ppr_index(g, pagerank=pr, options=options)
+        with in_task("irw-index") as progress:
+            index = operators.build_ppr_index(g, pagerank=pr, options=options, progress=progress)
         index.save(artifact, overwrite=True, graph=graph.path)  # load_ppr_index(artifact) finds it
     meta = read_json(Path(artifact) / "meta.json")
     info = {**meta["info"], "delta_min": meta["delta_min"], "build_seconds": time.perf_counter() - t0}

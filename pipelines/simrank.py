@@ -85,10 +85,10 @@ def simrank_job(
     )
 
 
-def _chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
+def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids]
-    res = operators.simrank_topk(g, labels, options=opts["options"])
+    res = operators.simrank_topk(g, labels, options=opts["options"], progress=progress)
     first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)
     return dict(
         path=path,

@@ -26,6 +26,7 @@ from operators._ranked import long_rows
 
 from . import _output, _state
 from ._output import write_atomic
+from ._progress import in_task
 from .job import Job
 from .sources import distinct_sources, resolve_sources, sources_spec
 from .summary import BatchSummary
@@ -264,8 +265,9 @@ def batch_job(
     tuning: dict | None = None,
     per_source: tuple[str, int, int] | None = None,
 ) -> Job:
-    """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path)``
-    per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``), then
+    """A job over a batch of sources: resolve them in one task, then ``run_chunk(graph, ids, opts, path,
+    progress=...)`` per chunk (keys ``<name>-<token>-<i>``, partitions ``out/part-NNNNN.parquet``;
+    ``progress``: ``pipelines._progress.in_task``'s, for its operator), then
     ``summarize(graph, parts, out, opts)``. Chunks finished by an earlier run of the same job are skipped
     (``pipelines._output``); an ``out`` folder of another job is refused unless ``overwrite``.
     ``tuning`` joins the chunks' ``opts`` but not the job's token: options that change how a chunk is
@@ -286,6 +288,7 @@ def batch_job(
     )
     parts = [
         dask.delayed(_resumable, pure=True)(
+            name,
             run_chunk,
             load,
             resolved[lo : lo + chunk],
@@ -327,11 +330,12 @@ def graph_batch_job(
     return batch_job(name, load, gtoken, sources, opts, workdir=workdir, **batch)
 
 
-def _resumable(run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
+def _resumable(name, run_chunk, graph, ids, opts, path, token, jtoken) -> dict:
     done, damage = _output.finished(path, token)
     if done is not None:
         return {**done, "resumed": True}
-    summary = run_chunk(graph, ids, opts, path)
+    with in_task(name) as progress:
+        summary = run_chunk(graph, ids, opts, path, progress=progress)
     _output.mark_finished(path, token, jtoken, summary)
     return {**summary, "resumed": False, "damage": damage}
 

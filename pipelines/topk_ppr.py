@@ -168,7 +168,7 @@ def _check_unused(index, manifest: dict, source, building: dict) -> None:
             )
 
 
-def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
+def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     import pyarrow as pa
 
     g = graph.get()
@@ -176,7 +176,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str) -> dict:
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
     streams = opts.get("streams") if g.device == "gpu" else None
     t0 = time.perf_counter()
-    res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"])
+    res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"], progress=progress)
     # with several sources at once, less than their latencies' sum; the one-time compilation apart
     seconds = time.perf_counter() - t0 - res.compile_seconds
     frame = res.to_frame()  # the real rows only

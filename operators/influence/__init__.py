@@ -27,6 +27,7 @@ from graphs import CSRGraph
 from graphs._device import array_module, free_memory, to_host
 from graphs._mix import stream_key
 from operators._checks import check_graph
+from operators._progress import report
 from operators.errors import InsufficientMemoryError
 from operators.influence import cpu as _im_cpu
 from operators.influence.model import diffusion_model
@@ -90,6 +91,7 @@ def influence_maximization(
     max_rr_sets: int | None = IMMOptions.max_rr_sets,
     reuse_rr_sets: bool = IMMOptions.reuse_rr_sets,
     options: IMMOptions | None = None,
+    progress=None,
 ) -> InfluenceResult:
     """Pick ``k`` seed vertices (per round) that maximize the expected spread, by IMM.
 
@@ -123,6 +125,10 @@ def influence_maximization(
     options : IMMOptions, optional
         ``k`` and every option above in one checked object, used as it is; a keyword that differs from
         it raises ``OptionError``.
+    progress : callable, optional
+        ``progress(done, total, unit)`` as RR samples are drawn: unit ``"RR sets (estimation)"`` for
+        the estimation's rounds (their total grows round by round), then ``"RR sets"`` for the final
+        samples (``operators._progress``).
 
     Returns
     -------
@@ -155,7 +161,11 @@ def influence_maximization(
     )
     t_start = time.perf_counter()
     dm = diffusion_model(G, o.model, o.weights, o.seed)
-    make = lambda key, root: _Pool(dm, o.rounds, key, root)  # noqa: E731
+
+    def make(key, root):  # the estimation's samples, then the final ones (counted from 0 again)
+        unit = "RR sets" if key == stream_key(o.seed, _FINAL) else "RR sets (estimation)"
+        return _Pool(dm, o.rounds, key, root, progress, unit)
+
     return run_imm(G, o, make, t_start=t_start)
 
 
@@ -251,10 +261,12 @@ def imm_bounds(n: int, k: int, eps: float, ell: float, rounds: int = 1) -> dict:
 
 
 class _Pool:
-    """RR samples j = 0 .. count-1 of one random stream, on the model's device."""
+    """RR samples j = 0 .. count-1 of one random stream, on the model's device; ``progress(count, total,
+    unit)`` as they are drawn (on the CPU also within a call's passes; ``operators._progress``)."""
 
-    def __init__(self, dm, rounds: int, key: int, root_key: int):
+    def __init__(self, dm, rounds: int, key: int, root_key: int, progress=None, unit: str = "RR sets"):
         self.dm, self.rounds, self.key, self.root_key = dm, rounds, key, root_key
+        self.progress, self.unit = progress, unit
         self.gpu = array_module(dm.rev.indptr) is not np
         self.parts: list = []
         self.offsets: list = []
@@ -266,20 +278,18 @@ class _Pool:
             return
         backend = _gpu_backend() if self.gpu else _im_cpu
         lt = self.dm.kind == "LT"
-        members, offsets = backend.sample(
-            self.dm.rev,
-            lt,
-            self.key,
-            self.root_key,
-            self.rounds,
-            self.count,
-            total - self.count,
-            self.expected,
-        )
+        args = (self.dm.rev, lt, self.key, self.root_key, self.rounds, self.count, total - self.count)
+        report(self.progress, self.count, total, self.unit)
+        if self.gpu or self.progress is None:
+            members, offsets = backend.sample(*args, self.expected)
+        else:
+            each = lambda done, _: report(self.progress, self.count + done, total, self.unit)  # noqa: E731
+            members, offsets = backend.sample(*args, self.expected, progress=each)
         self.parts.append(members)
         self.offsets.append(offsets[1:] + self.size)
         self.count, self.size = total, self.size + int(offsets[-1])
         self.expected = self.size / self.count
+        report(self.progress, self.count, total, self.unit)
 
     def select(self, k: int):
         xp = array_module(self.parts[0])

@@ -15,6 +15,10 @@ import numpy as np
 from graphs._mix import mix64, rand_unit
 
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+# with progress, a call's samples are drawn in passes of about 1/PROGRESS_STEPS of them, at least
+# PROGRESS_MIN_SAMPLES (each pass clears a visit mark per chunk: n words)
+PROGRESS_STEPS = 16
+PROGRESS_MIN_SAMPLES = 1 << 14
 
 
 @nb.njit(inline="always", cache=True)
@@ -86,16 +90,33 @@ def _sample_chunks(indptr, indices, p, lo, lt, key, root_key, rounds, j0, starts
 
 
 def sample(
-    rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, expected=None, chunks: int = 16
+    rev,
+    lt: bool,
+    key: int,
+    root_key: int,
+    rounds: int,
+    j0: int,
+    count: int,
+    expected=None,
+    chunks: int = 16,
+    progress=None,
 ):
-    """Members (elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order."""
+    """Members (elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order.
+    ``progress(samples done, count)`` after each parallel pass; with it, a pass draws at most about
+    1/PROGRESS_STEPS of them (at least PROGRESS_MIN_SAMPLES)."""
     n = rev.indptr.size - 1
     dtype = np.int32 if rounds * n < 2**31 else np.int64
     sizes = np.zeros(count, dtype=np.int64)
     pieces = {}
-    todo = [(j0, j0 + count)]
+    later = [(j0, j0 + count)]
+    most = max(PROGRESS_MIN_SAMPLES, -(-count // PROGRESS_STEPS)) if progress is not None else count
     est = expected or 8.0 * rounds
-    while todo:
+    todo, drawn = [], 0
+    while todo or later:
+        if not todo:  # the next pass's samples: at most ``most`` (the rest waits for a later pass)
+            (a, b), *later = later
+            todo = [(a, min(b, a + most))] + ([(a + most, b)] if b > a + most else [])
+            todo, later = todo[:1], todo[1:] + later
         # split what is left into about ``chunks`` ranges of similar length
         per = max(1, -(-sum(b - a for a, b in todo) // chunks))
         ranges = [(a, min(a + per, hi)) for lo, hi in todo for a in range(lo, hi, per)]
@@ -129,6 +150,9 @@ def sample(
         made = sizes[sizes > 0]
         est = max(est, float(made.mean()) if made.size else est)
         del buf
+        drawn += sum(int(done[c]) - a for c, (a, _) in enumerate(ranges))
+        if progress is not None:
+            progress(drawn, count)
     members = np.concatenate([pieces[a] for a in sorted(pieces)]) if pieces else np.zeros(0, dtype)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])

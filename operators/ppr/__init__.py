@@ -9,6 +9,7 @@ out-edges), stops at t: ``networkx.pagerank(G, alpha, personalization={s: 1})``.
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -19,6 +20,7 @@ from graphs._mix import stream_key
 from graphs.errors import MemoryLimitError, OptionError
 from operators._checks import check_graph, warn_if_weighted
 from operators._cpu_threads import cpu_threads, for_each_on_threads, threads_taken
+from operators._progress import compiling, report
 from operators._ranked import padded_labels, ranked_frame, real_counts
 from operators.errors import ConvergenceError
 from operators.options import PPROptions
@@ -51,6 +53,7 @@ def ppr(
     info: dict | None = None,
     options: PPROptions | None = None,
     as_frame: bool = False,
+    progress=None,
 ):
     """Personalized PageRank of each source: dense rows, or the top entries of each.
 
@@ -135,6 +138,9 @@ def ppr(
         Return one pandas DataFrame instead, with original labels: columns ``source``, ``vertex`` and
         ``ppr``, a row per source and vertex; with ``topk``, ``source``, ``rank`` (from 1), ``vertex``
         and ``ppr``, each source's listed entries only (``TopkPPR.to_frame()``'s shape).
+    progress : callable, optional
+        ``progress(done, total, "sources")`` as sources are solved, and the first call's compilation
+        announced (``operators._progress``).
 
     Returns
     -------
@@ -181,9 +187,10 @@ def ppr(
         step = _push_steps(G, method, o, cost, len(src))
         if G.device == "cpu":  # several sources at once on threads
             with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
-                out = _collect(G, src, step, dtype, topk, info, threads, warm=(method, dtype, topk, block))
+                warm = (method, dtype, topk, block)
+                out = _collect(G, src, step, dtype, topk, info, threads, warm=warm, progress=progress)
             return _frame(G, src, out, topk) if as_frame else out
-    out = _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block))
+    out = _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block), progress=progress)
     return _frame(G, src, out, topk) if as_frame else out
 
 
@@ -199,13 +206,15 @@ def _frame(G, src, out, topk):
     return ranked_frame(sources, labels, values, real_counts(values), "ppr")
 
 
-def _collect(G, src, step, dtype, topk, info, threads=1, warm=None):
+def _collect(G, src, step, dtype, topk, info, threads=1, warm=None, progress=None):
     """Run ``step`` over blocks of sources; keep dense rows, or only the top entries of each. With
     ``threads`` > 1 (the CPU's push, pull and hybrid: a source a step), that many sources at once.
-    The first call on ``G`` with the options ``warm`` runs the first step once untimed (``_warm_up``)."""
+    The first call on ``G`` with the options ``warm`` runs the first step once untimed (``_warm_up``).
+    ``progress(done, total, "sources")`` after each step (``operators._progress``)."""
     dense = None if topk else _dense_result(G, len(src), dtype)  # before any work: it may not fit
     parts = {}
-    compile_seconds = _warm_up(G, src, step, dtype, topk, warm)
+    compile_seconds = _warm_up(G, src, step, dtype, topk, warm, progress)
+    solved, lock = [0], threading.Lock()
 
     def solve(lo, **serial):
         t0 = time.perf_counter()
@@ -216,6 +225,10 @@ def _collect(G, src, step, dtype, topk, info, threads=1, warm=None):
         else:
             dense[lo : lo + hi] = block
         parts[lo] = (block if topk else None, hi, extra, took)
+        if progress is not None:
+            with lock:  # the threads' counts, in order
+                solved[0] += hi
+                report(progress, solved[0], len(src), "sources")
         return hi
 
     if threads > 1:
@@ -263,16 +276,18 @@ def _label_dtype(G):
     return to_host(G.ids).dtype if G.ids is not None else np.int64
 
 
-def _warm_up(G, src, step, dtype, topk, key) -> float:
+def _warm_up(G, src, step, dtype, topk, key, progress=None) -> float:
     """Seconds of the first step (and top-entry selection) run once, untimed, when ``G`` has not run
-    one with the options ``key`` yet: it compiles what the timed steps then run; 0 otherwise."""
+    one with the options ``key`` yet: it compiles what the timed steps then run (announced to
+    ``progress``); 0 otherwise."""
     seen = G.derived("ppr-warmed", lambda g: set())
     if key is None or key in seen or not len(src):
         return 0.0
     t0 = time.perf_counter()
-    block = step(src)[0]
-    if topk:
-        _top_entries(G, block.astype(dtype, copy=False), topk)
+    with compiling(progress):
+        block = step(src)[0]
+        if topk:
+            _top_entries(G, block.astype(dtype, copy=False), topk)
     seen.add(key)
     return time.perf_counter() - t0
 

@@ -30,6 +30,7 @@ from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_graph
+from operators._progress import compiling, report
 from operators._ranked import RankedRows, clear_padding, padded_labels
 from operators.options import SimRankOptions
 from operators.simrank import cpu as _simrank_cpu
@@ -141,6 +142,7 @@ def simrank_topk(
     samples=SimRankOptions.samples,
     seed: int = SimRankOptions.seed,
     options: SimRankOptions | None = None,
+    progress=None,
 ) -> SimRankTopk:
     """The k vertices most similar to each source (the source excluded), by ``simrank``.
 
@@ -149,7 +151,8 @@ def simrank_topk(
     ``SimRankTopk``: only vertices of positive score are listed (``counts``), so a source with fewer
     than k such vertices has fewer rows. The first call on a graph first compiles the kernels by an
     untimed query of few samples from the vertex of highest in-degree (``compile_seconds``);
-    ``seconds`` are the sources' own.
+    ``seconds`` are the sources' own. ``progress(done, total, "sources")``, if given, follows the sources
+    and hears of the compilation (``operators._progress``).
 
     Examples
     --------
@@ -171,7 +174,8 @@ def simrank_topk(
     secs = np.empty(ids.size, dtype=np.float64)
     warm = 0.0
     if ids.size and not G.has_derived("simrank-warmed"):  # compile before any source is timed
-        warm = G.derived("simrank-warmed", lambda g: _warm_up(g, c=c, epsilon=epsilon, clip=bool(clip)))
+        with compiling(progress):
+            warm = G.derived("simrank-warmed", lambda g: _warm_up(g, c=c, epsilon=epsilon, clip=bool(clip)))
     for row, sid in enumerate(ids.tolist()):
         t0 = time.perf_counter()
         s = _single(G, sid, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed, info=None)
@@ -180,6 +184,7 @@ def simrank_topk(
         order = xp.lexsort(xp.stack([top, -s[top]]))
         verts[row], scores[row] = to_host(top[order]), to_host(s[top[order]])
         secs[row] = time.perf_counter() - t0
+        report(progress, row + 1, ids.size, "sources")
     counts = clear_padding(verts, scores)  # score 0: not similar, no answer
     return SimRankTopk(labels, padded_labels(G.ids, verts, counts), scores, secs, counts, warm)
 

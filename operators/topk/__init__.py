@@ -31,6 +31,7 @@ on the CPU or a host copy of it is kept (GPU graphs up to 2**25 edges), those wh
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -40,6 +41,7 @@ import numpy as np
 from graphs._device import to_host
 from graphs._mix import stream_key
 from operators._gpu.streams import exhaust, stream_count
+from operators._progress import compiling, report
 from operators._ranked import RankedRows, clear_padding, padded_labels
 from operators.options import TopkOptions, TopkTuning
 from operators.topk.batch import answer_all, workspace
@@ -105,6 +107,7 @@ def topk_ppr(
     streams: int | None = None,
     options: TopkOptions | None = None,
     tuning: TopkTuning | None = None,
+    progress=None,
 ) -> TopkPPR:
     """The k vertices of highest personalized PageRank from each source, with kPAR's guarantees.
 
@@ -169,6 +172,9 @@ def topk_ppr(
         needed for the stop test to pass on that round's estimates (at least once; at most 16). The
         test itself, and so the guarantee, is unchanged; rounds that the bounds of the failed one
         already show to be too coarse are skipped. Off halves once per round, as Algorithm 3 does.
+    progress : callable, optional
+        ``progress(done, total, "sources")`` as sources are answered, and the first call's compilation
+        announced (``operators._progress``).
 
     Returns
     -------
@@ -226,11 +232,18 @@ def topk_ppr(
         for name, value in zip(STATS, stats, strict=True):
             getattr(out, name)[i] = value
         out.seconds[i] += time.perf_counter() - t0  # after its share of ``without_rounds``
+        if progress is not None:
+            with lock:  # sources answered on threads, counted in order
+                answered[0] += 1
+                report(progress, answered[0], b, "sources")
 
     if "warmed" not in index.cache:  # first call on this index: compile before any source is timed
-        out.compile_seconds = _warm_up(index, ops, k, P.alpha, delta_init, seed, opts)
+        with compiling(progress):
+            out.compile_seconds = _warm_up(index, ops, k, P.alpha, delta_init, seed, opts)
     done = without_rounds(G, src, k, P.alpha, out, delta_init, tie_order(index))
     todo = [(i, s) for i, s in enumerate(src.tolist()) if not done[i]]
+    answered, lock = [b - len(todo)], threading.Lock()  # those without rounds are answered already
+    report(progress, answered[0], b, "sources")
     streams = min(streams, max(1, len(todo) - 1))  # the sources left to rounds
     answer_all(answer, todo, streams, index, ops)
     # estimates equal in float32 rank by vertex id (``select_top``); their float64 values, which differ

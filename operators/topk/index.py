@@ -160,6 +160,7 @@ def build_ppr_index(
     first_step: bool = IndexOptions.first_step,
     order: str | None = IndexOptions.order,
     options: IndexOptions | None = None,
+    progress=None,
 ) -> PPRIndex:
     """Build the kPAR index of ``G`` for top-k personalized PageRank queries (``topk_ppr``).
 
@@ -196,6 +197,8 @@ def build_ppr_index(
     options : IndexOptions, optional
         Every option above but ``pagerank`` in one checked object, used as it is; a keyword that
         differs from it raises ``OptionError``.
+    progress : callable, optional
+        ``progress(done, total, "walks")`` as the walks are drawn (``operators._progress``).
 
     Returns
     -------
@@ -267,7 +270,8 @@ def build_ppr_index(
     beta = xp.where(mult > 1, (mult * base - 1) / (deg * scale), 1.0)  # Eq. 8
     t2 = time.perf_counter()
     try:
-        keys = walk_keys(G.indptr, G.indices, omega, stream_key(seed, 7), alpha, first_step=first_step)
+        key = stream_key(seed, 7)
+        keys = walk_keys(G.indptr, G.indices, omega, key, alpha, first_step=first_step, progress=progress)
         t3 = time.perf_counter()
         arrays, _ = invert_walks(walk_pairs(keys, n), n, HIGH_SHARE)
     except MemoryError as e:  # CuPy's OutOfMemoryError and thrust's bad_alloc are MemoryErrors

@@ -22,8 +22,10 @@ from graphs._device import array_module
 from graphs._mix import MIX_CUDA, MIX_DEFINES, mix64, rand_unit
 from operators._gpu.launch import launch_config
 from operators._gpu.registry import Kernel
+from operators._progress import report
 
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+PROGRESS_STEPS = 32  # runs of the CPU's walks when progress is reported (one run otherwise)
 
 
 @nb.njit(inline="always", cache=True)
@@ -42,9 +44,9 @@ def _walk_cpu(indptr, indices, v, kw, stop, first):
 
 
 @nb.njit(parallel=True, cache=True)
-def _walks_cpu(indptr, indices, wptr, key, stop, first, end, keys):
+def _walks_cpu(indptr, indices, wptr, lo, hi, key, stop, first, end, keys):
     n = wptr.size - 1
-    for v in nb.prange(n):
+    for v in nb.prange(lo, hi):
         for w in range(wptr[v], wptr[v + 1]):
             kw = mix64(key + np.uint64(w) * _U_GOLDEN)
             e = _walk_cpu(indptr, indices, v, kw, stop, first)
@@ -126,15 +128,24 @@ def _walks_gpu(indptr, indices, wptr, key, stop, first, out, keys):
     WALKS.get(name)(grid, block, args)
 
 
-def _walks(indptr, indices, omega, key: int, alpha: float, first_step: bool, keys: bool):
+def _walks(indptr, indices, omega, key: int, alpha: float, first_step: bool, keys: bool, progress=None):
     xp = array_module(indptr)
     wptr = xp.zeros(omega.size + 1, dtype=np.int64)
     xp.cumsum(omega, out=wptr[1:])
     total = int(wptr[-1])
     out = xp.empty(total, dtype=np.int64 if keys else indices.dtype)
-    if total:
-        run = _walks_gpu if xp is not np else _walks_cpu
-        run(indptr, indices, wptr, np.uint64(key), np.float64(1.0 - alpha), bool(first_step), out, keys)
+    args = (np.uint64(key), np.float64(1.0 - alpha), bool(first_step), out, keys)
+    if total and xp is not np:
+        _walks_gpu(indptr, indices, wptr, *args)
+    elif total:  # with progress, PROGRESS_STEPS runs over the start vertices of about as many walks each
+        n = omega.size
+        steps = PROGRESS_STEPS if progress is not None else 1
+        cuts = np.searchsorted(wptr, np.linspace(0, total, steps + 1)[1:-1]).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, n], strict=True):
+            if hi > lo:
+                _walks_cpu(indptr, indices, wptr, np.int64(lo), np.int64(hi), *args)
+                report(progress, wptr[hi], total, "walks")
+    report(progress, total, total, "walks")
     return out, wptr
 
 
@@ -144,11 +155,14 @@ def walk_ends(indptr, indices, omega, key: int, alpha: float, *, first_step: boo
     return _walks(indptr, indices, omega, key, alpha, first_step, False)
 
 
-def walk_keys(indptr, indices, omega, key: int, alpha: float, *, first_step: bool = False) -> list:
+def walk_keys(
+    indptr, indices, omega, key: int, alpha: float, *, first_step: bool = False, progress=None
+) -> list:
     """The same walks as ``walk_ends``, each as the sort key of its (end, start) pair: ``end * n +
     start``, or ``start - n`` (negative) for a walk that returned to the source. In a list, for
-    ``walk_pairs`` to empty: 8 bytes a walk, where the ends and the starts cost 16 to 20 more."""
-    return [_walks(indptr, indices, omega, key, alpha, first_step, True)[0]]
+    ``walk_pairs`` to empty: 8 bytes a walk, where the ends and the starts cost 16 to 20 more.
+    ``progress(done, total, "walks")`` as they are drawn (``operators._progress``)."""
+    return [_walks(indptr, indices, omega, key, alpha, first_step, True, progress)[0]]
 
 
 FIRST_LEVEL = 16  # budget scheme: multipliers 16, 8, 4, 2 take 1/2, 1/4, 1/8, then the rest
