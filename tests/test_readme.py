@@ -27,7 +27,7 @@ FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 SHELLS = ("bash", "sh")
 MARKER = re.compile(r"^<!-- (not run|file): (.+?) -->$")
 DATASET = re.compile(r"[\w.-]+\.txt\.gz")
-# One page's blocks together: the slowest pages took 30-50 s on a busy 2-core machine.
+# One page's blocks together: all pages ran in 90 s on a 2-core machine, the slowest in 18 s (50 s busy).
 PAGE_TIMEOUT = 300
 
 
