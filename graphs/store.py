@@ -30,6 +30,13 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def meta_checksum(meta: dict) -> str:
+    """SHA-256 of a meta.json's fields but its own ``checksum``, in a canonical JSON text: an edited
+    parameter (``directed``, ``token``) is found as a flipped byte in an array file is."""
+    fields = {k: v for k, v in meta.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
 def _write_labels(ids: np.ndarray, folder: Path) -> str:
     if ids.dtype.kind in "iuf":
         np.save(folder / "ids.npy", ids, allow_pickle=False)
@@ -167,6 +174,7 @@ def save_graph(g: CSRGraph, path, *, overwrite: bool = False) -> None:
             "token": g.token,
             "checksums": {f: file_sha256(tmp / f) for f in files},
         }
+        meta["checksum"] = meta_checksum(meta)
         (tmp / META).write_text(json.dumps(meta, indent=1))
         return [*files, META]
 
@@ -200,15 +208,23 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
     meta_path = path / META
     if not meta_path.is_file():
         raise GraphFormatError(path, None, f"expected a saved graph directory with {META}; none found")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise GraphFormatError(meta_path, exc.lineno, f"expected JSON metadata: {exc.msg}") from exc
-    if meta.get("format") != FORMAT:
-        raise GraphFormatError(meta_path, None, f"expected format {FORMAT!r}, got {meta.get('format')!r}")
+    meta = read_json(meta_path)
+    found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+    if found != FORMAT:
+        raise GraphFormatError(meta_path, None, f"expected format {FORMAT!r}, got {found!r}")
     if meta.get("version") != VERSION:
         raise GraphFormatError(
             meta_path, None, f"expected format version {VERSION}, got {meta.get('version')!r}"
+        )
+    # graphs saved before meta.json held its own checksum have none to check
+    if "checksum" in meta and meta["checksum"] != meta_checksum(meta):
+        raise IntegrityError(
+            meta_path, None, "checksum mismatch: the graph's metadata was edited or is damaged"
+        )
+    missing = [k for k in ("n", "m", "directed", "token", "checksums") if k not in meta]
+    if missing or not isinstance(meta["checksums"], dict) or "indptr.npy" not in meta["checksums"]:
+        raise IntegrityError(
+            meta_path, None, f"expected the graph's {', '.join(missing) or 'checksums'}: damaged metadata"
         )
     checksums = meta["checksums"]
     for f, digest in checksums.items():
