@@ -181,3 +181,36 @@ def test_a_scheduler_lost_mid_job_is_one_line_and_exit_1(tmp_path):
         "re-run to resume (finished stages and chunks are kept)"
     )
     assert "Traceback" not in err and not lock.exists()
+
+
+# a few trials of every kind ``benchmarks.fault_sweep`` tries (the whole sweep takes minutes)
+SWEEP = {
+    ("graph (graphs.save)", "meta.json", "edit-directed-flipped"),
+    ("graph (graphs.save)", "meta.json", "edit-token-changed"),
+    ("graph (graphs.save)", "indices.npy", "flip-middle"),
+    ("workdir graph (ppr)", "meta.json", "edit-token-changed"),
+    ("workdir graph (ppr)", "indptr.npy", "flip-header"),
+    ("ppr-index (query)", "ppr-index.json", "edit-n+1"),
+    ("ppr-index (query)", "meta.json", "edit-alpha->0.5"),
+    ("ppr-index (query)", "meta.json", "edit-version->3"),
+    ("ppr-index (query)", "ip1.npy", "flip-middle"),
+    ("ppr-index (query)", "starts.npy", "flip-end"),
+    ("ppr output", "part-00000.parquet", "flip-middle"),
+    ("ppr output", "part-00000.json", "edit-summary-edited"),
+    ("ppr output", "_manifest.json", "flip-middle"),
+}
+
+
+def test_a_reduced_corruption_sweep_finds_no_crash_and_no_silent_wrong_answer(tmp_path):
+    """Flipped bytes and edited values in saved graphs, the workdir's cached graph, an index folder and a
+    batch job's output: each is a one-line error naming a file, a recompute with a warning, or the same
+    answer; never a traceback or a different answer."""
+    from benchmarks import fault_sweep
+
+    args = fault_sweep.parser().parse_args(["--only", *sorted({kind for kind, _, _ in SWEEP})])
+    select = lambda kind, rel, name: (kind, rel.name, name) in SWEEP  # noqa: E731
+    rows = fault_sweep.sweep(args, runner=fault_sweep.run_inprocess, select=select, root=tmp_path)
+    assert sorted((r["kind"], Path(r["file"]).name, r["corruption"]) for r in rows) == sorted(SWEEP)
+    bad = [r for r in rows if r["outcome"] not in ("error", "correct", "recomputed")]
+    assert not bad, bad
+    assert {r["outcome"] for r in rows} >= {"error", "recomputed"}
