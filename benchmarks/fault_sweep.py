@@ -7,10 +7,10 @@ the middle, at the end; for JSON, a value edited) copies the artifact, corrupts 
 that reads it again (``graphs.load``, the index query's loading, the resumed job) in a new process. Each
 outcome is one of:
 
-``error``      exit 1, one line ``graphjobs: error: ...`` naming a file of the artifact, no traceback;
+``error``      exit 1, one line ``graphjobs: error: ...`` naming the file (or its folder), no traceback;
 ``correct``    exit 0, the answer identical to the uncorrupted run's;
 ``recomputed`` exit 0, the same answer, and a warning that something was recomputed;
-``unclear``    exit 1 with one line that names no file of the artifact;
+``unclear``    exit 1 with one line that names neither the file nor its folder;
 ``crash``      a traceback, exit 2, a signal or a timeout;
 ``wrong``      exit 0 with an answer that differs (silent wrong answer).
 
@@ -364,7 +364,7 @@ def sweep(args, runner=run, select=None, root=None) -> list[dict]:
         code, out, err = runner(s.consume, folder, args.timeout)
         seconds = time.perf_counter() - t0
         same = code == 0 and answer_of(folder, s.answer, out, runner) == expected
-        names = [rel.name, str(rel.parent.name) + "/"] if rel.parent.name else [rel.name]
+        names = [rel.name, *([str(folder / rel.parent)] if rel.parent.name else [])]  # it, or its folder
         outcome = classify(code, err, same, names)
         message = err.strip().splitlines()[-1][:300] if err.strip() else ""
         row = dict(kind=s.kind, file=str(rel), corruption=name, outcome=outcome, exit=code,

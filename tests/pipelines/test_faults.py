@@ -214,3 +214,24 @@ def test_a_reduced_corruption_sweep_finds_no_crash_and_no_silent_wrong_answer(tm
     bad = [r for r in rows if r["outcome"] not in ("error", "correct", "recomputed")]
     assert not bad, bad
     assert {r["outcome"] for r in rows} >= {"error", "recomputed"}
+
+
+def test_an_edited_chunk_record_is_computed_again_not_trusted(tmp_path, sync, capsys):
+    """A chunk's record holds its own checksum: an edited summary (its query count) is not resumed from."""
+    import pipelines
+
+    out = tmp_path / "out"
+    job = lambda: pipelines.ppr_job(  # noqa: E731
+        "rmat:9", pipelines.RandomSources(20), topk=5, chunk=10, out=out, workdir=tmp_path / "wd"
+    )
+    clean = pipelines.run(job(), progress=False)
+    record = out / "_chunks" / "part-00001.json"
+    data = json.loads(record.read_text())
+    assert data["summary"]["queries"] == 10
+    data["summary"]["queries"] = 1
+    record.write_text(json.dumps(data))
+    capsys.readouterr()
+    summary = pipelines.run(job(), progress=False)
+    assert f"({record}: checksum mismatch)" in capsys.readouterr().err
+    assert summary.queries == clean.queries == 20 and summary.resumed_parts == 1
+    assert pipelines.run(job(), progress=False).resumed_parts == 2
