@@ -24,8 +24,9 @@ def graph(path: str, token: str, device: str) -> graphs.CSRGraph:
             return g
         g = graphs.load(path, device=device, verify=False)
         if g.token != token:
+            graphs.load(path, verify=True)  # names the file that changed, if a checksum tells
             raise IntegrityError(
-                path, None, f"expected graph {token}, found {g.token}: the workdir changed under the job"
+                path, None, f"expected graph {token}, found {g.token}: its files changed since it was saved"
             )
         _GRAPHS[key] = g
         while len(_GRAPHS) > MAX_GRAPHS:

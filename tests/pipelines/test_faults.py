@@ -195,6 +195,7 @@ SWEEP = {
     ("ppr-index (query)", "meta.json", "edit-version->3"),
     ("ppr-index (query)", "ip1.npy", "flip-middle"),
     ("ppr-index (query)", "starts.npy", "flip-end"),
+    ("ppr-index (query)", "ids.npy", "flip-middle"),  # of the graph the manifest names
     ("ppr output", "part-00000.parquet", "flip-middle"),
     ("ppr output", "part-00000.json", "edit-summary-edited"),
     ("ppr output", "_manifest.json", "flip-middle"),
