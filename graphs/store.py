@@ -181,6 +181,34 @@ def save_graph(g: CSRGraph, path, *, overwrite: bool = False) -> None:
     write_directory(path, fill, overwrite=overwrite)
 
 
+def read_graph_meta(path) -> dict:
+    """The meta.json of the graph saved at ``path`` once its format, version, own checksum and keys are
+    checked (not its array files: ``load`` checks those); a ``GraphFormatError`` names what is not."""
+    path = Path(path)
+    meta_path = path / META
+    if not meta_path.is_file():
+        raise GraphFormatError(path, None, f"expected a saved graph directory with {META}; none found")
+    meta = read_json(meta_path)
+    found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+    if found != FORMAT:
+        raise GraphFormatError(meta_path, None, f"expected format {FORMAT!r}, got {found!r}")
+    if meta.get("version") != VERSION:
+        raise GraphFormatError(
+            meta_path, None, f"expected format version {VERSION}, got {meta.get('version')!r}"
+        )
+    # graphs saved before meta.json held its own checksum have none to check
+    if "checksum" in meta and meta["checksum"] != meta_checksum(meta):
+        raise IntegrityError(
+            meta_path, None, "checksum mismatch: the graph's metadata was edited or is damaged"
+        )
+    missing = [k for k in ("n", "m", "directed", "token", "checksums") if k not in meta]
+    if missing or not isinstance(meta["checksums"], dict) or "indptr.npy" not in meta["checksums"]:
+        raise IntegrityError(
+            meta_path, None, f"expected the graph's {', '.join(missing) or 'checksums'}: damaged metadata"
+        )
+    return meta
+
+
 def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) -> CSRGraph:
     """Load a graph written by ``CSRGraph.save``.
 
@@ -206,26 +234,7 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
     """
     path = Path(path)
     meta_path = path / META
-    if not meta_path.is_file():
-        raise GraphFormatError(path, None, f"expected a saved graph directory with {META}; none found")
-    meta = read_json(meta_path)
-    found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-    if found != FORMAT:
-        raise GraphFormatError(meta_path, None, f"expected format {FORMAT!r}, got {found!r}")
-    if meta.get("version") != VERSION:
-        raise GraphFormatError(
-            meta_path, None, f"expected format version {VERSION}, got {meta.get('version')!r}"
-        )
-    # graphs saved before meta.json held its own checksum have none to check
-    if "checksum" in meta and meta["checksum"] != meta_checksum(meta):
-        raise IntegrityError(
-            meta_path, None, "checksum mismatch: the graph's metadata was edited or is damaged"
-        )
-    missing = [k for k in ("n", "m", "directed", "token", "checksums") if k not in meta]
-    if missing or not isinstance(meta["checksums"], dict) or "indptr.npy" not in meta["checksums"]:
-        raise IntegrityError(
-            meta_path, None, f"expected the graph's {', '.join(missing) or 'checksums'}: damaged metadata"
-        )
+    meta = read_graph_meta(path)
     checksums = meta["checksums"]
     for f, digest in checksums.items():
         if not (path / f).is_file():

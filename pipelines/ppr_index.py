@@ -21,7 +21,7 @@ from dask.base import tokenize
 import operators
 from graphs._device import to_device
 from graphs.errors import GraphFormatError, IntegrityError, OptionError
-from graphs.store import meta_checksum, read_json
+from graphs.store import meta_checksum, read_graph_meta, read_json
 from operators.options import IndexOptions, PageRankOptions
 from operators.topk.index_io import REBUILD, verify_ppr_index
 
@@ -233,9 +233,9 @@ def read_manifest(folder) -> dict:
                 f"expected {what} that {file} names; it is missing: rebuild the index",
             )
         manifest[key] = str(where)
-    graph = read_json(Path(manifest["graph"]) / "meta.json")
+    graph = read_graph_meta(manifest["graph"])
     fields = {"graph_token": "token", "n": "n", "m": "m", "directed": "directed", "weighted": "weighted"}
-    differ = [k for k, g in fields.items() if not isinstance(graph, dict) or graph.get(g) != manifest[k]]
+    differ = [k for k, g in fields.items() if graph.get(g) != manifest[k]]
     if differ:
         raise IntegrityError(
             file, None, f"expected the {', '.join(differ)} of the graph it names; rebuild the index"

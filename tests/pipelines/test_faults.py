@@ -196,6 +196,7 @@ SWEEP = {
     ("ppr-index (query)", "ip1.npy", "flip-middle"),
     ("ppr-index (query)", "starts.npy", "flip-end"),
     ("ppr-index (query)", "ids.npy", "flip-middle"),  # of the graph the manifest names
+    ("ppr-index (query)", "meta.json", "edit-directed-flipped"),  # the graph's (an index's has none)
     ("ppr output", "part-00000.parquet", "flip-middle"),
     ("ppr output", "part-00000.json", "edit-summary-edited"),
     ("ppr output", "_manifest.json", "flip-middle"),
