@@ -209,6 +209,15 @@ def read_graph_meta(path) -> dict:
     return meta
 
 
+def _check_files(path: Path, checksums: dict, verify: bool) -> None:
+    """Every file meta.json lists is there and (``verify``) matches its SHA-256: else an IntegrityError."""
+    for f, digest in checksums.items():
+        if not (path / f).is_file():
+            raise IntegrityError(path / f, None, "expected this file (listed in meta.json); it is missing")
+        if verify and file_sha256(path / f) != digest:
+            raise IntegrityError(path / f, None, "checksum mismatch: the file changed or is damaged")
+
+
 def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) -> CSRGraph:
     """Load a graph written by ``CSRGraph.save``.
 
@@ -236,11 +245,7 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
     meta_path = path / META
     meta = read_graph_meta(path)
     checksums = meta["checksums"]
-    for f, digest in checksums.items():
-        if not (path / f).is_file():
-            raise IntegrityError(path / f, None, "expected this file (listed in meta.json); it is missing")
-        if verify and file_sha256(path / f) != digest:
-            raise IntegrityError(path / f, None, "checksum mismatch: the file changed or is damaged")
+    _check_files(path, checksums, verify)
     arrays = {f[:-4]: load_npy(path / f, mmap=mmap) for f in checksums if f.endswith(".npy")}
     ids = arrays.pop("ids", None)
     if "ids.arrow" in checksums:
@@ -248,14 +253,18 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
 
         ids = feather.read_table(path / "ids.arrow").column("ids").to_numpy(zero_copy_only=False)
         ids = np.asarray(ids, dtype=object)
-    g = CSRGraph(
-        arrays["indptr"],
-        arrays["indices"],
-        arrays.get("weights"),
-        directed=meta["directed"],
-        ids=ids,
-        validate=not verify,
-    )
+    try:
+        g = CSRGraph(
+            arrays["indptr"],
+            arrays["indices"],
+            arrays.get("weights"),
+            directed=meta["directed"],
+            ids=ids,
+            validate=not verify,
+        )
+    except ValueError as exc:  # arrays no CSR graph has (checked when the checksums were not)
+        _check_files(path, checksums, True)  # names the file that changed, if a checksum tells
+        raise IntegrityError(path, None, f"expected a CSR graph: {exc}") from exc
     if (g.n, g.m) != (meta["n"], meta["m"]):
         raise GraphFormatError(
             meta_path, None, f"expected n={meta['n']}, m={meta['m']}; arrays hold {g.n}, {g.m}"

@@ -115,3 +115,17 @@ def test_an_edited_metadata_field_is_a_checksum_mismatch_naming_meta_json(tmp_pa
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(graphs.IntegrityError, match=r"meta\.json: expected the graph's checksums"):
         graphs.load(tmp_path / "g")
+
+
+@pytest.mark.parametrize("name", ["indptr", "indices"])
+def test_arrays_no_graph_has_name_their_file_when_checksums_were_skipped(tmp_path, name):
+    """A worker's load (verify=False) of arrays damaged into no CSR graph: an IntegrityError naming the
+    file (its checksum, checked then), not a ValueError of the constructor."""
+    g = graphs.rmat(8, seed=4, device="cpu")
+    g.save(tmp_path / "g")
+    f = tmp_path / "g" / f"{name}.npy"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(graphs.IntegrityError, match=rf"{name}\.npy: checksum mismatch"):
+        graphs.load(tmp_path / "g", verify=False)
