@@ -31,8 +31,9 @@ def file_sha256(path: Path) -> str:
 
 
 def meta_checksum(meta: dict) -> str:
-    """SHA-256 of a meta.json's fields but its own ``checksum``, in a canonical JSON text: an edited
-    parameter (``directed``, ``token``) is found as a flipped byte in an array file is."""
+    """SHA-256 of a JSON document's fields but its own ``checksum``, in a canonical JSON text (a saved
+    graph's or index's meta.json, an index manifest, a chunk's record): an edited parameter is found as a
+    flipped byte in an array file is."""
     fields = {k: v for k, v in meta.items() if k != "checksum"}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 

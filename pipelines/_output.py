@@ -12,13 +12,12 @@ ignore names starting with ``_`` or ``.``, so ``pandas.read_parquet(out)`` sees 
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 
-from graphs.store import file_sha256, owner_tag, read_json, remove_stale
+from graphs.store import file_sha256, meta_checksum, owner_tag, read_json, remove_stale
 
 MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
@@ -102,7 +101,7 @@ def finished(part, token: str) -> tuple[dict | None, str | None]:
         return None, None
     if not isinstance(record, dict) or record.get("token") != token or "file" not in record:
         return None, None
-    if record.get("checksum", _record_checksum(record)) != _record_checksum(record):
+    if record.get("checksum", meta_checksum(record)) != meta_checksum(record):
         return None, f"{rec}: checksum mismatch"  # records written before checksums have none to check
     damage = file_damage(part, record["file"])
     return (None, damage) if damage is not None else (record["summary"], None)
@@ -129,14 +128,8 @@ def file_damage(path, record: dict) -> str | None:
 def mark_finished(part, token: str, job_token: str, summary: dict) -> None:
     record = {"token": token, "job_token": job_token, "file": file_record(part), "summary": summary}
     record = json.loads(json.dumps(record, default=_plain))  # as read back: its checksum over those values
-    text = json.dumps({**record, "checksum": _record_checksum(record)})
+    text = json.dumps({**record, "checksum": meta_checksum(record)})
     write_atomic(_record(Path(part)), lambda tmp: Path(tmp).write_text(text))
-
-
-def _record_checksum(record: dict) -> str:
-    """SHA-256 of a chunk's record but its own checksum (canonical JSON): an edited summary is found."""
-    fields = {k: v for k, v in record.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
 def _plain(v):

@@ -9,7 +9,6 @@ n) are checked too, for loads that skip the checksums.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -20,7 +19,7 @@ import graphs
 from graphs import CSRGraph, GraphFormatError, reorder
 from graphs._device import to_device, to_host
 from graphs.errors import IntegrityError, OptionError
-from graphs.store import file_sha256, read_json, write_directory
+from graphs.store import file_sha256, meta_checksum, read_json, write_directory
 from operators._checks import check_graph
 
 GRAPH_DIR = "graph"
@@ -79,7 +78,7 @@ def save_index(index, path, *, overwrite: bool, graph) -> None:
             info=index.info,
             checksums={f"{name}.npy": file_sha256(tmp / f"{name}.npy") for name in names},
         )
-        meta["checksum"] = _meta_checksum(meta)
+        meta["checksum"] = meta_checksum(meta)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         return [*(f"{name}.npy" for name in names), "meta.json"]
 
@@ -205,18 +204,12 @@ def _load_perm(path: Path, n: int, device: str, mmap: bool, verify: bool):
     return to_device(perm, device)
 
 
-def _meta_checksum(meta: dict) -> str:
-    """SHA-256 of meta.json's fields but its own checksum, in a canonical JSON text."""
-    fields = {k: v for k, v in meta.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-
-
 def _check_meta(path: Path, meta: dict, verify: bool) -> None:
     """meta.json's own checksum, then (``verify``) every array file's."""
     meta_file = path / "meta.json"
     if "checksum" not in meta or not isinstance(meta.get("checksums"), dict):
         raise IntegrityError(meta_file, None, f"expected the index's checksums; they are missing; {REBUILD}")
-    if meta["checksum"] != _meta_checksum(meta):
+    if meta["checksum"] != meta_checksum(meta):
         raise IntegrityError(
             meta_file,
             None,

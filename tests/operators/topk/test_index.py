@@ -369,8 +369,7 @@ def test_values_an_index_cannot_hold_are_refused_when_their_checksums_agree(tmp_
     what an index must hold."""
     import json
 
-    from graphs.store import file_sha256
-    from operators.topk.index_io import _meta_checksum
+    from graphs.store import file_sha256, meta_checksum
 
     g, clean = grqc_index
     folder = tmp_path / "signed"
@@ -380,7 +379,7 @@ def test_values_an_index_cannot_hold_are_refused_when_their_checksums_agree(tmp_
     def sign(file):
         meta = json.loads(meta_file.read_text())
         meta["checksums"][file.name] = file_sha256(file)
-        meta["checksum"] = _meta_checksum(meta)
+        meta["checksum"] = meta_checksum(meta)
         meta_file.write_text(json.dumps(meta))
 
     for name, damage, message in (
