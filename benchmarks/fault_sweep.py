@@ -23,6 +23,7 @@ and their totals; the exit status is 1 when any crash, wrong answer or unclear e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -197,6 +199,7 @@ class Scenario:
     files: list[str] = field(default_factory=list)  # globs relative to the base folder
     skip: tuple[str, ...] = ()  # globs not to corrupt
     slow: bool = False  # a consumer that recomputes for long: fewer positions
+    shared: bool = False  # its consumers share a folder outside the trial's (one job at a time there)
 
 
 def cli(*args) -> list[str]:
@@ -231,7 +234,7 @@ def scenarios(e: str) -> list[Scenario]:
                   "idx/pagerank-*", "idx/graph-*/meta.json", "idx/graph-*/indices.npy"], slow=True),
         Scenario("ppr output", [ppr], ppr, "p", ["p/*", "p/_chunks/*"]),
         Scenario("topk-ppr output", [cli("index", e, "--out", shared), topk], topk, "q",
-                 ["q/*", "q/_chunks/*"], slow=True),
+                 ["q/*", "q/_chunks/*"], slow=True, shared=True),
         Scenario("simrank output", [simrank], simrank, "s", ["s/*", "s/_chunks/*"], slow=True),
         Scenario("influence output", [influence], influence, "seeds.csv", ["seeds.csv"], slow=True),
     ]  # fmt: skip
@@ -255,7 +258,6 @@ def run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str, str
 def run_inprocess(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str, str]:
     """``run`` in this process (for a bounded test): ``pipelines.cli.main`` or ``consume``, in ``cwd``,
     its output captured; the per-process caches of graphs and indexes emptied first."""
-    import contextlib
     import io
 
     from pipelines import _state
@@ -358,6 +360,8 @@ def sweep(args, runner=run, select=None, root=None) -> list[dict]:
                     jobs.append((s, base, rel, name, corrupt, expected))
     print(f"{len(jobs)} trials over {len(chosen)} artifact kinds", file=sys.stderr)
 
+    locks = {s.kind: threading.Lock() for s in chosen}
+
     def trial(job) -> dict:
         s, base, rel, name, corrupt, expected = job
         folder = Path(tempfile.mkdtemp(prefix="trial-", dir=base_root))
@@ -365,7 +369,8 @@ def sweep(args, runner=run, select=None, root=None) -> list[dict]:
         shutil.copytree(base, folder, copy_function=_copy)
         corrupt(folder / rel)
         t0 = time.perf_counter()
-        code, out, err = runner(s.consume, folder, args.timeout)
+        with locks[s.kind] if s.shared else contextlib.nullcontext():  # the index folder is its workdir
+            code, out, err = runner(s.consume, folder, args.timeout)
         seconds = time.perf_counter() - t0
         same = code == 0 and answer_of(folder, s.answer, out, runner) == expected
         names = [rel.name, *([str(folder / rel.parent)] if rel.parent.name else [])]  # it, or its folder
