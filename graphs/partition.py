@@ -18,7 +18,7 @@ from dask.base import tokenize
 from ._device import array_module, resolve_device, to_device, to_host
 from .csr import CSRGraph
 from .errors import GraphFormatError, IntegrityError, OptionError
-from .store import file_sha256, load_npy, read_json, write_directory
+from .store import file_sha256, load_npy, meta_checksum, read_json, write_directory
 
 FORMAT = "graphjobs-partitioned-csr"
 VERSION = 1
@@ -208,6 +208,7 @@ def _fill(pg: PartitionedGraph, tmp: Path) -> list[str]:
         "edges": pg.edge_counts().tolist(),
         "checksums": {f: file_sha256(tmp / f) for f in files},
     }
+    meta["checksum"] = meta_checksum(meta)
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     return [*files, "meta.json"]
 
@@ -217,13 +218,32 @@ def _meta(path: Path) -> dict:
     if not meta_path.is_file():
         raise GraphFormatError(path, None, "expected a partitioned graph directory (meta.json); none found")
     meta = read_json(meta_path)
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+    found = meta if isinstance(meta, dict) else {}
+    if found.get("format") != FORMAT or found.get("version") != VERSION:
         raise GraphFormatError(
             meta_path,
             None,
-            f"expected {FORMAT} version {VERSION}, got {meta.get('format')!r} "
-            f"version {meta.get('version')!r}",
+            f"expected {FORMAT} version {VERSION}, "
+            f"got {found.get('format')!r} version {found.get('version')!r}",
         )
+    # graphs saved before meta.json held its own checksum have none to check
+    if "checksum" in meta and meta["checksum"] != meta_checksum(meta):
+        raise IntegrityError(
+            meta_path, None, "checksum mismatch: the graph's metadata was edited or is damaged"
+        )
+    return meta
+
+
+def verify_partitioned(path) -> dict:
+    """The metadata of the partitioned graph saved at ``path`` once it and every file it lists match their
+    checksums; an ``IntegrityError`` names the first file that does not."""
+    path = Path(path)
+    meta = _meta(path)
+    for rel, digest in meta["checksums"].items():
+        if not (path / rel).is_file():
+            raise IntegrityError(path / rel, None, "expected this file (listed in meta.json); it is missing")
+        if file_sha256(path / rel) != digest:
+            raise IntegrityError(path / rel, None, "checksum mismatch: the file changed or is damaged")
     return meta
 
 

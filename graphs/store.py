@@ -30,6 +30,14 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def meta_checksum(meta: dict) -> str:
+    """SHA-256 of a JSON document's fields but its own ``checksum``, in a canonical JSON text (a saved
+    graph's or index's meta.json, an index manifest, a chunk's record): an edited parameter is found as a
+    flipped byte in an array file is."""
+    fields = {k: v for k, v in meta.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
 def _write_labels(ids: np.ndarray, folder: Path) -> str:
     if ids.dtype.kind in "iuf":
         np.save(folder / "ids.npy", ids, allow_pickle=False)
@@ -167,10 +175,48 @@ def save_graph(g: CSRGraph, path, *, overwrite: bool = False) -> None:
             "token": g.token,
             "checksums": {f: file_sha256(tmp / f) for f in files},
         }
+        meta["checksum"] = meta_checksum(meta)
         (tmp / META).write_text(json.dumps(meta, indent=1))
         return [*files, META]
 
     write_directory(path, fill, overwrite=overwrite)
+
+
+def read_graph_meta(path) -> dict:
+    """The meta.json of the graph saved at ``path`` once its format, version, own checksum and keys are
+    checked (not its array files: ``load`` checks those); a ``GraphFormatError`` names what is not."""
+    path = Path(path)
+    meta_path = path / META
+    if not meta_path.is_file():
+        raise GraphFormatError(path, None, f"expected a saved graph directory with {META}; none found")
+    meta = read_json(meta_path)
+    found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+    if found != FORMAT:
+        raise GraphFormatError(meta_path, None, f"expected format {FORMAT!r}, got {found!r}")
+    if meta.get("version") != VERSION:
+        raise GraphFormatError(
+            meta_path, None, f"expected format version {VERSION}, got {meta.get('version')!r}"
+        )
+    # graphs saved before meta.json held its own checksum have none to check
+    if "checksum" in meta and meta["checksum"] != meta_checksum(meta):
+        raise IntegrityError(
+            meta_path, None, "checksum mismatch: the graph's metadata was edited or is damaged"
+        )
+    missing = [k for k in ("n", "m", "directed", "token", "checksums") if k not in meta]
+    if missing or not isinstance(meta["checksums"], dict) or "indptr.npy" not in meta["checksums"]:
+        raise IntegrityError(
+            meta_path, None, f"expected the graph's {', '.join(missing) or 'checksums'}: damaged metadata"
+        )
+    return meta
+
+
+def _check_files(path: Path, checksums: dict, verify: bool) -> None:
+    """Every file meta.json lists is there and (``verify``) matches its SHA-256: else an IntegrityError."""
+    for f, digest in checksums.items():
+        if not (path / f).is_file():
+            raise IntegrityError(path / f, None, "expected this file (listed in meta.json); it is missing")
+        if verify and file_sha256(path / f) != digest:
+            raise IntegrityError(path / f, None, "checksum mismatch: the file changed or is damaged")
 
 
 def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) -> CSRGraph:
@@ -198,24 +244,9 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
     """
     path = Path(path)
     meta_path = path / META
-    if not meta_path.is_file():
-        raise GraphFormatError(path, None, f"expected a saved graph directory with {META}; none found")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise GraphFormatError(meta_path, exc.lineno, f"expected JSON metadata: {exc.msg}") from exc
-    if meta.get("format") != FORMAT:
-        raise GraphFormatError(meta_path, None, f"expected format {FORMAT!r}, got {meta.get('format')!r}")
-    if meta.get("version") != VERSION:
-        raise GraphFormatError(
-            meta_path, None, f"expected format version {VERSION}, got {meta.get('version')!r}"
-        )
+    meta = read_graph_meta(path)
     checksums = meta["checksums"]
-    for f, digest in checksums.items():
-        if not (path / f).is_file():
-            raise IntegrityError(path / f, None, "expected this file (listed in meta.json); it is missing")
-        if verify and file_sha256(path / f) != digest:
-            raise IntegrityError(path / f, None, "checksum mismatch: the file changed or is damaged")
+    _check_files(path, checksums, verify)
     arrays = {f[:-4]: load_npy(path / f, mmap=mmap) for f in checksums if f.endswith(".npy")}
     ids = arrays.pop("ids", None)
     if "ids.arrow" in checksums:
@@ -223,14 +254,18 @@ def load(path, *, device: str = "cpu", mmap: bool = False, verify: bool = True) 
 
         ids = feather.read_table(path / "ids.arrow").column("ids").to_numpy(zero_copy_only=False)
         ids = np.asarray(ids, dtype=object)
-    g = CSRGraph(
-        arrays["indptr"],
-        arrays["indices"],
-        arrays.get("weights"),
-        directed=meta["directed"],
-        ids=ids,
-        validate=not verify,
-    )
+    try:
+        g = CSRGraph(
+            arrays["indptr"],
+            arrays["indices"],
+            arrays.get("weights"),
+            directed=meta["directed"],
+            ids=ids,
+            validate=not verify,
+        )
+    except ValueError as exc:  # arrays no CSR graph has (checked when the checksums were not)
+        _check_files(path, checksums, True)  # names the file that changed, if a checksum tells
+        raise IntegrityError(path, None, f"expected a CSR graph: {exc}") from exc
     if (g.n, g.m) != (meta["n"], meta["m"]):
         raise GraphFormatError(
             meta_path, None, f"expected n={meta['n']}, m={meta['m']}; arrays hold {g.n}, {g.m}"

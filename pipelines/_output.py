@@ -1,12 +1,12 @@
 """Output folders of batch jobs: one Parquet part per chunk, a record per finished chunk, a manifest.
 
 A chunk writes ``part-NNNNN.parquet`` atomically (a hidden temporary file, then a rename), then its record
-``_chunks/part-NNNNN.json`` holding the chunk's token, the part's size and SHA-256, and the chunk's
-summary. A re-run finds the record with the same token and skips the chunk (resume) if the part is still
-that file; a damaged part, or a chunk killed before its record exists, is recomputed and overwrites its
-own part, so rows are never duplicated or lost. The summary task writes ``_manifest.json`` and removes
-parts and temporaries that are not this job's. Parquet readers ignore names starting with ``_`` or ``.``,
-so ``pandas.read_parquet(out)`` sees exactly the job's rows.
+``_chunks/part-NNNNN.json`` holding the chunk's token, the part's size and SHA-256, the chunk's summary
+and its own checksum. A re-run finds the record with the same token and skips the chunk (resume) if the
+record and the part are still what was written; a damaged part or record, or a chunk killed before its
+record exists, is recomputed and overwrites its own part, so rows are never duplicated or lost. The summary
+task writes ``_manifest.json`` and removes parts and temporaries that are not this job's. Parquet readers
+ignore names starting with ``_`` or ``.``, so ``pandas.read_parquet(out)`` sees exactly the job's rows.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from graphs.store import file_sha256, owner_tag, read_json, remove_stale
+from graphs.store import file_sha256, meta_checksum, owner_tag, read_json, remove_stale
 
 MANIFEST = "_manifest.json"
 CHUNKS = "_chunks"
@@ -113,8 +113,10 @@ def finished(part, token: str) -> tuple[dict | None, str | None]:
         record = json.loads(rec.read_text())
     except (OSError, ValueError):
         return None, None
-    if record.get("token") != token or "file" not in record:
+    if not isinstance(record, dict) or record.get("token") != token or "file" not in record:
         return None, None
+    if record.get("checksum", meta_checksum(record)) != meta_checksum(record):
+        return None, f"{rec}: checksum mismatch"  # records written before checksums have none to check
     damage = file_damage(part, record["file"])
     return (None, damage) if damage is not None else (record["summary"], None)
 
@@ -139,7 +141,8 @@ def file_damage(path, record: dict) -> str | None:
 
 def mark_finished(part, token: str, job_token: str, summary: dict) -> None:
     record = {"token": token, "job_token": job_token, "file": file_record(part), "summary": summary}
-    text = json.dumps(record, default=_plain)
+    record = json.loads(json.dumps(record, default=_plain))  # as read back: its checksum over those values
+    text = json.dumps({**record, "checksum": meta_checksum(record)})
     write_atomic(_record(Path(part)), lambda tmp: Path(tmp).write_text(text))
 
 

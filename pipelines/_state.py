@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 import graphs
 from cluster.worker import on_teardown
+from graphs.errors import IntegrityError
 
 MAX_GRAPHS = 4
 _GRAPHS: OrderedDict[tuple[str, str], graphs.CSRGraph] = OrderedDict()
@@ -23,8 +24,9 @@ def graph(path: str, token: str, device: str) -> graphs.CSRGraph:
             return g
         g = graphs.load(path, device=device, verify=False)
         if g.token != token:
-            raise RuntimeError(
-                f"{path} holds graph {g.token}, expected {token}: the workdir changed under the job"
+            graphs.load(path, verify=True)  # names the file that changed, if a checksum tells
+            raise IntegrityError(
+                path, None, f"expected graph {token}, found {g.token}: its files changed since it was saved"
             )
         _GRAPHS[key] = g
         while len(_GRAPHS) > MAX_GRAPHS:

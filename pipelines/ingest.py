@@ -24,11 +24,12 @@ import dask
 import numpy as np
 from dask.base import tokenize
 
-from graphs.errors import OptionError
-from graphs.partition import FORMAT, VERSION, range_bounds
+from graphs.errors import GraphFormatError, OptionError
+from graphs.partition import FORMAT, VERSION, range_bounds, verify_partitioned
 from graphs.read import read_edge_columns
-from graphs.store import _write_labels, file_sha256, read_json
+from graphs.store import _write_labels, file_sha256, meta_checksum, read_json
 
+from ._output import warn
 from .job import Job
 from .stages import default_workdir
 
@@ -86,8 +87,7 @@ def partition_files(
     token = tokenize("ingest", stamp, parts, n, directed, sorted(opts.items()), dedupe)
     out = Path(out).resolve()
     tmp = Path(workdir or default_workdir()).resolve() / f"ingest-{token}"
-    meta = out / "meta.json"
-    if meta.is_file() and read_json(meta).get("token") == token:  # built by an earlier run
+    if _reusable(out, token):  # built by an earlier run, and intact
         done = dask.delayed(_summary, pure=True)(str(out), dask_key_name=f"graphjobs-ingest-{token}")
         return Job("ingest", done, tmp.parent, stages={"summary": done})
     d = functools.partial(dask.delayed, pure=True)
@@ -121,6 +121,18 @@ def partition_files(
         dask_key_name=f"graphjobs-ingest-{token}",
     )
     return Job("ingest", result, tmp.parent, stages={"degrees": degrees, "parts": built, "summary": result})
+
+
+def _reusable(out: Path, token: str) -> bool:
+    """Whether ``out`` holds the graph an earlier run of this very ingest wrote, every file matching its
+    checksum; a damaged one is reported (a warning) and built again."""
+    if not (out / "meta.json").is_file():
+        return False
+    try:
+        return verify_partitioned(out).get("token") == token
+    except GraphFormatError as exc:
+        warn(f"{exc}; building it again")
+        return False
 
 
 def _summary(out: str) -> dict:
@@ -296,6 +308,7 @@ def _finish(built, plan, table, directed, weighted, tmp, out, token):
         "edges": [b["m"] for b in built],
         "checksums": {f: file_sha256(folder / f) for f in files},
     }
+    meta["checksum"] = meta_checksum(meta)
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
     out = Path(out)
     if out.exists():

@@ -213,6 +213,24 @@ def _partitioned(graph, params, parts: int, workdir: str) -> np.ndarray:
         return distributed_pagerank(pg, client, **kw).astype(np.float64)
 
 
+def _intact(out: str, ids, x) -> bool:
+    """Whether the earlier result ``out`` of this very job still holds ``ids`` and ``x`` (read back: a file
+    damaged since is reported and written again)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(out)
+        vertex, values = (table[c].to_numpy(zero_copy_only=False) for c in ("vertex", "pagerank"))
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        warn(f"{out}: the earlier result is damaged ({' '.join(str(exc).split())[:120]}); writing it again")
+        return False
+    if values.shape != x.shape or not np.array_equal(values, x) or not np.array_equal(vertex, ids):
+        warn(f"{out}: the earlier result changed since it was written; writing it again")
+        return False
+    return True
+
+
 def _write(graph, ranks, out, token, top) -> PageRankSummary:
     import pyarrow as pa
 
@@ -220,7 +238,8 @@ def _write(graph, ranks, out, token, top) -> PageRankSummary:
     ids = graph.get("cpu").ids
     written = False
     earlier = check_result_file(out, "pagerank")  # its footer, read once
-    if earlier is None or earlier.get(b"graphjobs.token") != token.encode():
+    same = earlier is not None and earlier.get(b"graphjobs.token") == token.encode()
+    if not same or not _intact(out, ids, x):
         table = pa.table({"vertex": pa.array(ids.tolist() if ids.dtype == object else ids), "pagerank": x})
         table = table.replace_schema_metadata({"graphjobs.job": "pagerank", "graphjobs.token": token})
         write_parquet(table, out)

@@ -21,7 +21,7 @@ from dask.base import tokenize
 import operators
 from graphs._device import to_device
 from graphs.errors import GraphFormatError, IntegrityError, OptionError
-from graphs.store import read_json
+from graphs.store import meta_checksum, read_graph_meta, read_json
 from operators.options import IndexOptions, PageRankOptions
 from operators.topk.index_io import REBUILD, verify_ppr_index
 
@@ -196,28 +196,36 @@ def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> IndexSumma
         "n": graph.n,
         "m": graph.m,
     }
+    manifest["checksum"] = meta_checksum(manifest)
     tmp = Path(folder) / f".{MANIFEST}.{os.getpid()}"
     tmp.write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, Path(folder) / MANIFEST)
     known = IndexSummary._names()  # an index saved by another version may hold more or fewer counts
     manifest.update(graph=graph.path, index=index.path)
+    del manifest["checksum"]
     return IndexSummary(folder=folder, **manifest, **{k: v for k, v in index.info.items() if k in known})
 
 
 def read_manifest(folder) -> dict:
     """The ``ppr-index.json`` of an index folder, its ``graph`` and ``index`` as absolute paths (written
-    relative to the folder; absolute in manifests written before that). A folder it names that is not
-    there is an ``IntegrityError`` naming it."""
+    relative to the folder; absolute in manifests written before that). It is checked against its own
+    checksum (manifests written before it had none) and against the graph it names; a folder it names
+    that is not there, or a mismatch, is an ``IntegrityError`` naming the file."""
     folder = Path(folder)
     file = folder / MANIFEST
     if not file.is_file():
         raise FileNotFoundError(
             f"{folder}: no {MANIFEST} here; build one with `graphjobs index INPUT --out {folder}`"
         )
-    try:
-        manifest = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise IntegrityError(file, exc.lineno, f"expected JSON: {exc.msg}; rebuild the index") from exc
+    manifest = read_json(file, "the index's JSON manifest; rebuild the index")
+    keys = ("graph", "graph_token", "index", "directed", "weighted", "n", "m")
+    missing = [k for k in keys if k not in manifest] if isinstance(manifest, dict) else list(keys)
+    if missing:
+        raise IntegrityError(file, None, f"expected {', '.join(missing)} in the manifest; rebuild the index")
+    if "checksum" in manifest and manifest["checksum"] != meta_checksum(manifest):
+        raise IntegrityError(
+            file, None, "checksum mismatch: the manifest was edited or is damaged; rebuild the index"
+        )
     for key, what in (("graph", "the graph"), ("index", "the index")):
         where = (folder / manifest[key]).resolve()
         if not (where / "meta.json").is_file():
@@ -227,4 +235,12 @@ def read_manifest(folder) -> dict:
                 f"expected {what} that {file} names; it is missing: rebuild the index",
             )
         manifest[key] = str(where)
+    graph = read_graph_meta(manifest["graph"])
+    fields = {"graph_token": "token", "n": "n", "m": "m", "directed": "directed", "weighted": "weighted"}
+    differ = [k for k, g in fields.items() if graph.get(g) != manifest[k]]
+    if differ:
+        raise IntegrityError(
+            file, None, f"expected the {', '.join(differ)} of the graph it names; rebuild the index"
+        )
+    manifest.pop("checksum", None)
     return manifest

@@ -37,7 +37,7 @@ from operators.topk.irw import invert_walks, walk_pairs
 from operators.topk.walks import budget_levels, walk_keys
 
 FORMAT = "graphjobs-ppr-index"
-# 2: first_step (version 1 indexes load with the paper's walks); 3: order (perm.npy); 4: checksums
+# 2: first_step; 3: order (perm.npy); 4: checksums (versions 1 to 3 are refused: rebuild them)
 VERSION = 4
 HIGH_SHARE = 0.001  # |H| <= 0.1% of n
 # order="auto": degree order from this many vertices on, where one query's 16-byte vertex records (64 MB)

@@ -1,14 +1,14 @@
 """Saving and loading kPAR indexes: a directory of .npy arrays and meta.json, with or beside its graph.
 
 meta.json records the SHA-256 of every array file and its own checksum (over its other fields), so a
-load finds a flipped byte or an edited parameter instead of answering from them; the arrays' shapes and
-cheap value ranges (offsets that start at 0 and never decrease, counts that are not negative, vertex
-ids below n) are checked too, for indexes saved before checksums and loads that skip them.
+load finds a flipped byte or an edited parameter instead of answering from them; indexes saved before
+checksums (format versions 1 to 3) are refused with what to do (rebuild). The arrays' shapes and cheap
+value ranges (offsets that start at 0 and never decrease, counts that are not negative, vertex ids below
+n) are checked too, for loads that skip the checksums.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -19,14 +19,14 @@ import graphs
 from graphs import CSRGraph, GraphFormatError, reorder
 from graphs._device import to_device, to_host
 from graphs.errors import IntegrityError, OptionError
-from graphs.store import file_sha256, write_directory
+from graphs.store import file_sha256, meta_checksum, read_json, write_directory
 from operators._checks import check_graph
 
 GRAPH_DIR = "graph"
 PERM = "perm"  # perm.npy: vertex i of the index's graph is vertex perm[i] of the graph it was built from
 LENGTH_N = ("beta", "omega", "ret", "omega_i", "h_index")
 LISTS = {"ip1": ("starts",), "ip2": ("freqs",), "hptr": ("h_end", "h_freq")}  # indptr -> its lists
-CHECKSUMS = 4  # the first version whose meta.json holds checksums
+CHECKSUMS = 4  # the first version whose meta.json holds checksums: older indexes are refused (rebuild)
 REBUILD = "rebuild the index (graphjobs index, or build_ppr_index(...).save)"
 
 
@@ -78,7 +78,7 @@ def save_index(index, path, *, overwrite: bool, graph) -> None:
             info=index.info,
             checksums={f"{name}.npy": file_sha256(tmp / f"{name}.npy") for name in names},
         )
-        meta["checksum"] = _meta_checksum(meta)
+        meta["checksum"] = meta_checksum(meta)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         return [*(f"{name}.npy" for name in names), "meta.json"]
 
@@ -115,8 +115,9 @@ def load_ppr_index(
     FileNotFoundError
         If ``path`` holds no index, or the graph it records is gone.
     ValueError
-        If the index has another format version, was built for a different graph than ``G``, or was
-        saved without its graph and ``G`` is omitted.
+        If the index has another format version (or an older one, 1 to 3, saved before checksums: rebuild
+        it), was built for a different graph than ``G``, or was saved without its graph and ``G`` is
+        omitted.
     IntegrityError
         If a file differs from its checksum, is missing, is not a NumPy array, or holds values an index
         cannot hold (a ``GraphFormatError``, like meta.json that is not JSON).
@@ -165,12 +166,21 @@ def verify_ppr_index(path, *, files: bool = True) -> dict:
     path = Path(path)
     meta_file = path / "meta.json"
     meta = _read_meta(meta_file, f"{path}: no PPR index here (missing meta.json)")
-    if meta.get("format") != FORMAT or meta.get("version") not in range(1, VERSION + 1):
+    found = (
+        (meta.get("format"), meta.get("version")) if isinstance(meta, dict) else (type(meta).__name__, None)
+    )
+    if found[0] != FORMAT or found[1] not in range(1, VERSION + 1):
         raise GraphFormatError(
             meta_file,
             None,
-            f"expected format {FORMAT} version 1 to {VERSION}, "
-            f"found {meta.get('format')} version {meta.get('version')}",
+            f"expected format {FORMAT} version {VERSION}, found {found[0]} version {found[1]}",
+        )
+    if found[1] < CHECKSUMS:
+        raise IntegrityError(
+            meta_file,
+            None,
+            f"expected an index of format version {VERSION}, found version {found[1]}, saved before "
+            f"indexes held checksums (it cannot be verified); {REBUILD}",
         )
     _check_meta(path, meta, files)
     return meta
@@ -194,21 +204,12 @@ def _load_perm(path: Path, n: int, device: str, mmap: bool, verify: bool):
     return to_device(perm, device)
 
 
-def _meta_checksum(meta: dict) -> str:
-    """SHA-256 of meta.json's fields but its own checksum, in a canonical JSON text."""
-    fields = {k: v for k, v in meta.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-
-
 def _check_meta(path: Path, meta: dict, verify: bool) -> None:
-    """meta.json's own checksum, then (``verify``) every array file's; indexes saved before checksums
-    (versions 1 to 3) have none to check."""
-    if meta["version"] < CHECKSUMS:
-        return
+    """meta.json's own checksum, then (``verify``) every array file's."""
     meta_file = path / "meta.json"
     if "checksum" not in meta or not isinstance(meta.get("checksums"), dict):
         raise IntegrityError(meta_file, None, f"expected the index's checksums; they are missing; {REBUILD}")
-    if meta["checksum"] != _meta_checksum(meta):
+    if meta["checksum"] != meta_checksum(meta):
         raise IntegrityError(
             meta_file,
             None,
@@ -254,10 +255,7 @@ def _in_range(file: Path, a, lo: int, hi: int):
 def _read_meta(file: Path, missing: str) -> dict:
     if not file.is_file():
         raise FileNotFoundError(missing)
-    try:
-        return json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise GraphFormatError(file, exc.lineno, f"expected JSON metadata: {exc.msg}") from exc
+    return read_json(file)
 
 
 def _check_lengths(path: Path, arrays: dict, n: int) -> None:

@@ -96,3 +96,36 @@ def test_a_truncated_array_or_broken_metadata_names_the_file(tmp_path):
         graphs.IntegrityError, match=r"p/meta\.json, line 2: expected JSON metadata: Expecting value"
     ):
         graphs.load_partitioned(tmp_path / "p")
+
+
+@pytest.mark.parametrize("edit", [("directed", False), ("token", "0" * 32), ("n", 257)])
+def test_an_edited_metadata_field_is_a_checksum_mismatch_naming_meta_json(tmp_path, edit):
+    """meta.json holds its own checksum: an edited field is refused, never loaded as a different graph."""
+    g = graphs.rmat(8, seed=4, device="cpu")
+    g.save(tmp_path / "g")
+    meta_file = tmp_path / "g" / "meta.json"
+    clean = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({**clean, edit[0]: edit[1]}))
+    with pytest.raises(graphs.IntegrityError, match=r"meta\.json: checksum mismatch: the graph's metadata"):
+        graphs.load(tmp_path / "g")
+    meta = {k: v for k, v in clean.items() if k != "checksum"}  # saved before meta.json held its checksum
+    meta_file.write_text(json.dumps(meta))
+    assert graphs.load(tmp_path / "g").token == g.token
+    del meta["checksums"]
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(graphs.IntegrityError, match=r"meta\.json: expected the graph's checksums"):
+        graphs.load(tmp_path / "g")
+
+
+@pytest.mark.parametrize("name", ["indptr", "indices"])
+def test_arrays_no_graph_has_name_their_file_when_checksums_were_skipped(tmp_path, name):
+    """A worker's load (verify=False) of arrays damaged into no CSR graph: an IntegrityError naming the
+    file (its checksum, checked then), not a ValueError of the constructor."""
+    g = graphs.rmat(8, seed=4, device="cpu")
+    g.save(tmp_path / "g")
+    f = tmp_path / "g" / f"{name}.npy"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(graphs.IntegrityError, match=rf"{name}\.npy: checksum mismatch"):
+        graphs.load(tmp_path / "g", verify=False)

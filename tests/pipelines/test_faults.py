@@ -240,3 +240,59 @@ def test_a_task_still_running_after_an_interrupt_renames_nothing_into_place(tmp_
     assert jobs._run(types.SimpleNamespace(result=None), None, False) == "summary"
     _output.write_atomic(part, lambda tmp: Path(tmp).write_text("rows"))  # a new run writes again
     assert part.read_text() == "rows"
+
+
+# a few trials of every kind ``benchmarks.fault_sweep`` tries (the whole sweep takes minutes)
+SWEEP = {
+    ("graph (graphs.save)", "meta.json", "edit-directed-flipped"),
+    ("graph (graphs.save)", "meta.json", "edit-token-changed"),
+    ("graph (graphs.save)", "indices.npy", "flip-middle"),
+    ("workdir graph (ppr)", "meta.json", "edit-token-changed"),
+    ("workdir graph (ppr)", "indptr.npy", "flip-header"),
+    ("ppr-index (query)", "ppr-index.json", "edit-n+1"),
+    ("ppr-index (query)", "meta.json", "edit-alpha->0.5"),
+    ("ppr-index (query)", "meta.json", "edit-version->3"),
+    ("ppr-index (query)", "ip1.npy", "flip-middle"),
+    ("ppr-index (query)", "starts.npy", "flip-end"),
+    ("ppr-index (query)", "ids.npy", "flip-middle"),  # of the graph the manifest names
+    ("ppr-index (query)", "meta.json", "edit-directed-flipped"),  # the graph's (an index's has none)
+    ("ppr output", "part-00000.parquet", "flip-middle"),
+    ("ppr output", "part-00000.json", "edit-summary-edited"),
+    ("ppr output", "_manifest.json", "flip-middle"),
+}
+
+
+def test_a_reduced_corruption_sweep_finds_no_crash_and_no_silent_wrong_answer(tmp_path):
+    """Flipped bytes and edited values in saved graphs, the workdir's cached graph, an index folder and a
+    batch job's output: each is a one-line error naming a file, a recompute with a warning, or the same
+    answer; never a traceback or a different answer."""
+    from benchmarks import fault_sweep
+
+    args = fault_sweep.parser().parse_args(["--only", *sorted({kind for kind, _, _ in SWEEP})])
+    select = lambda kind, rel, name: (kind, rel.name, name) in SWEEP  # noqa: E731
+    rows = fault_sweep.sweep(args, runner=fault_sweep.run_inprocess, select=select, root=tmp_path)
+    assert sorted((r["kind"], Path(r["file"]).name, r["corruption"]) for r in rows) == sorted(SWEEP)
+    bad = [r for r in rows if r["outcome"] not in ("error", "correct", "recomputed")]
+    assert not bad, bad
+    assert {r["outcome"] for r in rows} >= {"error", "recomputed"}
+
+
+def test_an_edited_chunk_record_is_computed_again_not_trusted(tmp_path, sync, capsys):
+    """A chunk's record holds its own checksum: an edited summary (its query count) is not resumed from."""
+    import pipelines
+
+    out = tmp_path / "out"
+    job = lambda: pipelines.ppr_job(  # noqa: E731
+        "rmat:9", pipelines.RandomSources(20), topk=5, chunk=10, out=out, workdir=tmp_path / "wd"
+    )
+    clean = pipelines.run(job(), progress=False)
+    record = out / "_chunks" / "part-00001.json"
+    data = json.loads(record.read_text())
+    assert data["summary"]["queries"] == 10
+    data["summary"]["queries"] = 1
+    record.write_text(json.dumps(data))
+    capsys.readouterr()
+    summary = pipelines.run(job(), progress=False)
+    assert f"({record}: checksum mismatch)" in capsys.readouterr().err
+    assert summary.queries == clean.queries == 20 and summary.resumed_parts == 1
+    assert pipelines.run(job(), progress=False).resumed_parts == 2

@@ -202,3 +202,38 @@ def test_a_folder_of_parquet_files_is_one_graph_read_batch_by_batch(tmp_path, sy
     pq.write_table(pa.table({"src": src[:10], "dst": dst[:10]}), folder / "part-2.parquet")
     job = pipelines.pagerank_job(folder, out=out, tol=1e-10, workdir=tmp_path / "wd", overwrite=True)
     assert pipelines.run(job, progress=False).m < src.size  # not the cached graph of the old files
+
+
+def test_a_damaged_ingested_graph_is_built_again_with_a_warning_not_reused(tmp_path, capsys):
+    """A re-run finds the earlier run's graph only when every file matches its checksum (meta.json its
+    own): a flipped byte or an edited field is reported and the graph built again, identical."""
+    import json
+
+    g = graphs.rmat(9, seed=4, device="cpu")
+    files = _split(g, tmp_path, 2)
+    opts = {"src_col": "src", "dst_col": "dst"}
+    files = [f for f in files if f.suffix == ".parquet"]
+
+    def ingest():
+        with dask.config.set(scheduler="sync"):
+            return run(partition_files(files, 2, tmp_path / "pg", n=g.n, read_options=opts, workdir=tmp_path),
+                       progress=False)  # fmt: skip
+
+    assert "cached" not in ingest()
+    clean = {p: p.read_bytes() for p in (tmp_path / "pg").rglob("*.npy")}
+    assert ingest()["cached"] and capsys.readouterr().err == ""
+    part = tmp_path / "pg" / "part-1" / "indices.npy"
+    data = bytearray(part.read_bytes())
+    data[-3] ^= 0xFF
+    part.write_bytes(bytes(data))
+    assert "cached" not in ingest()
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"graphjobs: warning: {part}: checksum mismatch: the file changed or is damaged; building it again"
+    ]
+    assert {p: p.read_bytes() for p in (tmp_path / "pg").rglob("*.npy")} == clean
+    meta_file = tmp_path / "pg" / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({**meta, "n": g.n + 1}))
+    assert "cached" not in ingest()
+    assert "meta.json: checksum mismatch: the graph's metadata was edited" in capsys.readouterr().err
+    assert graphs.load_partitioned(tmp_path / "pg").n == g.n

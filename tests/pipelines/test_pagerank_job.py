@@ -43,6 +43,24 @@ def test_job_values_keys_and_labels(tmp_path, sync):
     assert summary["n"] == 4 and summary["top"][0][0] == max(got, key=got.get)
 
 
+def test_a_damaged_earlier_result_is_written_again_with_a_warning(tmp_path, sync, capsys):
+    """An output whose footer still names this job but whose values changed is not kept as the result."""
+    out = tmp_path / "pr.parquet"
+    job = lambda: pipelines.pagerank_job("rmat:scale=9,seed=2", out=out, workdir=tmp_path / "wd")  # noqa: E731
+    pipelines.run(job(), progress=False)
+    clean = out.read_bytes()
+    data = bytearray(clean)
+    data[len(data) // 2] ^= 0xFF  # in the values: the footer (the job's token) is intact
+    out.write_bytes(bytes(data))
+    capsys.readouterr()
+    again = pipelines.run(job(), progress=False)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"graphjobs: warning: {out}: the earlier result") and line.endswith(
+        "writing it again"
+    )
+    assert again["cached"] == {"pagerank": True, "output": False} and out.read_bytes() == clean
+
+
 def test_rerun_skips_finished_stages_and_parameters_change_tokens(tmp_path, sync, monkeypatch):
     kw = dict(out=tmp_path / "pr.parquet", workdir=tmp_path / "wd")
     first = pipelines.run(pipelines.pagerank_job("rmat:scale=9,seed=2", **kw), progress=False)

@@ -283,6 +283,36 @@ def test_a_copied_index_folder_answers_from_its_own_files(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize("edit", [("n", 513), ("directed", False), ("graph_token", "0" * 32)])
+def test_an_edited_index_manifest_is_refused_naming_it(tmp_path, sync, edit):
+    """ppr-index.json holds its own checksum; one written before it had none is checked against the
+    graph it names: never a query on a wrong vertex count or graph."""
+    import json
+
+    from graphs import IntegrityError
+    from pipelines.ppr_index import read_manifest
+
+    idx = tmp_path / "idx"
+    pipelines.run(pipelines.index_job("rmat:scale=9,seed=3", out=idx), progress=False)
+    file = idx / "ppr-index.json"
+    clean = json.loads(file.read_text())
+    assert read_manifest(idx)["n"] == 512
+    file.write_text(json.dumps({**clean, edit[0]: edit[1]}))
+    with pytest.raises(IntegrityError, match=r"ppr-index\.json: checksum mismatch: the manifest was edited"):
+        pipelines.topk_ppr_job(sources=[1], index=idx, out=tmp_path / "q")
+    old = {k: v for k, v in clean.items() if k != "checksum"}  # written before manifests had checksums
+    file.write_text(json.dumps(old))
+    assert read_manifest(idx)["n"] == 512
+    file.write_text(json.dumps({**old, edit[0]: edit[1]}))
+    with pytest.raises(
+        IntegrityError, match=rf"ppr-index\.json: expected the {edit[0]} of the graph it names"
+    ):
+        read_manifest(idx)
+    file.write_text("{" + json.dumps(clean)[:-9])
+    with pytest.raises(IntegrityError, match=r"ppr-index\.json, line 1: expected the index's JSON manifest"):
+        read_manifest(idx)
+
+
 def test_a_damaged_cached_index_is_built_again_with_a_warning(tmp_path, sync, capsys):
     from tests.conftest import dataset_path
 

@@ -364,21 +364,24 @@ def test_every_flipped_byte_or_edited_parameter_of_an_index_is_refused(tmp_path,
     np.testing.assert_array_equal(back.vertices, expected.vertices)
 
 
-def test_values_an_index_cannot_hold_are_refused_without_checksums(tmp_path, grqc_index):
-    """A version 3 index (saved before checksums) is still checked for what its arrays must hold."""
+def test_values_an_index_cannot_hold_are_refused_when_their_checksums_agree(tmp_path, grqc_index):
+    """Arrays a writer's bug damaged (their checksums recorded after the damage) are still checked for
+    what an index must hold."""
     import json
 
+    from graphs.store import file_sha256, meta_checksum
+
     g, clean = grqc_index
-    folder = tmp_path / "v3"
+    folder = tmp_path / "signed"
     shutil.copytree(clean, folder)
-    meta = json.loads((folder / "meta.json").read_text())
-    meta["version"] = 3
-    del meta["checksum"], meta["checksums"]
-    (folder / "meta.json").write_text(json.dumps(meta))
-    np.testing.assert_array_equal(
-        topk_ppr(load_ppr_index(folder), g.ids[:2], k=5).vertices,
-        topk_ppr(load_ppr_index(clean), g.ids[:2], k=5).vertices,
-    )
+    meta_file = folder / "meta.json"
+
+    def sign(file):
+        meta = json.loads(meta_file.read_text())
+        meta["checksums"][file.name] = file_sha256(file)
+        meta["checksum"] = meta_checksum(meta)
+        meta_file.write_text(json.dumps(meta))
+
     for name, damage, message in (
         ("starts", lambda a: a.__setitem__(7, g.n + 5), rf"expected values in \[0, {g.n}\)"),
         ("h_index", lambda a: a.__setitem__(0, 99), r"expected values in \[-1, \d+\)"),
@@ -392,9 +395,15 @@ def test_values_an_index_cannot_hold_are_refused_without_checksums(tmp_path, grq
         good = a.copy()
         damage(a)
         np.save(file, a)
+        sign(file)
         with pytest.raises(IntegrityError, match=rf"{name}\.npy: {message}"):
             load_ppr_index(folder)
         np.save(file, good)
+        sign(file)
+    np.testing.assert_array_equal(
+        topk_ppr(load_ppr_index(folder), g.ids[:2], k=5).vertices,
+        topk_ppr(load_ppr_index(clean), g.ids[:2], k=5).vertices,
+    )
 
 
 def test_given_pagerank_orders_the_same_index_and_is_checked():
@@ -471,26 +480,30 @@ def test_first_step_walks_give_lower_error_than_the_papers():
     assert err[False] < 0.01 and err[True] < 0.9 * err[False]
 
 
-def test_an_index_of_format_version_1_loads_with_the_papers_walks(tmp_path, rmat13):
+def test_an_index_of_format_version_1_to_3_is_refused_with_what_to_do(tmp_path, rmat13):
+    """Indexes saved before checksums cannot be verified: refused naming their meta.json (rebuild)."""
     import json
 
-    plain = build_ppr_index(rmat13, seed=2, first_step=False, order=None)  # version 1: the graph's numbering
-    plain.save(tmp_path / "v1")
-    meta_file = tmp_path / "v1" / "meta.json"
+    plain = build_ppr_index(rmat13, seed=2, first_step=False, order=None)
+    plain.save(tmp_path / "old")
+    meta_file = tmp_path / "old" / "meta.json"
     meta = json.loads(meta_file.read_text())
-    assert meta["source_token"] is None and not (tmp_path / "v1" / "perm.npy").exists()
-    del meta["first_step"], meta["source_token"]
-    meta["version"] = 1
-    meta_file.write_text(json.dumps(meta))
-    back = load_ppr_index(tmp_path / "v1", rmat13)
-    assert not back.params.first_step and back.params == plain.params
-    np.testing.assert_array_equal(topk_ppr(back, [1, 2], k=20).ppr, topk_ppr(plain, [1, 2], k=20).ppr)
+    del meta["first_step"], meta["source_token"], meta["checksum"], meta["checksums"]
+    for version in (1, 3):
+        meta["version"] = version
+        meta_file.write_text(json.dumps(meta))
+        with pytest.raises(
+            IntegrityError,
+            match=rf"meta\.json: expected an index of format version 4, found version {version}, "
+            r"saved before indexes held checksums .*; rebuild the index",
+        ):
+            load_ppr_index(tmp_path / "old", rmat13)
     meta["version"] = 5
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(
-        ValueError, match=r"expected format graphjobs-ppr-index version 1 to 4, found .* version 5"
+        ValueError, match=r"expected format graphjobs-ppr-index version 4, found .* version 5"
     ):
-        load_ppr_index(tmp_path / "v1", rmat13)
+        load_ppr_index(tmp_path / "old", rmat13)
 
 
 def test_a_killed_save_leaves_no_partial_folder_after_the_next_one(tmp_path, grqc_index):
