@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import os
 from pathlib import Path
 
@@ -67,3 +68,14 @@ def by_label(g: graphs.CSRGraph, values) -> dict:
 
 def as_vector(g: graphs.CSRGraph, mapping: dict) -> np.ndarray:
     return np.array([mapping[k] for k in g.ids.tolist()], dtype=np.float64)
+
+
+class TextStream(io.StringIO):
+    """A text stream that says whether it is a terminal (progress lines draw differently there)."""
+
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +10,7 @@ import graphs
 import operators
 import pipelines
 from pipelines import _state
-from tests.conftest import as_vector, dataset_path
+from tests.conftest import TextStream, as_vector, dataset_path
 
 
 def ranks_by_label(path):
@@ -243,15 +241,6 @@ def test_progress_by_stage_on_the_local_scheduler(tmp_path, sync, capsys):
     assert all(done == total for done, total in (c.split("/") for c in counts.values()))
 
 
-class _Stream(io.StringIO):
-    def __init__(self, tty: bool):
-        super().__init__()
-        self.tty = tty
-
-    def isatty(self) -> bool:
-        return self.tty
-
-
 @pytest.mark.parametrize("tty", [True, False])
 def test_progress_redraws_on_a_terminal_and_writes_few_lines_to_a_log(monkeypatch, tty):
     """A terminal gets one line redrawn in place; a log file gets a whole line every LOG_INTERVAL
@@ -260,7 +249,7 @@ def test_progress_redraws_on_a_terminal_and_writes_few_lines_to_a_log(monkeypatc
 
     clock = iter(range(0, 10_000))  # one second a draw
     monkeypatch.setattr(_progress.time, "perf_counter", lambda: float(next(clock)))
-    stream = _Stream(tty)
+    stream = TextStream(tty)
     line = _progress._Line(stream)
     for i in range(1, 26):
         line.draw({"ppr": i}, {"ppr": 25}, final=i == 25)

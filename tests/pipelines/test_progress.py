@@ -3,7 +3,6 @@ stage line of Dask's local scheduler, the compilation announced once, nothing wh
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -13,15 +12,7 @@ import pytest
 import pipelines
 from pipelines import _progress
 from pipelines.cli import main
-
-
-class _Stream(io.StringIO):
-    def __init__(self, tty: bool):
-        super().__init__()
-        self.tty = tty
-
-    def isatty(self) -> bool:
-        return self.tty
+from tests.conftest import TextStream
 
 
 @pytest.fixture
@@ -96,7 +87,7 @@ def test_nothing_is_shown_without_progress_and_operators_get_none(tmp_path, caps
 
 def test_a_terminal_line_is_redrawn_within_its_width_dropping_finished_stages_first(monkeypatch):
     monkeypatch.setattr(_progress.shutil, "get_terminal_size", lambda: os.terminal_size((60, 20)))
-    stream = _Stream(tty=True)
+    stream = TextStream(tty=True)
     line = _progress._Line(stream, interval=0.0)
     done, total = {"graphjobs-load": 1, "graphjobs-sources": 1}, {"graphjobs-load": 1, "graphjobs-sources": 1}
     total.update({"ppr": 4, "graphjobs-ppr-summary": 1})
