@@ -126,6 +126,11 @@ def _run_options(p) -> None:
         "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to compute locally"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress also where standard error is not a terminal (a log: a line every 10 s)",
+    )
     p.add_argument("--json", action="store_true", help="print the job's summary as JSON (no progress bar)")
     _tls_options(p)
 

@@ -70,7 +70,8 @@ def _execute(job, args):
 
     if args.connect_timeout is not None and not args.scheduler:
         raise OptionError("--connect-timeout applies only with --scheduler")
-    progress = not (args.quiet or args.json)
+    # progress on a terminal, or in a log when asked (--progress); never with --quiet or --json
+    progress = not (args.quiet or args.json) and (args.progress or sys.stderr.isatty())
     if args.scheduler or args.cluster:
         opts = {"timeout": args.connect_timeout} if args.scheduler else {"device": args.device}
         security = tls(args.tls_ca_file, args.tls_cert, args.tls_key)

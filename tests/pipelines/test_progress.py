@@ -108,3 +108,11 @@ def test_cli_json_and_quiet_write_no_progress(tmp_path, capsys, every_line):
     assert main([*base, "--quiet", "--out", str(tmp_path / "b"), "--workdir", str(tmp_path / "wd")]) == 0
     err = capsys.readouterr().err
     assert "sources " not in err and "graphjobs-load" not in err
+
+
+def test_the_cli_shows_progress_on_a_terminal_and_in_a_log_only_when_asked(tmp_path, capsys, every_line):
+    base = ["ppr", "rmat:scale=9,seed=4", "--random", "24", "-k", "5", "--device", "cpu"]
+    assert main([*base, "--out", str(tmp_path / "a"), "--workdir", str(tmp_path / "wd")]) == 0
+    assert "graphjobs-load" not in capsys.readouterr().err  # standard error is not a terminal here
+    assert main([*base, "--progress", "--out", str(tmp_path / "b"), "--workdir", str(tmp_path / "wd")]) == 0
+    assert "graphjobs-load 1/1" in capsys.readouterr().err
