@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
+from graphs.errors import IntegrityError
 from graphs.store import file_sha256, meta_checksum, owner_tag, read_json, remove_stale
 
 MANIFEST = "_manifest.json"
@@ -160,7 +161,13 @@ def check_reusable(out, job: str, token: str, overwrite: bool) -> None:
     manifest = out / MANIFEST
     theirs = None
     if manifest.is_file():
-        theirs = read_json(manifest, "the job's manifest (--overwrite replaces the folder)").get("token")
+        fields = read_json(manifest, "the job's manifest (--overwrite replaces the folder)")
+        if "checksum" in fields and meta_checksum(fields) != fields["checksum"]:  # none before checksums
+            raise IntegrityError(
+                manifest, None, "expected the job's manifest as written, but its checksum differs "
+                "(damaged or edited): --overwrite replaces the folder"
+            )  # fmt: skip
+        theirs = fields.get("token")
     else:
         tokens = {read_json(p, "a chunk's record").get("job_token") for p in (out / CHUNKS).glob("*.json")}
         theirs = next(iter(tokens - {token}), token) if tokens else None
@@ -255,7 +262,7 @@ def finish(out, job: str, token: str, parts: list[str], summary: dict) -> None:
         if f.name not in keep:
             f.unlink(missing_ok=True)
             _record(f).unlink(missing_ok=True)
-    text = json.dumps(
-        {"job": job, "token": token, "parts": sorted(keep), "summary": summary}, default=_plain, indent=1
-    )
+    fields = json.loads(json.dumps({"job": job, "token": token, "parts": sorted(keep), "summary": summary},
+                                   default=_plain))  # fmt: skip
+    text = json.dumps({**fields, "checksum": meta_checksum(fields)}, indent=1)
     write_atomic(out / MANIFEST, lambda tmp: Path(tmp).write_text(text))

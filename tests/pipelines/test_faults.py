@@ -105,6 +105,41 @@ def test_a_batch_job_replaces_another_jobs_folder_only_with_overwrite(tmp_path, 
     assert pd.read_parquet(out).groupby("source").size().max() == 7
 
 
+def test_an_edited_manifest_is_refused_as_damaged_not_read_as_another_job(tmp_path, capsys):
+    """The manifest has a checksum of its own fields: an edited token is a damaged manifest, said as such
+    (naming it), not "another job's results"; --overwrite replaces the folder. A manifest written before
+    checksums (no field) is still read."""
+    out = tmp_path / "out"
+    base = [
+        "ppr",
+        "rmat:8",
+        "--random",
+        "20",
+        "-k",
+        "5",
+        "--out",
+        str(out),
+        "--quiet",
+        "--workdir",
+        str(tmp_path),
+    ]
+    assert main(base) == 0
+    manifest = out / "_manifest.json"
+    fields = json.loads(manifest.read_text())
+    token = fields["token"]
+    manifest.write_text(json.dumps({**fields, "token": token[:-1] + ("0" if token[-1] != "0" else "1")}))
+    assert main(base) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and f"{manifest}: expected the job's manifest as written" in err[0]
+        and "--overwrite" in err[0]
+    )
+    assert main([*base, "--overwrite"]) == 0 and json.loads(manifest.read_text())["token"] == token
+    manifest.write_text(json.dumps({k: v for k, v in fields.items() if k != "checksum"}))  # an older manifest
+    assert main(base) == 0 and "checksum" in json.loads(manifest.read_text())
+
+
 def test_sigterm_is_handled_as_ctrl_c_exit_143_and_nothing_left_behind(tmp_path):
     args = ["pagerank", "rmat:19", "--out", tmp_path / "pr.parquet", "--workdir", tmp_path / "wd", "--quiet"]
     job = cli(*args, cwd=tmp_path)
