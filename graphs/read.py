@@ -132,7 +132,7 @@ def read_edgelist(
     return g.to(device)
 
 
-READ_BYTES_PER_EDGE = 64  # at most the host peak of reading an edge (143-213 measured on SNAP .gz files)
+READ_BYTES_PER_EDGE = 64  # a lower bound of the host peak of reading an edge (RESULTS.md: measured)
 
 
 def check_read_memory(path: str, comment: str | None, directed: bool = True) -> None:

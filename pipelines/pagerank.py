@@ -14,6 +14,7 @@ import operators
 from cluster.worker import worker_device
 from graphs._device import free_memory, to_host
 from graphs.errors import OptionError
+from graphs.stream import PARQUET_SUFFIXES
 from operators.errors import InsufficientMemoryError
 from operators.options import PageRankOptions
 from operators.pagerank.parts import pagerank_bytes
@@ -94,7 +95,7 @@ def pagerank_job(
     parquet_folder = (
         files is not None
         and not isinstance(source, list | tuple)
-        and all(f.endswith((".parquet", ".pq")) for f in files)
+        and all(f.lower().endswith(PARQUET_SUFFIXES) for f in files)
     )
     if files is not None and not (parquet_folder and partitions == "auto"):  # else read streamed
         from .pagerank_dataset import dataset_job

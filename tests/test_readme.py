@@ -27,7 +27,7 @@ FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 SHELLS = ("bash", "sh")
 MARKER = re.compile(r"^<!-- (not run|file): (.+?) -->$")
 DATASET = re.compile(r"[\w.-]+\.txt\.gz")
-# One page's blocks together: all pages ran in 90 s on a 2-core machine, the slowest in 18 s (50 s busy).
+# One page's blocks together, with room for a loaded CI machine
 PAGE_TIMEOUT = 300
 
 
