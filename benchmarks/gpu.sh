@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs, in one call (see ../shared/gpu/README.md):
 #   bash benchmarks/gpu.sh [stash] [cugraph] [rapids] [tests] [gputest FILES] [democheck] [copyrate]
-#                          [basebench] [bench] [-- args for benchmarks.run]
+#                          [memory] [basebench] [bench] [-- args for benchmarks.run]
+# memory: each job's device memory estimate beside its measured peak (benchmarks/memory.py), at the R-MAT
+#   scales $MEMORY_SCALES (default 20,22), for the jobs $MEMORY_JOBS (default all).
 # copyrate: the GPU's device-to-device copy rate, measured here (bytes read + written per second).
 # basebench: benchmarks.run with the same args on an earlier tree unpacked in ./.base (git-ignored;
 #   BASE_COMMIT names it in the results:
@@ -101,6 +103,8 @@ stop.record(); stop.synchronize(); s = cp.cuda.get_elapsed_time(start, stop) / 1
 print(f'device-to-device copy: {2 * 20 * a.nbytes / s / 1e12:.2f} TB/s (bytes read + written)')" 2>&1 | tee "$OUT/copyrate.log" ;;
     basebench) (cd .base && GRAPHJOBS_COMMIT=${BASE_COMMIT:-base} PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.run --device gpu --out "$OUT/bench-base.jsonl" "$@") \
         2>&1 | tee "$OUT/bench-base.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    memory) python3 -m benchmarks.memory --out "$OUT/memory.jsonl" --scales "${MEMORY_SCALES:-20,22}" \
+        ${MEMORY_JOBS:+--jobs "$MEMORY_JOBS"} 2>&1 | tee "$OUT/memory.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     bench) python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     *) echo "unknown step $w"; exit 2 ;;
   esac

@@ -1,0 +1,149 @@
+"""Device memory of each job on the GPU: the job's own estimate (its summary's ``memory``) beside the
+peak it allocated, measured.
+
+Each (graph, job) runs in a fresh process (``--child``), so that nothing one job left in CuPy's pool
+or in the process's caches counts for the next. The peak is the most bytes CuPy's default pool had
+handed out at once (every device allocation of graphjobs goes through CuPy's allocator, wrapped here),
+from before the job read its graph until it returned; ``pool_bytes`` is what the pool held from the
+device at the end (the peak plus what the pool's rounding and fragmentation cost).
+
+    python -m benchmarks.memory --out memory.jsonl --scales 20,22
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchmarks.common import commit, device_name
+
+JOBS = ("pagerank", "index", "topk-ppr", "ppr", "influence", "simrank")
+
+
+def job_args(job: str, scale: int, folder: str, device: str = "gpu") -> list[str]:
+    """The command line of ``job`` on R-MAT ``scale``; the index the top-k job queries is built first
+    (by the parent, in its own process) in ``folder/index``."""
+    spec, n = f"rmat:{scale}", 2**scale
+    common = ["--device", device, "--json"]
+    work = ["--workdir", f"{folder}/wd"]
+    out = f"{folder}/{job}.out"
+    return {
+        "pagerank": ["pagerank", spec, "--out", out, *work],
+        "index": ["index", spec, "--out", f"{folder}/index"],
+        "topk-ppr": ["topk-ppr", "--index", f"{folder}/index", "--random", str(min(2000, n)), "-k", "100", "--out", out],
+        "ppr": ["ppr", spec, "--random", "64", "-k", "100", "--out", out, *work],
+        "influence": ["influence", spec, "-k", "50", "--out", out, *work],
+        "simrank": ["simrank", spec, "--random", "2", "-k", "10", "--epsilon", "0.01", "--out", out, *work],
+    }[job] + common
+
+
+def child(args: list[str]) -> dict:
+    """Run one job in this process under the peak tracker (a GPU job's): its summary and the peak."""
+    from pipelines.cli import main
+
+    gpu = args[args.index("--device") + 1] == "gpu"
+    if gpu:
+        import cupy as cp
+
+        pool = cp.get_default_memory_pool()
+        peak = [0]
+
+        def malloc(size: int):
+            mem = pool.malloc(size)
+            peak[0] = max(peak[0], pool.used_bytes())
+            return mem
+
+        cp.cuda.set_allocator(malloc)
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = main(args)
+    text = stdout.getvalue()
+    try:
+        summary = json.loads(text)
+    except ValueError:
+        summary = {"stdout": text[-2000:]}
+    got = {"exit": code, "summary": summary}
+    if gpu:
+        cp.cuda.Device().synchronize()
+        got.update(peak_bytes=peak[0], pool_bytes=int(pool.total_bytes()))
+    return got
+
+
+def run_one(args: list[str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.memory", "--child", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"exit": proc.returncode, "error": proc.stderr[-3000:]}
+    return json.loads(lines[-1])
+
+
+def estimate_of(summary: dict) -> dict | None:
+    """The device estimate a job's summary states (``memory``), or None where it states none."""
+    memory = summary.get("memory") if isinstance(summary, dict) else None
+    return memory if isinstance(memory, dict) and memory.get("estimate_bytes") else None
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="memory.jsonl")
+    parser.add_argument("--scales", default="20,22", help="R-MAT scales (edge factor 16)")
+    parser.add_argument("--jobs", default=",".join(JOBS))
+    parser.add_argument("--device", default="gpu", choices=("gpu", "cpu"), help="cpu: estimates only")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+    context = {"device": args.device, "device_name": device_name(args.device), "commit": commit()}
+    jobs = [j for j in args.jobs.split(",") if j]
+    for scale in (int(s) for s in args.scales.split(",")):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as folder:
+            if "topk-ppr" in jobs and "index" not in jobs:
+                run_one(job_args("index", scale, folder, args.device))
+            for job in jobs:
+                got = run_one(job_args(job, scale, folder, args.device))
+                est = estimate_of(got.get("summary", {}))
+                peak = got.get("peak_bytes")
+                record = dict(
+                    context,
+                    time=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    bench="memory",
+                    graph=f"rmat-{scale}",
+                    job=job,
+                    exit=got.get("exit"),
+                    peak_gib=peak / 2**30 if peak is not None else None,
+                    pool_gib=got["pool_bytes"] / 2**30 if "pool_bytes" in got else None,
+                    estimate_gib=est["estimate_bytes"] / 2**30 if est else None,
+                    estimate_over_peak=est["estimate_bytes"] / peak if est and peak else None,
+                    parts=est.get("parts") if est else None,
+                    n=(got.get("summary") or {}).get("n") if isinstance(got.get("summary"), dict) else None,
+                    error=got.get("error"),
+                )
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                print(
+                    f"memory {record['graph']:<8} {job:<10} exit {record['exit']}"
+                    f"  peak {fmt(record['peak_gib'])}"
+                    f"  pool {fmt(record['pool_gib'])}  estimate {fmt(record['estimate_gib'])} GiB",
+                    flush=True,
+                )
+
+
+def fmt(gib: float | None) -> str:
+    return "-" if gib is None else f"{gib:.3f}"
+
+
+if __name__ == "__main__":
+    main()
