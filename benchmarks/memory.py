@@ -30,14 +30,14 @@ JOBS = ("pagerank", "index", "topk-ppr", "ppr", "influence", "simrank")
 def job_args(job: str, scale: int, folder: str, device: str = "gpu") -> list[str]:
     """The command line of ``job`` on R-MAT ``scale``; the index the top-k job queries is built first
     (by the parent, in its own process) in ``folder/index``."""
-    spec, n = f"rmat:{scale}", 2**scale
+    spec, sources = f"rmat:{scale}", str(min(2000, 2**scale))
     common = ["--device", device, "--json"]
     work = ["--workdir", f"{folder}/wd"]
-    out = f"{folder}/{job}.out"
+    out, index = f"{folder}/{job}.out", f"{folder}/index"
     return {
         "pagerank": ["pagerank", spec, "--out", out, *work],
-        "index": ["index", spec, "--out", f"{folder}/index"],
-        "topk-ppr": ["topk-ppr", "--index", f"{folder}/index", "--random", str(min(2000, n)), "-k", "100", "--out", out],
+        "index": ["index", spec, "--out", index],
+        "topk-ppr": ["topk-ppr", "--index", index, "--random", sources, "-k", "100", "--out", out],
         "ppr": ["ppr", spec, "--random", "64", "-k", "100", "--out", out, *work],
         "influence": ["influence", spec, "-k", "50", "--out", out, *work],
         "simrank": ["simrank", spec, "--random", "2", "-k", "10", "--epsilon", "0.01", "--out", out, *work],
