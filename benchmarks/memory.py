@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from pathlib import Path
 
 from benchmarks.common import commit, device_name
 
@@ -53,11 +55,15 @@ def child(args: list[str]) -> dict:
         import cupy as cp
 
         pool = cp.get_default_memory_pool()
-        peak = [0]
+        peak, climb = [0], []
 
         def malloc(size: int):
             mem = pool.malloc(size)
-            peak[0] = max(peak[0], pool.used_bytes())
+            used = pool.used_bytes()
+            if used > peak[0]:
+                peak[0] = used
+                if size >= 1 << 20:
+                    climb.append((used, size, where()))
             return mem
 
         cp.cuda.set_allocator(malloc)
@@ -73,7 +79,20 @@ def child(args: list[str]) -> dict:
     if gpu:
         cp.cuda.Device().synchronize()
         got.update(peak_bytes=peak[0], pool_bytes=int(pool.total_bytes()))
+        got["climb"] = [
+            {"used_mib": u / 2**20, "alloc_mib": a / 2**20, "at": w} for u, a, w in climb if u >= peak[0] / 3
+        ][-12:]
     return got
+
+
+def where() -> str:
+    """The innermost graphjobs frames of the current stack: where an allocation was asked for."""
+    frames = [
+        f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno} {f.name}"
+        for f in traceback.extract_stack()[:-2]
+        if any(f"/{p}/" in f.filename for p in ("graphs", "operators", "pipelines"))
+    ]
+    return " < ".join(reversed(frames[-4:]))
 
 
 def run_one(args: list[str]) -> dict:
@@ -130,6 +149,7 @@ def main(argv=None) -> None:
                     parts=est.get("parts") if est else None,
                     n=(got.get("summary") or {}).get("n") if isinstance(got.get("summary"), dict) else None,
                     error=got.get("error"),
+                    climb=got.get("climb"),
                 )
                 with open(args.out, "a") as f:
                     f.write(json.dumps(record) + "\n")
