@@ -138,7 +138,7 @@ def pagerank(
             dangling=_vector(G.nodes, dangling),
             weighted=None if weight is not None else False,
             dtype=np.float64,  # on the GPU too: float64 values, and NetworkX's stopping rule on their change
-            method="pull",  # float64's method on the GPU (deterministic sums); the CPU's only one
+            method="pull",  # what 'auto' takes in float64 on the GPU, and the CPU's method
         )
     except ConvergenceError:
         raise nx.PowerIterationFailedConvergence(max_iter) from None
