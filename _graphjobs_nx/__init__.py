@@ -31,14 +31,18 @@ _SIMRANK = (
 def get_info() -> dict:
     """The ``networkx.backend_info`` of graphjobs: the functions it implements, their limits and the
     backend's settings (``_graphjobs_nx.config.GraphjobsConfig``)."""
-    from _graphjobs_nx.config import GraphjobsConfig  # NetworkX calls this at the end of its import
+    try:  # NetworkX calls this at the end of its own import
+        from _graphjobs_nx.config import GraphjobsConfig
 
+        config = GraphjobsConfig()
+    except ImportError:  # a NetworkX without configs (before 3.3): the settings unchecked
+        config = {"min_edges": MIN_EDGES, "device": "auto", "gpu_min_edges": GPU_MIN_EDGES}
     return {
         "backend_name": "graphjobs",
         "project": "graphjobs",
         "package": "graphjobs",
         "short_summary": "PageRank and SimRank on graphjobs' CPU (Numba) and GPU (CuPy) operators.",
-        "default_config": GraphjobsConfig(),
+        "default_config": config,
         "functions": {
             "pagerank": {"additional_docs": _PAGERANK},
             "simrank_similarity": {"additional_docs": _SIMRANK},
