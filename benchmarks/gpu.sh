@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs, in one call (see ../shared/gpu/README.md):
 #   bash benchmarks/gpu.sh [stash] [cugraph] [rapids] [tests] [gputest FILES] [democheck] [copyrate]
-#                          [memory] [basebench] [bench] [-- args for benchmarks.run]
+#                          [memory] [basebench] [bench] [nxbench] [-- args for benchmarks.run]
 # memory: each job's device memory estimate beside its measured peak (benchmarks/memory.py), at the R-MAT
 #   scales $MEMORY_SCALES (default 20,22), for the jobs $MEMORY_JOBS (default all).
 # copyrate: the GPU's device-to-device copy rate, measured here (bytes read + written per second).
 # basebench: benchmarks.run with the same args on an earlier tree unpacked in ./.base (git-ignored;
 #   BASE_COMMIT names it in the results:
 #   git archive --prefix=.base/ COMMIT | tar x), so that its figures stand beside bench's in one run.
+# nxbench: nx.pagerank(G, backend="graphjobs") on the CPU and the GPU beside networkx.pagerank and
+#   nx-cugraph (where installed) on a 10.8M-edge R-MAT graph (benchmarks/nx_backend.py).
+# The tree is not installed here: NetworkX finds the graphjobs backend through its entry points, written
+#   into /tmp/site as a .dist-info (benchmarks.nx_backend.register) before any step.
 # democheck: every demo job on all visible GPUs and on one, outputs compared (benchmarks/compare_demo.py).
 # Needs ./.whl (bash ../shared/gpu/fetch-wheels.sh) and, for the SNAP tests, ./.data with the
 # datasets; both git-ignored and named in the device tool's `carry`. Logs and JSON lines go to $OUT.
@@ -74,6 +78,7 @@ rapids() {
 if [ "${what[*]}" = stash ]; then stash; exit 0; fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 GRAPHJOBS_DATASETS=$PWD/.data NUMBA_CACHE_DIR=/tmp/numba-cache
+python3 -c "from benchmarks.nx_backend import register; register('/tmp/site')" || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c "import cupy, numba, numpy, dask, distributed; print('cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__, 'dask', dask.__version__)"
 status=0
@@ -105,6 +110,7 @@ print(f'device-to-device copy: {2 * 20 * a.nbytes / s / 1e12:.2f} TB/s (bytes re
         2>&1 | tee "$OUT/bench-base.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     memory) python3 -m benchmarks.memory --out "$OUT/memory.jsonl" --scales "${MEMORY_SCALES:-20,22}" \
         ${MEMORY_JOBS:+--jobs "$MEMORY_JOBS"} 2>&1 | tee "$OUT/memory.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    nxbench) python3 -m benchmarks.nx_backend --out "$OUT/nx-backend.jsonl" 2>&1 | tee "$OUT/nx-backend.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     bench) python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     *) echo "unknown step $w"; exit 2 ;;
   esac

@@ -9,6 +9,12 @@ would not give NetworkX's answer within NetworkX's tolerance; NetworkX then runs
 ``backend=``). ``should_run`` leaves graphs under ``nx.config.backends.graphjobs.min_edges`` edges
 (50,000) to NetworkX unless ``backend="graphjobs"`` asks for graphjobs.
 
+``nx.config.backends.graphjobs.device`` says where graphjobs computes: 'auto' (the default) on the GPU
+when CuPy sees a CUDA device and the graph has ``gpu_min_edges`` edges (1,000,000) or more, else on the
+CPU; 'gpu' on the GPU or an error naming what is missing; 'cpu' on the CPU. The converted graph's copy
+on the GPU is made on its first GPU call and kept with the converted graph (in NetworkX's cache), so
+later calls on the same graph do not move it again. Results are the same dicts of host floats on both.
+
 Examples
 --------
 >>> import networkx as nx
@@ -28,9 +34,9 @@ from types import SimpleNamespace
 import networkx as nx
 import numpy as np
 
-from _graphjobs_nx import MIN_EDGES
-from graphs import CSRGraph, from_networkx, to_networkx
-from graphs.errors import GraphFormatError, OptionError
+from _graphjobs_nx import GPU_MIN_EDGES, MIN_EDGES
+from graphs import CSRGraph, _device, from_networkx, to_networkx
+from graphs.errors import DeviceError, GraphFormatError, MissingDependencyError, OptionError
 from operators import ConvergenceError, PageRankOptions, SimRankOptions
 from operators import pagerank as _pagerank
 from operators import simrank as _simrank
@@ -41,11 +47,12 @@ SIMRANK_MAX_WALKS = 1e8  # walk pairs one simrank_similarity call may need by th
 
 
 class BackendGraph:
-    """A NetworkX graph as graphjobs holds it: the CSRGraph, the nodes in NetworkX's order and the
-    edge attribute read as weights (None: unweighted)."""
+    """A NetworkX graph as graphjobs holds it: the CSRGraph (on the host), the nodes in NetworkX's
+    order and the edge attribute read as weights (None: unweighted); ``on(device)`` is the CSRGraph
+    on ``device``, its GPU copy made once and kept here."""
 
     __networkx_backend__ = NAME
-    __slots__ = ("csr", "directed", "multigraph", "nodes", "weight")
+    __slots__ = ("_gpu", "csr", "directed", "multigraph", "nodes", "weight")
 
     def __init__(self, csr: CSRGraph, nodes: list, *, directed: bool, multigraph: bool, weight: str | None):
         self.csr = csr
@@ -53,6 +60,16 @@ class BackendGraph:
         self.directed = directed
         self.multigraph = multigraph
         self.weight = weight
+        self._gpu = None
+
+    def on(self, device: str) -> CSRGraph:
+        """The CSRGraph on ``device`` ('cpu' or 'gpu'): the GPU copy is made on the first call and kept
+        with this graph (so are the plans the operators derive from it)."""
+        if device == "cpu":
+            return self.csr
+        if self._gpu is None:
+            self._gpu = self.csr.to("gpu")
+        return self._gpu
 
     def is_directed(self) -> bool:
         return self.directed
@@ -109,9 +126,10 @@ def pagerank(
     p = _vector(G.nodes, personalization)
     if p is not None and p.sum() == 0:
         raise ZeroDivisionError
+    device = compute_device(G)
     try:
         x = _pagerank(
-            G.csr,
+            G.on(device),
             alpha=alpha,
             personalization=p,
             max_iter=max_iter,
@@ -119,10 +137,12 @@ def pagerank(
             nstart=_vector(G.nodes, nstart),
             dangling=_vector(G.nodes, dangling),
             weighted=None if weight is not None else False,
+            dtype=np.float64,  # on the GPU too: float64 values, and NetworkX's stopping rule on their change
+            method="pull",  # what 'auto' takes in float64 on the GPU, and the CPU's method
         )
     except ConvergenceError:
         raise nx.PowerIterationFailedConvergence(max_iter) from None
-    return dict(zip(G.nodes, x.tolist(), strict=True))
+    return dict(zip(G.nodes, _device.to_host(x).tolist(), strict=True))
 
 
 def simrank_similarity(
@@ -140,9 +160,10 @@ def simrank_similarity(
     if target is not None and target not in G.nodes:
         raise nx.NodeNotFound(f"Target node {target} not in G")
     epsilon = _simrank_epsilon(importance_factor, tolerance)
+    csr = G.on(compute_device(G))
 
     def row(u) -> np.ndarray:
-        return _simrank(G.csr, u, c=importance_factor, epsilon=epsilon, samples="bound")
+        return _device.to_host(_simrank(csr, u, c=importance_factor, epsilon=epsilon, samples="bound"))
 
     if source is not None:
         s = row(source)
@@ -150,6 +171,26 @@ def simrank_similarity(
             return float(s[G.nodes.index(target)])
         return dict(zip(G.nodes, s.tolist(), strict=True))
     return {u: dict(zip(G.nodes, row(u).tolist(), strict=True)) for u in G.nodes}
+
+
+def compute_device(G: BackendGraph) -> str:
+    """'cpu' or 'gpu': where ``nx.config.backends.graphjobs.device`` puts a call on ``G``.
+
+    'auto' takes the GPU when ``graphs.gpu_available()`` and ``G`` has ``gpu_min_edges`` edges or more.
+    'gpu' without a usable GPU raises ``MissingDependencyError`` (no CuPy) or ``DeviceError`` (CuPy
+    sees no CUDA device), naming the setting.
+    """
+    config = nx.config.backends[NAME]
+    device = config.get("device", "auto")
+    if device == "cpu":
+        return "cpu"
+    if device == "gpu":
+        try:
+            return _device.resolve_device("gpu")
+        except (MissingDependencyError, DeviceError) as exc:
+            raise type(exc)(f"nx.config.backends.graphjobs.device is 'gpu', but {exc}") from None
+    minimum = config.get("gpu_min_edges", GPU_MIN_EDGES)
+    return "gpu" if G.csr.m >= minimum and _device.gpu_available() else "cpu"
 
 
 def can_run(name: str, args, kwargs):

@@ -17,7 +17,9 @@ import pytest
 nx = pytest.importorskip("networkx")
 
 from graphjobs import nx_backend  # noqa: E402
-from tests.conftest import dataset_path  # noqa: E402
+from graphs import _device  # noqa: E402
+from graphs.errors import DeviceError, MissingDependencyError  # noqa: E402
+from tests.conftest import dataset_path, snap, to_networkx  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -204,6 +206,135 @@ def test_simrank_similarity_leaves_what_its_guarantee_cannot_reach_to_networkx()
         assert nx.simrank_similarity(G, source="Univ") == nx.simrank_similarity(
             G, source="Univ", backend="networkx"
         )
+
+
+def test_config_takes_the_devices_and_edge_counts_only():
+    config = nx.config.backends.graphjobs
+    assert (config.device, config.gpu_min_edges, config.min_edges) == ("auto", 1_000_000, 50_000)
+    for device in ("cpu", "gpu", "auto"):
+        with config(device=device):
+            assert config.device == device
+    assert config.device == "auto"
+    with pytest.raises(ValueError, match=r"graphjobs.device must be one of 'auto', 'cpu', 'gpu', got 'cuda'"):
+        config.device = "cuda"
+    for bad in (-1, 2.5, "many", True):
+        with pytest.raises(ValueError, match=r"graphjobs.gpu_min_edges must be an integer >= 0"):
+            config.gpu_min_edges = bad
+    with pytest.raises(ValueError, match=r"graphjobs.min_edges must be an integer >= 0"):
+        config(min_edges=-5)
+    assert (config.device, config.gpu_min_edges, config.min_edges) == ("auto", 1_000_000, 50_000)
+
+
+def backend_graph(G):
+    return nx_backend.convert_from_nx(G)
+
+
+def test_auto_takes_the_gpu_for_large_graphs_where_there_is_one(monkeypatch):
+    G = backend_graph(nx.gnp_random_graph(100, 0.05, seed=9, directed=True))
+    monkeypatch.setattr(_device, "gpu_available", lambda: False)
+    with nx.config.backends.graphjobs(gpu_min_edges=0):
+        assert nx_backend.compute_device(G) == "cpu"
+    monkeypatch.setattr(_device, "gpu_available", lambda: True)  # decides only: nothing runs on it here
+    assert nx_backend.compute_device(G) == "cpu"  # under gpu_min_edges
+    with nx.config.backends.graphjobs(gpu_min_edges=G.csr.m):
+        assert nx_backend.compute_device(G) == "gpu"
+        with nx.config.backends.graphjobs(device="cpu"):
+            assert nx_backend.compute_device(G) == "cpu"
+
+
+def test_auto_runs_on_the_cpu_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(_device, "gpu_available", lambda: False)
+    devices = record_devices(monkeypatch)
+    G = nx.gnp_random_graph(200, 0.03, seed=10, directed=True)
+    with nx.config.backends.graphjobs(device="auto", gpu_min_edges=0):
+        assert close(nx.pagerank(G, backend="graphjobs"), nx.pagerank(G), 1e-6)
+    assert devices == ["cpu"]
+
+
+def test_gpu_without_a_gpu_is_an_error_naming_what_is_missing(monkeypatch):
+    monkeypatch.setattr(_device, "gpu_available", lambda: False)
+    G = nx.gnp_random_graph(50, 0.1, seed=11, directed=True)
+    with nx.config.backends.graphjobs(device="gpu"):
+        # no CuPy: MissingDependencyError with the install hint; CuPy but no device: DeviceError
+        with pytest.raises(
+            (MissingDependencyError, DeviceError), match=r"graphjobs.device is 'gpu', but"
+        ) as got:
+            nx.pagerank(G, backend="graphjobs")
+        assert "CuPy" in str(got.value)
+        with pytest.raises((MissingDependencyError, DeviceError), match=r"graphjobs.device is 'gpu'"):
+            nx.simrank_similarity(paper_graph(), source="Univ", backend="graphjobs", **SIMRANK)
+
+
+def record_devices(monkeypatch) -> list:
+    """Records the device of the graph each backend PageRank call runs on."""
+    devices = []
+    run = nx_backend._pagerank
+
+    def recorded(G, **kwargs):
+        devices.append(G.device)
+        return run(G, **kwargs)
+
+    monkeypatch.setattr(nx_backend, "_pagerank", recorded)
+    return devices
+
+
+def epinions():
+    return to_networkx(snap("soc-Epinions1"))
+
+
+@pytest.mark.gpu
+def test_pagerank_on_the_gpu_is_networkx_pagerank(monkeypatch):
+    G = epinions()
+    calls, devices = count_conversions(monkeypatch), record_devices(monkeypatch)
+    expected = nx.pagerank(G)
+    with nx.config(cache_converted_graphs=True), nx.config.backends.graphjobs(device="gpu"):
+        x = nx.pagerank(G, backend="graphjobs")
+        assert close(x, expected, 1e-6)
+        assert sum(abs(x[v] - expected[v]) for v in G) < len(G) * 1e-6  # NetworkX's tol: per node
+        assert all(type(r) is float for r in x.values())
+        assert close(nx.pagerank(G, backend="graphjobs"), x, 1e-12)  # the cached graph and its GPU copy
+        assert len(calls) == 1
+    with nx.config.backends.graphjobs(device="auto", gpu_min_edges=0):
+        assert close(nx.pagerank(G, backend="graphjobs"), expected, 1e-6)
+    assert devices == ["gpu"] * 3
+
+
+@pytest.mark.gpu
+def test_pagerank_options_on_the_gpu_are_networkx_options(monkeypatch):
+    G = epinions()
+    devices = record_devices(monkeypatch)
+    nodes = list(G)
+    personalization = {nodes[0]: 2.0, nodes[10]: 1.0, nodes[1000]: 0.5, "not a node": 5.0}
+    dangling = {nodes[1]: 1.0, nodes[-1]: 3.0}
+    for kwargs, tol in (
+        (dict(personalization=personalization), 1e-6),
+        (dict(alpha=0.7, personalization=personalization, dangling=dangling, tol=1e-9), 1e-9),
+        (dict(personalization=personalization, weight=None), 1e-6),
+    ):
+        expected = nx.pagerank(G, **kwargs)
+        with nx.config.backends.graphjobs(device="gpu"):
+            x = nx.pagerank(G, backend="graphjobs", **kwargs)
+        assert close(x, expected, tol)
+        assert sum(abs(x[v] - expected[v]) for v in G) < len(G) * tol
+    weights = weighted(nx.gnp_random_graph(2000, 0.005, seed=12, directed=True))
+    with nx.config.backends.graphjobs(device="gpu"):
+        x = nx.pagerank(weights, backend="graphjobs", personalization={0: 1.0, 5: 3.0})
+        with pytest.raises(nx.PowerIterationFailedConvergence):
+            nx.pagerank(weights, max_iter=1, backend="graphjobs")
+    assert close(x, nx.pagerank(weights, personalization={0: 1.0, 5: 3.0}), 1e-6)
+    assert set(devices) == {"gpu"}
+
+
+@pytest.mark.gpu
+def test_simrank_similarity_on_the_gpu_is_networkx_within_its_tolerance():
+    G = paper_graph()
+    with nx.config.backends.graphjobs(device="gpu"):
+        x = nx.simrank_similarity(G, source="ProfA", backend="graphjobs", **SIMRANK)
+        every = nx.simrank_similarity(G, backend="graphjobs", **SIMRANK)
+    assert close(x, nx.simrank_similarity(G, source="ProfA", **SIMRANK), SIMRANK["tolerance"])
+    assert all(type(s) is float for s in x.values())
+    expected = nx.simrank_similarity(G, **SIMRANK)
+    assert all(close(every[u], expected[u], SIMRANK["tolerance"]) for u in G)
 
 
 NX_TESTS = [
