@@ -12,6 +12,7 @@ import numba as nb
 import numpy as np
 
 from ._device import array_module, import_cupy
+from ._kernel import Kernel, launch_config, sm_count
 
 INT32_LIMIT = 2**31 - 1
 
@@ -19,6 +20,56 @@ INT32_LIMIT = 2**31 - 1
 def index_dtype(n: int) -> np.dtype:
     """int32 column indices while every vertex id fits, int64 beyond."""
     return np.dtype(np.int32) if n <= INT32_LIMIT else np.dtype(np.int64)
+
+
+COUNT_CUDA = r"""
+extern "C" __global__ void gj_count_ids(const ID* x, long long size, unsigned long long* counts) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < size; i += stride)
+        atomicAdd(&counts[x[i]], 1ULL);
+}
+
+extern "C" __global__ void gj_sum_ids(const ID* x, const W* w, long long size, double* sums) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < size; i += stride)
+        atomicAdd(&sums[x[i]], (double)w[i]);
+}
+"""
+
+COUNT = Kernel(
+    COUNT_CUDA,
+    ("gj_count_ids", "gj_sum_ids"),
+    variants=tuple({"ID": i, "W": w} for i in ("int", "long long") for w in ("float", "double")),
+    label="count-ids",
+)
+
+
+def count_ids(x, n: int, weights=None):
+    """How often each id in ``[0, n)`` occurs in ``x`` (int64), or the sum of its ``weights`` (float64):
+    ``numpy.bincount(x, weights, minlength=n)`` for ids known to be in range, on ``x``'s device. On the
+    GPU it takes ``n`` counters and nothing else (atomic adds), where CuPy's bincount may ask for
+    temporary memory far beyond its result."""
+    xp = array_module(x)
+    if xp is np:
+        out = np.bincount(x, weights=weights, minlength=n)
+        return out if weights is not None else out.astype(np.int64)
+    cp = xp
+    ids = x if x.dtype in (np.int32, np.int64) else x.astype(np.int64)
+    ids = cp.ascontiguousarray(ids)
+    variant = {"ID": "int" if ids.dtype == np.int32 else "long long", "W": "float"}
+    grid, block = launch_config(ids.size, 256, max_blocks=sm_count() * 32)
+    if weights is None:
+        out = cp.zeros(n, dtype=np.int64)
+        if ids.size:
+            COUNT.get("gj_count_ids", **variant)(grid, block, (ids, np.int64(ids.size), out))
+        return out
+    w = weights if weights.dtype in (np.float32, np.float64) else weights.astype(np.float64)
+    w = cp.ascontiguousarray(w)
+    variant["W"] = "float" if w.dtype == np.float32 else "double"
+    out = cp.zeros(n, dtype=np.float64)
+    if ids.size:
+        COUNT.get("gj_sum_ids", **variant)(grid, block, (ids, w, np.int64(ids.size), out))
+    return out
 
 
 @nb.njit(cache=True)
@@ -126,7 +177,7 @@ def _build_csr_gpu(src, dst, weights, n, dedupe):
             weights = weights[keep]
     rows = key // n
     indices = (key - rows * n).astype(index_dtype(n))
-    counts = cp.bincount(rows, minlength=n)
+    counts = count_ids(rows, n)
     indptr = cp.zeros(n + 1, dtype=cp.int64)
     cp.cumsum(counts, out=indptr[1:])
     return indptr, indices, weights

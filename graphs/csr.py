@@ -204,15 +204,13 @@ class CSRGraph:
         xp = array_module(self._indptr)
         if weighted and self.weighted:
             rows = _build.expand_rows(self._indptr, self.m)
-            return xp.bincount(rows, weights=self._weights.astype(np.float64), minlength=self.n)
+            return _build.count_ids(rows, self.n, weights=self._weights)
         return xp.diff(self._indptr)
 
     def in_degree(self, *, weighted: bool = False):
         """In-degree of every vertex (int64), or the sum of in-edge weights (float64)."""
-        xp = array_module(self._indptr)
-        w = self._weights.astype(np.float64) if (weighted and self.weighted) else None
-        counts = xp.bincount(self._indices, weights=w, minlength=self.n)
-        return counts if w is not None else counts.astype(np.int64)
+        w = self._weights if (weighted and self.weighted) else None
+        return _build.count_ids(self._indices, self.n, weights=w)
 
     def edges(self):
         """COO arrays ``(src, dst, weights)`` on the graph's device (weights may be None)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphs._build import count_ids
 from graphs._device import import_cupy
 from operators._gpu.device import sm_count
 from operators._gpu.registry import Kernel
@@ -74,7 +75,7 @@ def cover_index(members, offsets, n_elem: int):
     count = offsets.size - 1
     if count >= 2**31:
         raise ValueError(f"{count:,} RR samples on one GPU: the cover index holds sample ids as int32")
-    counts = cp.bincount(members, minlength=n_elem)
+    counts = count_ids(members, n_elem)
     owners = cp.zeros(n_elem + 1, dtype=np.int64)
     cp.cumsum(counts, out=owners[1:])
     sid = cp.empty(members.size, dtype=np.int32)

@@ -23,6 +23,7 @@ import numba as nb
 import numpy as np
 
 from graphs import CSRGraph
+from graphs._build import count_ids
 from graphs._device import array_module, to_host
 from graphs._mix import rand_u64, stream_key
 from graphs.errors import OptionError
@@ -80,7 +81,7 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
     src, dst, w = G.edges()
     # in-edge view: edges ordered by (destination, forward edge id); perm maps its edges to forward ids
     perm = xp.argsort(dst.astype(np.int64) * max(m, 1) + xp.arange(m, dtype=np.int64))
-    in_deg = xp.bincount(dst, minlength=n)
+    in_deg = count_ids(dst, n)
     r_indptr = xp.zeros(n + 1, dtype=np.int64)
     xp.cumsum(in_deg, out=r_indptr[1:])
     r_indices = src[perm].astype(G.indices.dtype)
@@ -104,7 +105,7 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
         p = xp.full(m, spec, dtype=np.float32)
     lo = xp.zeros(m, dtype=np.float32)
     if kind == "LT":
-        sums = xp.bincount(r_dst, weights=p.astype(np.float64), minlength=n)
+        sums = count_ids(r_dst, n, weights=p)
         over = xp.flatnonzero(sums > 1.0 + LT_SLACK)
         if over.size:
             v = int(over[0])

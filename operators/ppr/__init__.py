@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from graphs import CSRGraph
+from graphs._build import count_ids
 from graphs._device import array_module, to_host
 from graphs._mix import stream_key
 from graphs.errors import MemoryLimitError, OptionError
@@ -314,7 +315,7 @@ def _montecarlo(G, ids, alpha, walks, seed):
         key = stream_key(seed, s) if c == 0 else stream_key(stream_key(seed, s), c)
         end, _ = walk_ends(G.indptr, G.indices, omega, key, alpha)
         hit = end[end >= 0]
-        counts += xp.bincount(hit, minlength=G.n)
+        counts += count_ids(hit, G.n)
         stopped += int(hit.size)
     return (counts / max(stopped, 1))[None, :], 1, {}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from graphs._build import count_ids
 from graphs._device import array_module
 from operators._gpu.launch import launch_config
 from operators._gpu.registry import Kernel
@@ -181,7 +182,7 @@ def invert_walks(pairs: list, n: int, high_share: float):
     ids = np.int32 if n < 2**31 else np.int64
     t, v = _split(key, n, ids)
     del key
-    omega_i = xp.bincount(t, weights=freq.astype(np.float64), minlength=n).astype(np.int64)
+    omega_i = count_ids(t, n, weights=freq).astype(np.int64)
     cap = int(high_share * n)
     ranked = xp.sort(omega_i)[::-1]
     if 0 < cap < n:
@@ -224,5 +225,5 @@ def invert_walks(pairs: list, n: int, high_share: float):
 
 def _indptr(xp, rows, n):
     ptr = xp.zeros(n + 1, dtype=np.int64)
-    xp.cumsum(xp.bincount(rows, minlength=n), out=ptr[1:])
+    xp.cumsum(count_ids(rows, n), out=ptr[1:])
     return ptr

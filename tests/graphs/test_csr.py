@@ -213,3 +213,25 @@ def test_device_round_trip_and_gpu_build_equals_cpu_build(device):
     assert moved.device == device and moved.token == cpu.token
     assert cpu.to("cpu") is cpu
     np.testing.assert_array_equal(to_host(moved.to("cpu").indices), cpu.indices)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64, np.uint16])
+@pytest.mark.parametrize("w_dtype", [None, np.float32, np.float64, np.int32])
+def test_count_ids_is_numpys_bincount_on_either_device(device, id_dtype, w_dtype):
+    from graphs._build import count_ids
+    from graphs._device import to_device
+
+    rng = np.random.default_rng(3)
+    n = 1000
+    x = (rng.zipf(1.5, 20_000) % n).astype(id_dtype)  # skewed: many adds to a few counters
+    w = None if w_dtype is None else (rng.uniform(0, 3, x.size) * 4).astype(w_dtype)
+    got = count_ids(to_device(x, device), n + 5, weights=to_device(w, device))
+    want = np.bincount(x, weights=w, minlength=n + 5)
+    assert got.dtype == (np.int64 if w is None else np.float64) and got.shape == (n + 5,)
+    if w is None:
+        np.testing.assert_array_equal(to_host(got), want)
+    else:
+        np.testing.assert_allclose(to_host(got), want, rtol=1e-12)
+    empty = count_ids(to_device(x[:0], device), 4)
+    np.testing.assert_array_equal(to_host(empty), np.zeros(4, dtype=np.int64))
