@@ -160,9 +160,12 @@ def _build_csr_gpu(src, dst, weights, n, dedupe):
     cp = import_cupy()
     if n > 3_000_000_000:
         raise ValueError(f"GPU CSR build supports up to 3e9 vertices (n*n must fit in int64), got {n}")
-    key = src.astype(cp.int64) * n + dst.astype(cp.int64)
+    # in place where CuPy allows: the peak is the key, the sort's temporary and one more key-sized array
+    key = src.astype(cp.int64)
+    key *= n
+    key += dst
     if weights is None:
-        key = cp.sort(key)
+        key.sort()
     else:
         order = cp.argsort(key)
         key = key[order]
@@ -176,8 +179,11 @@ def _build_csr_gpu(src, dst, weights, n, dedupe):
         if weights is not None:
             weights = weights[keep]
     rows = key // n
-    indices = (key - rows * n).astype(index_dtype(n))
     counts = count_ids(rows, n)
+    del rows
+    key %= n
+    indices = key.astype(index_dtype(n))
+    del key
     indptr = cp.zeros(n + 1, dtype=cp.int64)
     cp.cumsum(counts, out=indptr[1:])
     return indptr, indices, weights
