@@ -101,6 +101,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dic
     g = graph.get()
     labels = to_host(g.ids)[ids] if g.ids is not None else np.asarray(ids)
     info: dict = {}
+    memory = _memory(g, opts["options"], len(labels))
     vertices, values = operators.ppr(g, labels, info=info, options=opts["options"], progress=progress)
     counts = np.asarray(info["counts"], dtype=np.int64)
     first = write_ranked(labels, vertices, values, counts, "ppr", path)
@@ -115,6 +116,22 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dic
         l1_bound_max=max((b for b in info["l1_bound"] if b is not None), default=None),
         device=g.device,
         first=first,
+        memory=memory,
+    )
+
+
+def _memory(g, options, count: int) -> dict | None:
+    """The GPU power iteration's device memory estimate for this chunk, checked before it allocates
+    (``InsufficientMemoryError`` naming what would fit); None for the other methods and the CPU."""
+    power = options.method == "power" or (options.method == "auto" and options.r_max is None)
+    if g.device != "gpu" or not power:
+        return None
+    from operators._gpu.memory import ppr_power_estimate
+    from operators.ppr.power_gpu import LANES, block_size
+
+    batch = max(1, min(options.block or block_size(g.n), LANES, count))
+    return ppr_power_estimate(g.n, g.m, batch).check(
+        "a smaller --chunk or block (sources iterated together), or a GPU with more memory"
     )
 
 

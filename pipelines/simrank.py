@@ -88,6 +88,11 @@ def simrank_job(
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids]
+    memory = None
+    if g.device == "gpu":  # checked before the operator allocates
+        from operators._gpu.memory import simrank_estimate
+
+        memory = simrank_estimate(g.n, g.m).check("a GPU with more memory, or --device cpu")
     res = operators.simrank_topk(g, labels, options=opts["options"], progress=progress)
     first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)
     return dict(
@@ -98,6 +103,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dic
         first=first,
         compile_seconds=float(res.compile_seconds),
         short=int((res.counts < res.vertices.shape[1]).sum()),
+        memory=memory,
     )
 
 

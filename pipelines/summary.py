@@ -48,6 +48,14 @@ class Summary:
         raise NotImplementedError
 
 
+def memory_line(memory: dict) -> str:
+    """A job's device memory estimate as a person reads it."""
+    return (
+        f"memory: estimated {memory['estimate_bytes'] / 2**30:.2f} GiB per {memory['device']} worker, "
+        f"{memory['free_bytes'] / 2**30:.2f} GiB free"
+    )
+
+
 @dataclass(kw_only=True)
 class PageRankSummary(Summary):
     """Global PageRank: ``out`` (Parquet file), the ``top`` (vertex, pagerank) pairs, the stage's
@@ -71,12 +79,8 @@ class PageRankSummary(Summary):
             f"{'rank':>4}  {'vertex':>14}  {'pagerank':>12}",
         ]
         text += [f"{i:>4}  {v!s:>14}  {score:>12.6g}" for i, (v, score) in enumerate(self.top, start=1)]
-        mem = self.memory
-        if mem:
-            text.append(
-                f"memory: estimated {mem['estimate_bytes'] / 2**30:.2f} GiB per {mem['device']} worker, "
-                f"{mem['free_bytes'] / 2**30:.2f} GiB free: {mem['partitions']} partition(s)"
-            )
+        if self.memory:
+            text.append(memory_line(self.memory) + f": {self.memory['partitions']} partition(s)")
         text.append(f"written: {self.out}")
         return text
 
@@ -123,8 +127,9 @@ class BatchSummary(Summary):
     ``query_seconds_mean``, the ``device``, the ``first`` source's (source, [(vertex, value), ...]),
     ``resumed_parts`` (parts an earlier run had finished), ``sources_short`` (sources with fewer than k
     rows: only vertices of positive value are listed), ``compile_seconds`` (the workers' one-time
-    compilation, in none of the per-source seconds) and ``duplicate_sources`` (sources listed again,
-    answered once)."""
+    compilation, in none of the per-source seconds), ``duplicate_sources`` (sources listed again,
+    answered once) and ``memory``, the largest device memory estimate of a chunk (GPU jobs whose
+    operator has one: ``operators._gpu.memory``), or None."""
 
     out: str
     queries: int
@@ -136,6 +141,7 @@ class BatchSummary(Summary):
     sources_short: int = 0
     compile_seconds: float = 0.0
     duplicate_sources: int = 0
+    memory: dict | None = None
 
     @classmethod
     def from_parts(cls, graph, parts: list, out: str, device: str, **fields):
@@ -154,6 +160,11 @@ class BatchSummary(Summary):
             compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
             device=parts[0]["device"] if parts else device,
             first=parts[0]["first"] if parts else None,
+            memory=max(
+                (p["memory"] for p in parts if p.get("memory")),
+                key=lambda r: r["estimate_bytes"],
+                default=None,
+            ),
             **fields,
         )
 
@@ -179,6 +190,8 @@ class BatchSummary(Summary):
             )
         if self.compile_seconds:
             text.append(f"one-time compilation: {self.compile_seconds:.2f} s (not in the per-source times)")
+        if self.memory:
+            text.append(memory_line(self.memory))
         resumed = f", {self.resumed_parts} of them finished by an earlier run" if self.resumed_parts else ""
         text.append(f"written: {self.out} ({self.parts} parts{resumed})")
         return text

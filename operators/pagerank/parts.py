@@ -20,11 +20,15 @@ import numpy as np
 
 from graphs._device import import_cupy
 from graphs.errors import OptionError
+from operators._gpu.memory import pagerank_estimate
 
 
 def pagerank_bytes(n: int, m: int, *, weighted: bool, parts: int = 1, device: str = "gpu") -> int:
     """Estimated working set of pull PageRank on one device: the graph and its transpose (whole), or one
-    part with a row pointer over all vertices; the value vectors, inverse out-weights and the plan."""
+    part with a row pointer over all vertices; the value vectors, inverse out-weights and the plan. On
+    one GPU: ``operators._gpu.memory.pagerank_estimate``, the builds of the transpose and layout included."""
+    if parts <= 1 and device == "gpu":
+        return pagerank_estimate(n, m, weighted=weighted).bytes
     edge = 8 if weighted else 4
     value = 4 if device == "gpu" else 8
     vectors = n * (4 * value + 8 + 8)

@@ -143,3 +143,33 @@ def test_job_batches_sources_on_the_gpu(tmp_path, sync):
         summary = pipelines.run(job, progress=False)
         assert summary["queries"] == 40 and summary["parts"] == 1 and summary["device"] == "gpu"
         _check(g, pd.read_parquet(out), 20, tol=1e-8)
+
+
+def test_a_chunks_device_memory_estimate_is_the_summarys_and_is_printed():
+    from types import SimpleNamespace
+
+    from pipelines.summary import PPRSummary
+
+    part = dict(queries=2, seconds=0.5, device="gpu", first=None, short=0, iterations=[], models=None)
+    small = {"estimate_bytes": 2**30, "free_bytes": 100 * 2**30, "device": "gpu", "parts": {}}
+    large = {**small, "estimate_bytes": 3 * 2**30}
+    parts = [{**part, "memory": small}, {**part, "memory": large}, part]  # the last: resumed from an old run
+    s = PPRSummary.from_parts(
+        SimpleNamespace(n=10, m=20), parts, "out", "gpu", topk=5, method="power", alpha=0.8, tol=1e-6, seed=0
+    )
+    assert s.memory == large and s.to_dict()["memory"]["estimate_bytes"] == 3 * 2**30
+    assert "memory: estimated 3.00 GiB per gpu worker, 100.00 GiB free" in s.lines(seconds=1.0)
+    assert (
+        PPRSummary.from_parts(
+            SimpleNamespace(n=10, m=20),
+            [part],
+            "out",
+            "cpu",
+            topk=5,
+            method="power",
+            alpha=0.8,
+            tol=1e-6,
+            seed=0,
+        ).memory
+        is None
+    )
