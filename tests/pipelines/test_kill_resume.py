@@ -75,6 +75,16 @@ def before_replace(pattern, nth=1):
         return real(src, dst, *args, **kw)
     os.replace = patched
 
+def before_rmtree(prefix):
+    # removing a folder whose name starts with prefix dies before it
+    import shutil
+    real = shutil.rmtree
+    def patched(path, *args, **kw):
+        if os.path.basename(os.fspath(path)).startswith(prefix):
+            die()
+        return real(path, *args, **kw)
+    shutil.rmtree = patched
+
 dask.config.set(scheduler="sync")
 """
 
@@ -168,3 +178,42 @@ def test_a_job_killed_in_a_stage_is_resumed_by_a_plain_rerun(
         if name.endswith(EXACT):
             assert got[name].read_bytes() == path.read_bytes(), name
     assert files(index).keys() == before.keys()  # the index the topk-ppr job reads: its lock released
+
+
+@pytest.mark.parametrize(
+    ("patch", "cached"),
+    [("after_save_into('part-')", False), ("before_rmtree('ingest-')", True)],
+    ids=["ingest-parts", "ingest-cleanup"],
+)
+def test_a_partitioned_ingest_killed_in_a_stage_is_finished_by_a_plain_rerun(tmp_path, patch, cached):
+    """The dataset ingest (``partition_files``; the command line runs it only on a cluster, before a
+    partitioned PageRank): killed while it writes the parts, or once the graph is in place but before its
+    work folder is removed, a re-run finishes it and leaves the workdir as an uninterrupted run does."""
+    import pipelines
+    from pipelines.ingest import partition_files
+
+    graph = _grqc()
+
+    def job(root: Path):
+        return partition_files([graph], 2, root / "pg", workdir=root / "wd")
+
+    script = (
+        f"{KILL}\n{patch}\nimport pipelines\nfrom pipelines.ingest import partition_files\n"
+        f"pipelines.run(partition_files([{graph!r}], 2, {str(tmp_path / 'run' / 'pg')!r}, "
+        f"workdir={str(tmp_path / 'run' / 'wd')!r}), progress=False)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    killed = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (tmp_path / "run" / "wd" / ".graphjobs.lock").exists()
+
+    summary = pipelines.run(job(tmp_path / "run"), progress=False)
+    assert summary.get("cached", False) is cached
+    pipelines.run(job(tmp_path / "ref"), progress=False)
+    got, want = files(tmp_path / "run"), files(tmp_path / "ref")
+    assert sorted(got) == sorted(want)
+    for name, path in want.items():
+        if name.endswith(EXACT):
+            assert got[name].read_bytes() == path.read_bytes(), name
