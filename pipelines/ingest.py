@@ -88,7 +88,9 @@ def partition_files(
     out = Path(out).resolve()
     tmp = Path(workdir or default_workdir()).resolve() / f"ingest-{token}"
     if _reusable(out, token):  # built by an earlier run, and intact
-        done = dask.delayed(_summary, pure=True)(str(out), dask_key_name=f"graphjobs-ingest-{token}")
+        done = dask.delayed(_summary, pure=True)(
+            str(out), str(tmp), dask_key_name=f"graphjobs-ingest-{token}"
+        )
         return Job("ingest", done, tmp.parent, stages={"summary": done})
     d = functools.partial(dask.delayed, pure=True)
     parsed = [
@@ -135,7 +137,11 @@ def _reusable(out: Path, token: str) -> bool:
         return False
 
 
-def _summary(out: str) -> dict:
+def _summary(out: str, tmp: str) -> dict:
+    """The summary of the graph an earlier run of this ingest built in ``out``. Its work folder ``tmp``
+    is removed if it is still there (a run that ended after moving the graph into place, before removing
+    it): the workdir holds no temporaries once the job returns."""
+    shutil.rmtree(tmp, ignore_errors=True)
     meta = read_json(Path(out) / "meta.json")
     keys = ("n", "m", "bounds", "edges")
     return {"job": "ingest", "out": out, **{k: meta[k] for k in keys}, "cached": True}

@@ -186,6 +186,8 @@ def _resolve_delta_min(value, n: int) -> float:
 
 
 def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> IndexSummary:
+    """Write ``folder``'s ``ppr-index.json`` atomically (``_output.write_atomic``: readers never see half
+    of it, and the temporary of a write that was killed is removed by the next) and return the summary."""
     # the folders relative to the manifest's: a copied or moved index folder reads its own files
     manifest = {
         "graph": os.path.relpath(graph.path, folder),
@@ -197,9 +199,8 @@ def _manifest(graph: GraphHandle, index: IndexHandle, folder: str) -> IndexSumma
         "m": graph.m,
     }
     manifest["checksum"] = meta_checksum(manifest)
-    tmp = Path(folder) / f".{MANIFEST}.{os.getpid()}"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, Path(folder) / MANIFEST)
+    text = json.dumps(manifest, indent=1)
+    _output.write_atomic(Path(folder) / MANIFEST, lambda tmp: Path(tmp).write_text(text))
     known = IndexSummary._names()  # an index saved by another version may hold more or fewer counts
     manifest.update(graph=graph.path, index=index.path)
     del manifest["checksum"]
