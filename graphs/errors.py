@@ -48,6 +48,13 @@ class MemoryLimitError(UserError, MemoryError):
     """A working set does not fit in the memory of its device; the message says what to change."""
 
 
+def size_text(nbytes: float) -> str:
+    """Bytes as a person reads them: GiB (two decimals) from 50 MiB, else MiB or KiB (one decimal)."""
+    if nbytes >= 50 * 2**20:
+        return f"{nbytes / 2**30:.2f} GiB"
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
+
+
 class InsufficientMemoryError(MemoryLimitError):
     """A working set would not fit in the memory of its device; raised before allocating.
 
@@ -57,7 +64,7 @@ class InsufficientMemoryError(MemoryLimitError):
     def __init__(self, what: str, needed: int, available: int, hint: str = ""):
         self.what, self.needed, self.available, self.hint = what, needed, available, hint
         super().__init__(
-            f"{what} needs about {needed / 2**30:.2f} GiB but only {available / 2**30:.2f} GiB are free"
+            f"{what} needs about {size_text(needed)} but only {size_text(available)} are free"
             + (f"; {hint}" if hint else "")
         )
 

@@ -131,6 +131,7 @@ def _imm(graph: GraphHandle, options: IMMOptions, distributed) -> dict:
         seconds=res.seconds,
         device=res.device,
         workers=res.workers,
+        memory=res.memory,
     )
 
 

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from graphs.errors import size_text
+
 
 def _plain(v):
     return v.item() if hasattr(v, "item") else str(v)
@@ -51,8 +53,8 @@ class Summary:
 def memory_line(memory: dict) -> str:
     """A job's device memory estimate as a person reads it."""
     return (
-        f"memory: estimated {memory['estimate_bytes'] / 2**30:.2f} GiB per {memory['device']} worker, "
-        f"{memory['free_bytes'] / 2**30:.2f} GiB free"
+        f"memory: estimated {size_text(memory['estimate_bytes'])} per {memory['device']} worker, "
+        f"{size_text(memory['free_bytes'])} free"
     )
 
 
@@ -89,7 +91,8 @@ class PageRankSummary(Summary):
 class IndexSummary(Summary):
     """The kPAR index: its ``folder`` and manifest (``graph``, ``graph_token``, ``index``, ``directed``,
     ``weighted``), the build's counts (``walks``, ``base_walks``, ``boosted``, ``high``, ``irw_pairs``),
-    ``seconds`` by step, the vertex ``order``, ``delta_min`` and ``build_seconds``."""
+    ``seconds`` by step, the vertex ``order``, ``delta_min``, ``build_seconds`` and the build's ``memory``
+    estimate (``operators._gpu.memory``; None for an index built by an earlier version)."""
 
     job: ClassVar[str] = "ppr-index"
     folder: str
@@ -107,6 +110,7 @@ class IndexSummary(Summary):
     boosted: int | None = None
     seconds: dict = field(default_factory=dict)
     order: str | None = None
+    memory: dict | None = None
 
     @property
     def out(self) -> str:
@@ -117,6 +121,7 @@ class IndexSummary(Summary):
             "",
             f"index: n={self.n:,} vertices, m={self.m:,} edges, {self.walks:,} walks, "
             f"{self.irw_pairs:,} IRW pairs, |H|={self.high}, delta_min={self.delta_min:.3g}, {seconds:.2f} s",
+            *([memory_line(self.memory)] if self.memory else []),
             f"written: {self.folder}",
         ]
 
@@ -262,8 +267,8 @@ class SimRankSummary(BatchSummary):
 class InfluenceSummary(Summary):
     """Influence maximization: ``out`` (CSV), the ``seeds`` with their ``rounds`` and ``gains``, the RR
     estimate ``spread``, ``theta``, ``lower_bound``, ``rr_sets``, ``rr_size``, ``theta_capped``,
-    ``seconds`` by step, ``device``, ``workers`` and the simulated ``mc_spread`` ({"mean", "stderr",
-    "n_sim"}, or None)."""
+    ``seconds`` by step, ``device``, ``workers``, the simulated ``mc_spread`` ({"mean", "stderr",
+    "n_sim"}, or None) and the final sampling phase's ``memory`` estimate (None on a cluster)."""
 
     job: ClassVar[str] = "influence"
     out: str
@@ -280,6 +285,7 @@ class InfluenceSummary(Summary):
     device: str
     workers: int
     mc_spread: dict | None = None
+    memory: dict | None = None
 
     def lines(self, *, seconds: float) -> list[str]:
         mc = self.mc_spread
@@ -292,6 +298,7 @@ class InfluenceSummary(Summary):
             f"{', capped' if self.theta_capped else ''})",
             f"spread: RR estimate {self.spread:.1f}{check}",
             "seeds: " + ", ".join(str(v) for v in self.seeds[:10]) + more,
+            *([memory_line(self.memory)] if self.memory else []),
             f"written: {self.out}",
         ]
 

@@ -22,6 +22,7 @@ from graphs.errors import OptionError
 from graphs.store import read_json
 from operators._checks import check_count
 from operators.options import IndexOptions, TopkOptions
+from operators.topk import query_memory
 
 from . import _state
 from .job import Job
@@ -175,6 +176,11 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
     idx = _state.ppr_index(opts["index"].path, g)
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
     streams = opts.get("streams") if g.device == "gpu" else None
+    memory = None
+    if g.device == "gpu":  # the operator checks it too; the record goes to the summary
+        o = opts["options"]
+        _, estimate = query_memory(idx, len(labels), k=min(o.k, g.n), refine=o.refine, streams=streams)
+        memory = estimate.check("--no-refine, a smaller --streams, or a GPU with more memory")
     t0 = time.perf_counter()
     res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"], progress=progress)
     # with several sources at once, less than their latencies' sum; the one-time compilation apart
@@ -195,6 +201,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
         refined=int((res.refined > 0).sum()),
         device=g.device,
         first=first_rows(labels, res.vertices, res.ppr, res.counts),
+        memory=memory,
     )
 
 

@@ -1,5 +1,5 @@
-"""Device memory of the operators' GPU paths, estimated from the graph's size and the options before
-anything is allocated, and checked against what is free.
+"""Device memory of the operators (their GPU paths, and the index build on either device), estimated from
+the graph's size and the options before anything is allocated, and checked against what is free.
 
 Each estimate is the peak of the bytes CuPy's pool hands out at once, from the graph's arrival on the
 device to the end of the computation (what ``benchmarks/memory.py`` measures beside it). Its terms:
@@ -50,12 +50,14 @@ class MemoryEstimate:
         return int(sum(b for _, b in self.parts))
 
     def check(self, hint: str) -> dict:
-        """The estimate beside the device's free memory (``$GRAPHJOBS_MEMORY_LIMIT`` applied), as a record
-        {"estimate_bytes", "free_bytes", "device", "parts"}; ``InsufficientMemoryError`` naming ``hint``
-        (what would fit) when it takes more than 90% of it. On the CPU the record only states it."""
+        """The estimate beside the device's free memory (the host's available memory for 'cpu';
+        ``$GRAPHJOBS_MEMORY_LIMIT`` applied), as a record {"estimate_bytes", "free_bytes", "device",
+        "parts"}; ``InsufficientMemoryError`` naming ``hint`` (what would fit) when it takes more than 90%
+        of it."""
         free = free_memory(self.device)
-        if self.device == "gpu" and self.bytes > SHARE * free:
-            raise InsufficientMemoryError(f"{self.what} on the GPU", self.bytes, free, hint)
+        if self.bytes > SHARE * free:
+            where = "the GPU" if self.device == "gpu" else "the host"
+            raise InsufficientMemoryError(f"{self.what} on {where}", self.bytes, free, hint)
         return {
             "estimate_bytes": self.bytes,
             "free_bytes": int(free),

@@ -27,8 +27,8 @@ from graphs import CSRGraph
 from graphs._device import array_module, free_memory, to_host
 from graphs._mix import stream_key
 from operators._checks import check_graph
+from operators._gpu.memory import MemoryEstimate, graph_bytes
 from operators._progress import report
-from operators.errors import InsufficientMemoryError
 from operators.influence import cpu as _im_cpu
 from operators.influence.model import diffusion_model
 from operators.options import IMMOptions
@@ -39,7 +39,8 @@ _ESTIMATE, _ESTIMATE_ROOTS, _FINAL, _FINAL_ROOTS = range(4)  # stream 4: operato
 
 @dataclass(frozen=True)
 class InfluenceResult:
-    """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock);
+    """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock; ``memory``:
+    the final sampling phase's estimate, ``operators._gpu.memory``, None on a cluster);
     ``to_frame()`` and ``to_dict()`` give the seeds with their gains."""
 
     seeds: np.ndarray
@@ -57,6 +58,7 @@ class InfluenceResult:
     theta_capped: bool = False
     device: str = "cpu"
     workers: int = 1
+    memory: dict | None = None
 
     def to_frame(self):
         """The seeds as a pandas DataFrame, in selection order: columns ``rank`` (from 1), ``vertex``
@@ -209,12 +211,11 @@ def run_imm(
     theta = math.ceil(b["lambda_star"] / lower)
     capped |= theta > cap
     final_count = min(theta, cap)
+    memory = _check_memory(G, final_count, pool.expected, rounds) if local else None
     if not reuse_rr_sets:
         mean = pool.expected
         pool = make_pool(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
         pool.expected = mean
-        if local:
-            _check_memory(G, final_count, mean, rounds)
     pool.grow(final_count)
     t_sample = time.perf_counter()
     picks, gains = pool.select(k)
@@ -242,6 +243,7 @@ def run_imm(
         theta_capped=bool(capped),
         device=device,
         workers=workers,
+        memory=memory,
     )
 
 
@@ -308,15 +310,24 @@ def _gpu_backend():
     return _im_gpu
 
 
-def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> None:
+def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> dict:
+    """The final sampling phase's memory estimate, checked before it draws (``MemoryEstimate.check``):
+    the graph, the reverse diffusion model (row pointer, sources, probabilities and thresholds), the
+    samples (their elements kept, gathered and indexed for the greedy: 3 copies on the GPU, 1.5 on the
+    CPU, and 16 bytes of offsets each) and, on the GPU, the sampler's buffers (at most ``gpu._BUDGET``
+    and a quarter of the free memory)."""
     item = 4 if rounds * G.n < 2**31 else 8
-    needed = int(count * (mean * item * (3.0 if G.device == "gpu" else 1.5) + 16))
-    free = free_memory(G.device)
-    if needed > 0.9 * free:
-        raise InsufficientMemoryError(
-            f"the final {count:,} RR samples (about {mean:.1f} elements each)",
-            needed,
-            free,
-            "raise epsilon, set max_rr_sets (voids the guarantee), or sample on several workers "
-            "with pipelines.influence_job",
-        )
+    samples = int(count * (mean * item * (3.0 if G.device == "gpu" else 1.5) + 16))
+    parts = [
+        ("graph", graph_bytes(G.n, G.m, weighted=G.weighted)),
+        ("model", 8 * (G.n + 1) + 12 * G.m),
+        ("samples", samples),
+    ]
+    if G.device == "gpu":
+        parts.append(("sampler", min(_gpu_backend()._BUDGET, free_memory("gpu") // 4)))
+    return MemoryEstimate(
+        f"the final {count:,} RR samples (about {mean:.1f} elements each)", G.device, tuple(parts)
+    ).check(
+        "raise epsilon, set max_rr_sets (voids the guarantee), or sample on several workers "
+        "with pipelines.influence_job"
+    )

@@ -40,6 +40,7 @@ import numpy as np
 
 from graphs._device import to_host
 from graphs._mix import stream_key
+from operators._gpu.memory import MemoryEstimate, build_bytes, graph_bytes
 from operators._gpu.streams import exhaust, stream_count
 from operators._progress import compiling, report
 from operators._ranked import RankedRows, clear_padding, padded_labels
@@ -215,9 +216,9 @@ def topk_ppr(
     ops = workspace(index)
     b = src.size
     out = _empty_result(G.ids[src], k)  # the labels as the graph holds them (3.0 given is 3)
-    pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
-    per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)  # the stream workspaces that fit
-    streams = stream_count(G, b - 1, streams, per_vertex, k, 0 if pool is None else pool.size)
+    streams, memory = query_memory(index, b, k=k, refine=refine, streams=streams)
+    if G.device == "gpu":
+        memory.check("refine=False (no in-edges), fewer streams, or a GPU with more memory")
     high_irw = tuning.high_irw
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=tuning.adaptive)
@@ -252,6 +253,27 @@ def topk_ppr(
     out.counts = clear_padding(out.vertices, out.ppr)  # estimates of 0 (unreached) are no answer
     out.vertices = padded_labels(G.ids, out.vertices, out.counts) if G.ids is not None else out.vertices
     return out
+
+
+def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams: int | None = None):
+    """``(streams, estimate)``: how many of ``queries`` sources ``topk_ppr`` answers at once on the index's
+    device (``operators._gpu.streams.stream_count``: the workspaces that fit) and its device memory
+    estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
+    the graph's in-edges (a transpose, whose build's transient comes before the workspaces are made),
+    and one query workspace a stream."""
+    G = index.graph
+    per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)
+    pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
+    streams = stream_count(G, queries - 1, streams, per_vertex, k, 0 if pool is None else pool.size)
+    g = graph_bytes(G.n, G.m)
+    build = build_bytes(G.n, G.m) if refine and not G.has_derived("transpose") else 0
+    parts = (
+        ("index", index.nbytes),
+        ("graph", g),
+        ("in-edges", g if refine else 0),
+        ("in-edges build or workspaces", max(build, streams * per_vertex * G.n)),
+    )
+    return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts)
 
 
 def _empty_result(sources, k: int) -> TopkPPR:

@@ -29,6 +29,7 @@ from graphs._device import array_module, import_cupy, to_host
 from graphs._mix import stream_key
 from graphs.errors import MemoryLimitError, OptionError
 from operators._checks import check_graph, vertex_vector, warn_if_weighted
+from operators._gpu.memory import MemoryEstimate, graph_bytes
 from operators.options import IndexOptions
 from operators.pagerank.order import into, renumbered
 from operators.topk.cache import QueryCache
@@ -269,13 +270,19 @@ def build_ppr_index(
     omega = base * mult
     beta = xp.where(mult > 1, (mult * base - 1) / (deg * scale), 1.0)  # Eq. 8
     t2 = time.perf_counter()
+    walks = int(omega.sum())
+    memory = MemoryEstimate(
+        f"the PPR index's {walks:,} walks (n={n:,})",
+        G.device,
+        (("graph", graph_bytes(n, G.m, weighted=G.weighted)), ("walks", walks * WALK_BYTES[G.device])),
+    ).check(f"a larger delta_min (now {delta_min:.3g}) needs fewer walks: they grow as delta_min^-1/2")
     try:
         key = stream_key(seed, 7)
         keys = walk_keys(G.indptr, G.indices, omega, key, alpha, first_step=first_step, progress=progress)
         t3 = time.perf_counter()
         arrays, _ = invert_walks(walk_pairs(keys, n), n, HIGH_SHARE)
     except MemoryError as e:  # CuPy's OutOfMemoryError and thrust's bad_alloc are MemoryErrors
-        walks, per = int(omega.sum()), WALK_BYTES[G.device]
+        per = WALK_BYTES[G.device]
         size = f"{walks * per / 2**30:.1f} GiB" if walks * per >= 2**30 else f"{walks * per / 2**20:.1f} MiB"
         raise MemoryLimitError(
             f"the PPR index of this graph (n={n:,}) needs {walks:,} walks at delta_min={delta_min:.3g} "
@@ -287,13 +294,14 @@ def build_ppr_index(
     arrays.update(beta=beta, omega=omega.astype(np.int32))
     ub = walks_bound(params, arrays, arrays["h_index"] < 0)
     info = dict(
-        walks=int(omega.sum()),
+        walks=walks,
         base_walks=int(base.sum()),
         boosted=int((mult > 1).sum()),
         high=int(arrays["high"].size),
         irw_pairs=int(arrays["starts"].size),
         seconds=dict(order=t_order, pagerank=t1 - t0, budget=t2 - t1, walks=t3 - t2, invert=t4 - t3),
         order=order if perm is not None else None,
+        memory=memory,
     )
     source_token = None if perm is None else source.token
     return PPRIndex(G, params, int(seed), budget, arrays, ub, info, perm, source_token)

@@ -46,6 +46,35 @@ def test_check_refuses_what_does_not_fit_naming_what_would(monkeypatch):
     monkeypatch.setattr(memory, "free_memory", lambda device: 1100)  # 1000 > 90% of 1100
     with pytest.raises(InsufficientMemoryError, match=r"PPR of 32 sources on the GPU.*fewer sources"):
         est.check("fewer sources")
-    # the host's memory is stated, not checked here (the readers and generators check it)
-    host = MemoryEstimate("x", "cpu", (("graph", 10**15),))
-    assert host.check("-")["estimate_bytes"] == 10**15
+    assert MemoryEstimate("the walks", "cpu", (("walks", 900),)).check("-")["device"] == "cpu"
+    with pytest.raises(InsufficientMemoryError, match="the walks on the host"):
+        MemoryEstimate("the walks", "cpu", (("walks", 10**6),)).check("-")
+
+
+def test_an_index_whose_walks_do_not_fit_is_refused_before_they_are_drawn(monkeypatch):
+    import graphs
+    import operators.topk.index as index
+    from operators import build_ppr_index
+
+    g = graphs.rmat(8, seed=1, device="cpu")
+    walks = []
+    monkeypatch.setattr(index, "walk_keys", lambda *a, **k: walks.append(1))  # must not be reached
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "10kB")
+    with pytest.raises(InsufficientMemoryError, match=r"walks \(n=256\) on the host.*larger delta_min"):
+        build_ppr_index(g, seed=0)
+    assert not walks
+
+
+def test_imm_states_its_final_phase_estimate_and_refuses_what_does_not_fit(monkeypatch):
+    import graphs
+    from operators import influence_maximization
+
+    g = graphs.rmat(9, seed=2, device="cpu")
+    res = influence_maximization(g, 5, epsilon=0.5, seed=0)
+    parts = res.memory["parts"]
+    assert set(parts) == {"graph", "model", "samples"} and res.memory["device"] == "cpu"
+    assert parts["graph"] == graph_bytes(g.n, g.m) and parts["model"] == 8 * (g.n + 1) + 12 * g.m
+    assert res.memory["estimate_bytes"] == sum(parts.values())
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "20kB")  # the graph alone takes more
+    with pytest.raises(InsufficientMemoryError, match=r"the final [\d,]+ RR samples .* on the host"):
+        influence_maximization(g, 5, epsilon=0.5, seed=0)
