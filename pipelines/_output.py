@@ -35,6 +35,10 @@ class WriteInterrupted(RuntimeError):
     """A write of a task of an interrupted job, dropped instead of renamed into place."""
 
 
+class TaskInterrupted(RuntimeError):
+    """Raised at an operator's progress report in a task of an interrupted job (``_progress.in_task``)."""
+
+
 def write_atomic(path, write) -> None:
     """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half.
     Temporaries of ``path`` left by processes that were killed while writing it are removed. Once the

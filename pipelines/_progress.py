@@ -11,7 +11,7 @@ which hands the operator a ``progress(done, total, unit)`` callable (``operators
 line reads ``irw-index 0/1 (walks 1,200,000/4,000,000, ETA 25s)``, or ``(compiling kernels (once)...)``
 while a first call compiles (written at once, where the stream is a log too). On a distributed cluster
 the tasks run in the workers' processes: there only the scheduler's task counts are shown
-(``cluster_stages``), and ``in_task`` hands out None; in-task counts are not streamed back from workers.
+(``cluster_stages``); in-task counts are not streamed back from workers.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from typing import ClassVar
 from dask.callbacks import Callback
 from dask.utils import format_time, key_split
 
-from operators._progress import COMPILE
+from operators._progress import COMPILE, share
+
+from ._output import INTERRUPTED, TaskInterrupted
 
 LOG_INTERVAL = 10.0  # seconds between the lines written where the stream is not a terminal
 TTY_INTERVAL = 0.1  # seconds between the redraws of a terminal's line
@@ -160,9 +162,9 @@ class LocalStages(Callback):
             for d, t, u in counts:
                 units[u] = (units.get(u, (0, 0))[0] + d, units.get(u, (0, 0))[1] + t)
             parts = [f"{u} {d:,}/{t:,}" for u, (d, t) in units.items()]
-            share = (self.done[stage] + sum(d / t for d, t, _ in counts if t)) / max(self.total[stage], 1)
-            if parts and 0 < share < 1 and stage in self.started:
-                parts.append(f"ETA {eta((now - self.started[stage]) * (1 - share) / share)}")
+            done_share = (self.done[stage] + sum(share(*c) for c in counts)) / max(self.total[stage], 1)
+            if parts and 0 < done_share < 1 and stage in self.started:
+                parts.append(f"ETA {eta((now - self.started[stage]) * (1 - done_share) / done_share)}")
             out[stage] = ", ".join(parts)
         return out
 
@@ -170,18 +172,25 @@ class LocalStages(Callback):
 @contextlib.contextmanager
 def in_task(stage: str):
     """In a task of ``stage`` (its key's ``key_split``): a ``progress(done, total, unit)`` callable for
-    the operator it runs (``operators._progress``), drawn on the progress line of the job that runs on
-    Dask's local scheduler in this process (``LocalStages``); None where there is none (no progress
-    asked for, or a distributed worker: see the module's docstring)."""
+    the operator it runs (``operators._progress``). It draws the counts on the progress line of the job
+    that runs on Dask's local scheduler in this process (``LocalStages``), where there is one (not where
+    no progress was asked for, nor on a distributed worker: see the module's docstring), and it raises
+    ``TaskInterrupted`` once that job is interrupted (``_output.INTERRUPTED``): an operator that reports
+    progress ends at its next report, so the process exits then rather than when the task would end."""
     stages = LocalStages.running[-1] if LocalStages.running else None
-    if stages is None:
-        yield None
-        return
     slot = (key_split(stage), threading.get_ident())
+
+    def progress(done: int, total: int, unit: str) -> None:
+        if INTERRUPTED.is_set():
+            raise TaskInterrupted(f"{stage}: ended, the job was interrupted")
+        if stages is not None:
+            stages.report(slot, done, total, unit)
+
     try:
-        yield lambda done, total, unit: stages.report(slot, done, total, unit)
+        yield progress
     finally:
-        stages.forget(slot)
+        if stages is not None:
+            stages.forget(slot)
 
 
 def cluster_stages(client, future, stream=None) -> None:

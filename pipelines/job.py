@@ -205,6 +205,7 @@ class SchedulerLostError(SchedulerUnreachableError):
 
 
 def _run(job: Job, client, progress: bool) -> Summary:
+    INTERRUPTED.clear()  # an earlier run's interrupt ends none of this run's tasks
     client = client or _active_client()
     if client is not None:
         with _scheduler_lost(client):
@@ -219,7 +220,6 @@ def _run(job: Job, client, progress: bool) -> Summary:
     ctx = contextlib.nullcontext()
     if progress:
         ctx = LocalStages()
-    INTERRUPTED.clear()
     try:
         with ctx:
             (summary,) = dask.compute(job.result)

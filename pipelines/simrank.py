@@ -7,11 +7,18 @@ workers, each of which loads the graph once (``pipelines._state``) and writes it
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import operators
 from cluster.worker import worker_device
 from graphs._device import to_host
 from operators.options import SimRankOptions
+from operators.simrank import cpu as simrank_cpu
+from operators.simrank import simrank_samples
 
+from . import _output
+from ._progress import eta
 from .job import Job
 from .stages import GraphHandle, graph_batch_job, write_ranked
 from .summary import SimRankSummary
@@ -85,9 +92,48 @@ def simrank_job(
     )
 
 
+# Meeting samples a CPU thread draws per second (about; the walks are short and cache-bound), for the
+# cost stated before a long job starts; a source whose samples take longer than LONG_SECONDS is stated
+CPU_SAMPLES_PER_THREAD_SECOND = 1.5e7
+LONG_SECONDS = 30.0
+LONG_GPU_SAMPLES = 1e11
+_stated: set = set()  # the output folders whose cost this process has stated (once per job)
+_stated_lock = threading.Lock()
+
+
+def cost_line(g, label, count: int, options: SimRankOptions) -> str | None:
+    """The warning stated before a job whose first source draws ``count`` meeting samples, where that is
+    long (``LONG_SECONDS`` by the CPU's rate, ``LONG_GPU_SAMPLES`` on a GPU); None otherwise."""
+    what = (
+        f"simrank draws {count:.2g} meeting samples for source {label} "
+        f"(epsilon={options.epsilon:g}, samples={options.samples!r}"
+        + (": the accuracy bound's count, growing as 1/epsilon^2)" if options.samples == "bound" else ")")
+    )
+    advice = "; a larger --epsilon needs fewer (--samples practical: far fewer, without the guarantee)"
+    if g.device == "gpu":
+        return what + advice if count >= LONG_GPU_SAMPLES else None
+    threads = simrank_cpu.threads()
+    seconds = count / (CPU_SAMPLES_PER_THREAD_SECOND * threads)
+    if seconds < LONG_SECONDS:
+        return None
+    return f"{what}, about {eta(seconds)} per source on {threads} CPU threads{advice}"
+
+
+def _state_cost(g, labels, options: SimRankOptions, path: str) -> None:
+    """Warn, once per job in this process, when its first source's samples take long (``cost_line``)."""
+    with _stated_lock:
+        if not len(labels) or Path(path).parent in _stated:
+            return
+        _stated.add(Path(path).parent)
+    line = cost_line(g, labels[0], simrank_samples(g, labels[0], options=options), options)
+    if line is not None:
+        _output.warn(line)
+
+
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids]
+    _state_cost(g, labels, opts["options"], path)
     memory = None
     if g.device == "gpu":  # checked before the operator allocates
         from operators._gpu.memory import simrank_estimate

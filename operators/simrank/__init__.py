@@ -18,6 +18,7 @@ its measured errors are in benchmarks/RESULTS.md. A number sets R directly.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -30,11 +31,12 @@ from graphs._device import array_module, to_host
 from graphs._mix import GOLDEN, mix64_py, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_graph
-from operators._progress import compiling, report
+from operators._progress import compiling, report, within
 from operators._ranked import RankedRows, clear_padding, padded_labels
 from operators.options import SimRankOptions
 from operators.simrank import cpu as _simrank_cpu
 from operators.simrank import plan
+from operators.simrank.plan import GROUP
 
 _STREAM = 6  # random stream of the meeting walks (influence uses 0-4)
 MAX_SAMPLES = 2e13  # a cap on the walks one query may ask for (minutes of GPU time)
@@ -74,6 +76,7 @@ def simrank(
     info: dict | None = None,
     options: SimRankOptions | None = None,
     as_frame: bool = False,
+    progress=None,
 ):
     """SimRank of every vertex with one source: ClipSim, or ExactSim's allocation with ``clip=False``.
 
@@ -105,6 +108,11 @@ def simrank(
     as_frame : bool
         Return a pandas DataFrame instead, columns ``vertex`` (original labels) and ``simrank``;
         ``dict(zip(frame.vertex, frame.simrank))`` is ``networkx.simrank_similarity(G, source)``'s shape.
+    progress : callable, optional
+        ``progress(done, total, "samples")`` over the meeting samples (``operators._progress``), called
+        before the first is drawn (``done == 0``: ``total`` is what the query will draw) and after each
+        batch of them; an exception it raises ends the query. Between batches the interpreter runs, so
+        Ctrl-C (or another signal's handler) ends a long query within a batch's time.
 
     Returns
     -------
@@ -127,7 +135,17 @@ def simrank(
     G = check_graph(G)
     o = SimRankOptions.resolve(options, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed)
     sid = int(G.internal_ids(np.asarray([source], dtype=object if G.has_labels else None))[0])
-    s = _single(G, sid, c=o.c, epsilon=o.epsilon, clip=o.clip, samples=o.samples, seed=o.seed, info=info)
+    s = _single(
+        G,
+        sid,
+        c=o.c,
+        epsilon=o.epsilon,
+        clip=o.clip,
+        samples=o.samples,
+        seed=o.seed,
+        info=info,
+        progress=progress,
+    )
     return vertex_frame(G, s, "simrank") if as_frame else s
 
 
@@ -151,8 +169,10 @@ def simrank_topk(
     ``SimRankTopk``: only vertices of positive score are listed (``counts``), so a source with fewer
     than k such vertices has fewer rows. The first call on a graph first compiles the kernels by an
     untimed query of few samples from the vertex of highest in-degree (``compile_seconds``);
-    ``seconds`` are the sources' own. ``progress(done, total, "sources")``, if given, follows the sources
-    and hears of the compilation (``operators._progress``).
+    ``seconds`` are the sources' own. ``progress``, if given, hears of the compilation, then follows the
+    meeting samples of each source as ``simrank``'s does, in the unit ``"samples, source i/N"``
+    (``operators._progress.within``), and the sources done (``"sources"``); an exception it raises ends
+    the batch.
 
     Examples
     --------
@@ -178,7 +198,11 @@ def simrank_topk(
             warm = G.derived("simrank-warmed", lambda g: _warm_up(g, c=c, epsilon=epsilon, clip=bool(clip)))
     for row, sid in enumerate(ids.tolist()):
         t0 = time.perf_counter()
-        s = _single(G, sid, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed, info=None)
+        unit = within("samples", row, ids.size, "source")
+        s = _single(
+            G, sid, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed, info=None,
+            progress=progress, unit=unit,
+        )  # fmt: skip
         s[sid] = -np.inf
         top = xp.argpartition(-s, k - 1)[:k] if 0 < k < G.n else xp.arange(G.n)[:k]
         order = xp.lexsort(xp.stack([top, -s[top]]))
@@ -201,22 +225,36 @@ def _warm_up(G: CSRGraph, *, c, epsilon, clip) -> float:
     return time.perf_counter() - t0
 
 
-def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
+def simrank_samples(
+    G: CSRGraph,
+    source,
+    *,
+    c: float = SimRankOptions.c,
+    epsilon: float = SimRankOptions.epsilon,
+    clip: bool = SimRankOptions.clip,
+    samples=SimRankOptions.samples,
+    options: SimRankOptions | None = None,
+) -> int:
+    """The meeting samples (walk pairs) that ``simrank`` of ``source`` with these options draws, found
+    without drawing any (the hops and the allocation only): the measure of a query's cost, which grows
+    as 1 / epsilon^2. Raises as ``simrank`` does when they exceed ``MAX_SAMPLES``."""
+    G = check_graph(G)
+    o = SimRankOptions.resolve(options, c=c, epsilon=epsilon, clip=clip, samples=samples)
+    sid = int(G.internal_ids(np.asarray([source], dtype=object if G.has_labels else None))[0])
+    return int(_plan(G, sid, c=o.c, epsilon=o.epsilon, clip=o.clip, samples=o.samples, times=None)[4].sum())
+
+
+def _plan(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, times):
+    """``(G simple, hop vectors, ||pi||, R, samples per vertex, in-degrees)`` of a query."""
     xp = array_module(G.indptr)
-    gpu = xp is not np
-    if gpu:
-        from operators.simrank import gpu as backend
-    else:
-        backend = _simrank_cpu
-    times = {"start": time.perf_counter()}
     G = G.derived("simrank-simple", _simple)
-    Gt = G.transpose()
     in_deg = G.derived("simrank-in-degree", lambda g: xp.diff(g.transpose().indptr))
-    sc, L = math.sqrt(c), plan.levels(c, epsilon)
-    pis = backend.hops(G.indptr, G.indices, in_deg, sid, sc, L)
+    backend = _backend(xp)
+    pis = backend.hops(G.indptr, G.indices, in_deg, sid, math.sqrt(c), plan.levels(c, epsilon))
     pi = pis.sum(axis=0)
     norm = float(xp.sqrt((pi * pi).sum()))
-    _lap(times, "hops", gpu)
+    if times is not None:
+        _lap(times, "hops", xp is not np)
     total = plan.total_samples(samples, n=G.n, c=c, epsilon=epsilon, pi_norm=norm, clip=clip)
     counts = plan.allocate(xp, pi, total, c=c, epsilon=epsilon, clip=clip, in_degree=in_deg)
     drawn = int(counts.sum())
@@ -225,10 +263,32 @@ def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
             f"epsilon={epsilon:g} with samples={samples!r} needs {drawn:.3g} walk pairs "
             f"(over {MAX_SAMPLES:.3g}); use a larger epsilon, samples='practical' or a number of samples"
         )
+    return G, pis, norm, total, counts, in_deg
+
+
+def _backend(xp):
+    if xp is not np:
+        from operators.simrank import gpu
+
+        return gpu
+    return _simrank_cpu
+
+
+def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info, progress=None, unit="samples"):
+    xp = array_module(G.indptr)
+    gpu = xp is not np
+    backend = _backend(xp)
+    times = {"start": time.perf_counter()}
+    G, pis, norm, total, counts, in_deg = _plan(
+        G, sid, c=c, epsilon=epsilon, clip=clip, samples=samples, times=times
+    )
+    Gt = G.transpose()
+    sc, L = math.sqrt(c), pis.shape[0] - 1
+    drawn = int(counts.sum())
     pv, pg0, pg1 = plan.portions(xp, counts)
     key = mix64_py(stream_key(seed, _STREAM) + (sid + 1) * GOLDEN)
     cont = np.uint64(min(int(c * 2.0**53), 2**53))
-    q = backend.meets(Gt.indptr, Gt.indices, np.uint64(key), cont, counts, pv, pg0, pg1)
+    q = _sample(backend, Gt, np.uint64(key), cont, counts, (pv, pg0, pg1), gpu, progress, unit)
     diag = plan.diagonal(xp, in_deg, counts, q, c)
     _lap(times, "sampling", gpu)
     s = backend.horner(Gt.indptr, Gt.indices, pis, diag, sc)
@@ -247,6 +307,44 @@ def _single(G: CSRGraph, sid: int, *, c, epsilon, clip, samples, seed, info):
             device=G.device,
         )
     return s
+
+
+# Meeting samples per call of a sampling kernel: per CPU thread, about a quarter of a second of walks
+# (so an interrupt or a progress report waits no longer), and on a GPU enough portions to fill it
+BATCH_PER_THREAD = 2**22
+BATCH_GPU = 2**33
+
+
+def _batches(xp, counts, portions, size: int) -> list:
+    """Cut the portions (in their order) into consecutive ranges of at most about ``size`` samples each
+    (a range holds one portion at least): ``[(lo, hi, samples up to hi)]``."""
+    pv, pg0, pg1 = portions
+    if pv.size == 0:
+        return []
+    drawn = xp.minimum(counts[pv] - GROUP * pg0, GROUP * (pg1 - pg0))
+    ends = np.cumsum(to_host(drawn))
+    cuts = np.searchsorted(ends, np.arange(size, int(ends[-1]), size), side="right")
+    bounds = np.unique(np.concatenate([[0], np.maximum(cuts, 1), [ends.size]]))
+    return [(int(lo), int(hi), int(ends[hi - 1])) for lo, hi in itertools.pairwise(bounds)]
+
+
+def _sample(backend, Gt, key, cont, counts, portions, gpu: bool, progress, unit: str):
+    """Meets per vertex (``backend.meets``) over the portions, a batch (``_batches``) per kernel call;
+    ``progress(done, total, unit)`` in samples before the first and after each (an exception it raises
+    ends the sampling there). The sums, hence the answer, do not depend on the batches."""
+    xp = array_module(counts)
+    total = int(counts.sum())
+    size = BATCH_GPU if gpu else BATCH_PER_THREAD * _simrank_cpu.threads()
+    report(progress, 0, total, unit)
+    q = None
+    for lo, hi, done in _batches(xp, counts, portions, size):
+        part = backend.meets(Gt.indptr, Gt.indices, key, cont, counts, *(a[lo:hi] for a in portions))
+        if q is None:
+            q = part
+        else:
+            q += part
+        report(progress, done, total, unit)
+    return xp.zeros(counts.size, dtype=np.int64) if q is None else q
 
 
 def _simple(G: CSRGraph) -> CSRGraph:

@@ -18,6 +18,11 @@ _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _U_LANE = np.uint64(0xD1B54A32D192ED03)
 
 
+def threads() -> int:
+    """The threads a parallel kernel of this module runs on."""
+    return nb.get_num_threads()
+
+
 @nb.njit(inline="always", cache=True)
 def _pick(indptr, indices, x, r):
     """The in-neighbour of x chosen by the 64-bit draw r (the top 32 bits scaled to the degree)."""

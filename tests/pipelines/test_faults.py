@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -157,6 +158,49 @@ def test_sigterm_is_handled_as_ctrl_c_exit_143_and_nothing_left_behind(tmp_path)
     again = cli(*args, cwd=tmp_path)
     assert again.wait(timeout=120) == 0, again.stderr.read()
     assert len(pd.read_parquet(tmp_path / "pr.parquet")) == 2**19
+
+
+def test_sigterm_ends_a_long_simrank_query_within_seconds_exit_143_and_nothing_left_behind(tmp_path):
+    """A SimRank source draws its samples in short batches with progress reports between them; SIGTERM
+    ends the job there, rather than when the worker thread's query would end (minutes here)."""
+    data = dataset_path("ca-GrQc.txt.gz")
+    if data is None:
+        pytest.skip("the SNAP dataset ca-GrQc is not available")
+    base = [
+        str(data),
+        "--random",
+        "2",
+        "-k",
+        "5",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--device",
+        "cpu",
+        "--quiet",
+    ]
+    # the same kernels, compiled (or read from Numba's cache) in this process: the job below samples at once
+    assert main(["simrank", *base, "--epsilon", "0.1", "--out", str(tmp_path / "warm")]) == 0
+    out = tmp_path / "sr"  # about 5e9 samples a source: minutes on 2 threads
+    job = cli("simrank", *base, "--out", out, cwd=tmp_path, env={"NUMBA_NUM_THREADS": "2"})
+    guard = threading.Timer(60, job.kill)  # a readline that would wait for the whole job
+    guard.start()
+    first = job.stderr.readline()  # stated before the first source is sampled
+    guard.cancel()
+    assert "meeting samples" in first and "per source" in first, first
+    time.sleep(1.0)  # into the sampling
+    lock = tmp_path / ".sr.graphjobs.lock"
+    assert job.poll() is None and lock.exists()
+    sent = time.monotonic()
+    job.send_signal(signal.SIGTERM)
+    try:
+        rest, err = job.communicate(timeout=30)
+    finally:
+        job.kill()  # where it is still running: not left behind by a failed test
+    took = time.monotonic() - sent
+    assert job.returncode == 143 and err.strip().splitlines() == ["graphjobs: interrupted"], (rest, err)
+    assert took < 5.0, took
+    assert not lock.exists() and not (tmp_path / "wd" / ".graphjobs.lock").exists()
+    assert not [p for p in tmp_path.rglob("*") if ".partial" in p.name] and not list(out.glob("part-*"))
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import re
 import pytest
 
 import pipelines
-from pipelines import _progress
+from pipelines import _output, _progress
 from pipelines.cli import main
 from tests.conftest import TextStream
 
@@ -75,14 +75,20 @@ def test_chunks_running_at_once_add_up_their_sources(tmp_path, capsys, every_lin
     assert totals and totals <= {10, 20, 30, 40}
 
 
-def test_nothing_is_shown_without_progress_and_operators_get_none(tmp_path, capsys, monkeypatch):
+def test_nothing_is_shown_without_progress_and_operators_get_a_callable_that_ends_interrupted_tasks(
+    tmp_path, capsys, monkeypatch
+):
     seen = []
     chunk = pipelines.ppr._chunk
     monkeypatch.setattr(pipelines.ppr, "_chunk", lambda *a, progress=None: seen.append(progress) or chunk(*a))
     pipelines.run(ppr_job(tmp_path), progress=False)
-    assert capsys.readouterr().err == "" and seen == [None]
-    with _progress.in_task("ppr") as progress:  # outside a job's compute
-        assert progress is None
+    assert capsys.readouterr().err == "" and len(seen) == 1 and callable(seen[0])
+    with _progress.in_task("ppr") as progress:  # outside a job's compute: draws nothing
+        progress(1, 2, "sources")
+        monkeypatch.setattr(_progress.INTERRUPTED, "is_set", lambda: True)
+        with pytest.raises(_output.TaskInterrupted):
+            progress(2, 2, "sources")
+    assert capsys.readouterr().err == ""
 
 
 def test_a_terminal_line_is_redrawn_within_its_width_dropping_finished_stages_first(monkeypatch):
@@ -116,3 +122,12 @@ def test_the_cli_shows_progress_on_a_terminal_and_in_a_log_only_when_asked(tmp_p
     assert "graphjobs-load" not in capsys.readouterr().err  # standard error is not a terminal here
     assert main([*base, "--progress", "--out", str(tmp_path / "b"), "--workdir", str(tmp_path / "wd")]) == 0
     assert "graphjobs-load 1/1" in capsys.readouterr().err
+
+
+def test_the_share_of_a_count_within_one_source_of_a_batch_is_that_of_the_batch():
+    from operators._progress import share, within
+
+    assert within("samples", 2, 10, "source") == "samples, source 3/10"
+    assert share(50, 100, "samples") == 0.5
+    assert share(50, 100, within("samples", 2, 10, "source")) == pytest.approx(0.25)
+    assert share(0, 0, within("samples", 9, 10, "source")) == 1.0

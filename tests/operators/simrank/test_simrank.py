@@ -8,6 +8,7 @@ layered graph for the D estimator, and the CPU path for the GPU one (both draw t
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 
 import numpy as np
@@ -238,3 +239,31 @@ def test_gpu_draws_the_cpu_walks(clip):
         b = to_host(simrank(g.to("gpu"), 7, epsilon=1e-3, clip=clip, samples=samples, seed=5, info=info))
         assert info["samples"] > 0
         assert np.allclose(a, b, rtol=0, atol=1e-12)
+
+
+def test_sampling_in_batches_reports_progress_and_draws_the_same_walks(monkeypatch):
+    module = importlib.import_module("operators.simrank")  # the package, not the function of its name
+
+    g = graphs.erdos_renyi(n=300, p=0.01, seed=5)
+    info = {}
+    whole = simrank(g, 0, epsilon=3e-2, seed=2, info=info)
+    assert module.simrank_samples(g, 0, epsilon=3e-2) == info["samples"] > 0
+    monkeypatch.setattr(module, "BATCH_PER_THREAD", info["samples"] // 10)  # about 10 batches
+    monkeypatch.setattr(_simrank_cpu, "threads", lambda: 1)
+    seen = []
+    batched = simrank(g, 0, epsilon=3e-2, seed=2, progress=lambda *r: seen.append(r))
+    assert np.array_equal(whole, batched)  # the batches change the kernel calls, not the walks
+    done = [d for d, _, _ in seen]
+    assert len(seen) > 3 and seen[0][0] == 0 and done == sorted(done)
+    assert {(t, u) for _, t, u in seen} == {(info["samples"], "samples")} and done[-1] == info["samples"]
+
+    def stop(done, total, unit):
+        if done:
+            raise InterruptedError
+
+    with pytest.raises(InterruptedError):  # a query ends at the progress report that raises
+        simrank(g, 0, epsilon=3e-2, seed=2, progress=stop)
+    seen.clear()
+    simrank_topk(g, [0, 1], k=3, epsilon=3e-2, progress=lambda *r: seen.append(r))
+    units = [u for _, _, u in seen]
+    assert "samples, source 1/2" in units and "samples, source 2/2" in units and units[-1] == "sources"
