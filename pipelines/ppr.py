@@ -15,7 +15,7 @@ from graphs._device import to_host
 from operators.options import PPROptions
 
 from .job import Job
-from .stages import GraphHandle, graph_batch_job, write_ranked
+from .stages import GraphHandle, chunk_memory, graph_batch_job, write_ranked
 from .summary import PPRSummary
 
 TOPK = 100  # entries kept per source by default (a default only warns when it exceeds n)
@@ -130,9 +130,9 @@ def _memory(g, options, count: int) -> dict | None:
     from operators.ppr.power_gpu import LANES, block_size
 
     batch = max(1, min(options.block or block_size(g.n), LANES, count))
-    return ppr_power_estimate(g.n, g.m, batch).check(
-        "a smaller --chunk or block (sources iterated together), or a GPU with more memory"
-    )
+    estimate = ppr_power_estimate(g.n, g.m, batch)
+    hint = "a smaller --chunk or block (sources iterated together), or a GPU with more memory"
+    return chunk_memory(estimate, hint, dict(estimate.parts)["transpose build or iterates"])
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummary:

@@ -20,7 +20,7 @@ from operators.simrank import simrank_samples
 from . import _output
 from ._progress import eta
 from .job import Job
-from .stages import GraphHandle, graph_batch_job, write_ranked
+from .stages import GraphHandle, chunk_memory, graph_batch_job, write_ranked
 from .summary import SimRankSummary
 
 
@@ -138,7 +138,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dic
     if g.device == "gpu":  # checked before the operator allocates
         from operators._gpu.memory import simrank_estimate
 
-        memory = simrank_estimate(g.n, g.m).check("a GPU with more memory, or --device cpu")
+        memory = chunk_memory(simrank_estimate(g.n, g.m), "a GPU with more memory, or --device cpu", 0)
     res = operators.simrank_topk(g, labels, options=opts["options"], progress=progress)
     first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)
     return dict(

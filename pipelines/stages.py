@@ -65,6 +65,19 @@ class GraphHandle:
         return ("GraphHandle", self.token)
 
 
+def chunk_memory(estimate, hint: str, per_chunk: int) -> dict:
+    """A chunk's device memory record: ``estimate`` (an ``operators._gpu.memory.MemoryEstimate``) checked
+    before the chunk allocates (``InsufficientMemoryError`` naming ``hint``), with ``per_chunk_bytes``,
+    the share of it each chunk running at the same time on the same device holds on its own, and the
+    ``worker`` and ``thread`` that ran it (``BatchSummary.from_parts`` counts chunks at once from them)."""
+    import socket
+    import threading
+
+    record = estimate.check(hint)
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    return {**record, "per_chunk_bytes": int(per_chunk), "worker": worker, "thread": threading.get_ident()}
+
+
 def cluster_workers() -> int:
     """Workers of the Dask cluster running this task (0 outside a distributed worker)."""
     try:

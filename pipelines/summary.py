@@ -50,6 +50,21 @@ class Summary:
         raise NotImplementedError
 
 
+def job_memory(records: list) -> dict | None:
+    """The device memory estimate of a batch job from its chunks' records (``stages.chunk_memory``): the
+    largest, plus ``per_chunk_bytes`` for each further chunk that ran at the same time on one worker
+    (counted as the distinct threads that ran chunks there: ``concurrent_chunks``); None without any."""
+    if not records:
+        return None
+    top = max(records, key=lambda record: record["estimate_bytes"])
+    threads: dict = {}
+    for record in records:
+        threads.setdefault(record.get("worker"), set()).add(record.get("thread"))
+    at_once = max(len(t) for t in threads.values())
+    extra = (at_once - 1) * int(top.get("per_chunk_bytes", 0))
+    return {**top, "estimate_bytes": top["estimate_bytes"] + extra, "concurrent_chunks": at_once}
+
+
 def memory_line(memory: dict) -> str:
     """A job's device memory estimate as a person reads it."""
     return (
@@ -165,11 +180,7 @@ class BatchSummary(Summary):
             compile_seconds=sum(p.get("compile_seconds", 0.0) for p in parts),
             device=parts[0]["device"] if parts else device,
             first=parts[0]["first"] if parts else None,
-            memory=max(
-                (p["memory"] for p in parts if p.get("memory")),
-                key=lambda r: r["estimate_bytes"],
-                default=None,
-            ),
+            memory=job_memory([p["memory"] for p in parts if p.get("memory")]),
             **fields,
         )
 

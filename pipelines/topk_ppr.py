@@ -27,7 +27,7 @@ from operators.topk import query_memory
 from . import _state
 from .job import Job
 from .ppr_index import IndexHandle, _delta_min, _resolve_delta_min, index_job, read_manifest
-from .stages import GraphHandle, batch_job, first_rows, write_parquet
+from .stages import GraphHandle, batch_job, chunk_memory, first_rows, write_parquet
 from .summary import TopkSummary
 
 
@@ -180,7 +180,8 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
     if g.device == "gpu":  # the operator checks it too; the record goes to the summary
         o = opts["options"]
         _, estimate = query_memory(idx, len(labels), k=min(o.k, g.n), refine=o.refine, streams=streams)
-        memory = estimate.check("--no-refine, a smaller --streams, or a GPU with more memory")
+        hint = "--no-refine, a smaller --streams, fewer chunks at once, or a GPU with more memory"
+        memory = chunk_memory(estimate, hint, dict(estimate.parts)["in-edges build or workspaces"])
     t0 = time.perf_counter()
     res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"], progress=progress)
     # with several sources at once, less than their latencies' sum; the one-time compilation apart

@@ -260,7 +260,7 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     device (``operators._gpu.streams.stream_count``: the workspaces that fit) and its device memory
     estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
     the graph's in-edges (a transpose, whose build's transient comes before the workspaces are made),
-    and one query workspace a stream."""
+    and the query workspaces: the calling thread's own and one a stream."""
     G = index.graph
     per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)
     pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
@@ -271,7 +271,7 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
         ("index", index.nbytes),
         ("graph", g),
         ("in-edges", g if refine else 0),
-        ("in-edges build or workspaces", max(build, streams * per_vertex * G.n)),
+        ("in-edges build or workspaces", max(build, (1 + streams) * per_vertex * G.n)),
     )
     return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts)
 

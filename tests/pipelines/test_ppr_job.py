@@ -145,31 +145,48 @@ def test_job_batches_sources_on_the_gpu(tmp_path, sync):
         _check(g, pd.read_parquet(out), 20, tol=1e-8)
 
 
-def test_a_chunks_device_memory_estimate_is_the_summarys_and_is_printed():
+def test_a_jobs_device_memory_estimate_is_its_largest_chunks_plus_the_chunks_running_beside_it():
     from types import SimpleNamespace
 
     from pipelines.summary import PPRSummary
 
     part = dict(queries=2, seconds=0.5, device="gpu", first=None, short=0, iterations=[], models=None)
-    small = {"estimate_bytes": 2**30, "free_bytes": 100 * 2**30, "device": "gpu", "parts": {}}
-    large = {**small, "estimate_bytes": 3 * 2**30}
-    parts = [{**part, "memory": small}, {**part, "memory": large}, part]  # the last: resumed from an old run
-    s = PPRSummary.from_parts(
-        SimpleNamespace(n=10, m=20), parts, "out", "gpu", topk=5, method="power", alpha=0.8, tol=1e-6, seed=0
-    )
-    assert s.memory == large and s.to_dict()["memory"]["estimate_bytes"] == 3 * 2**30
+    record = {"estimate_bytes": 2**30, "free_bytes": 100 * 2**30, "device": "gpu", "parts": {}}
+    record.update(per_chunk_bytes=2**29, worker="h:1", thread=1)
+    large = {**record, "estimate_bytes": 3 * 2**30}
+    graph = SimpleNamespace(n=10, m=20)
+    fields = dict(topk=5, method="power", alpha=0.8, tol=1e-6, seed=0)
+
+    def summary(*parts):
+        return PPRSummary.from_parts(graph, list(parts), "out", "gpu", **fields)
+
+    # one thread ran the chunks (and a resumed part of an old run states none): the largest estimate
+    s = summary({**part, "memory": record}, {**part, "memory": large}, part)
+    assert s.memory["estimate_bytes"] == 3 * 2**30 and s.memory["concurrent_chunks"] == 1
     assert "memory: estimated 3.00 GiB per gpu worker, 100.00 GiB free" in s.lines(seconds=1.0)
-    assert (
-        PPRSummary.from_parts(
-            SimpleNamespace(n=10, m=20),
-            [part],
-            "out",
-            "cpu",
-            topk=5,
-            method="power",
-            alpha=0.8,
-            tol=1e-6,
-            seed=0,
-        ).memory
-        is None
-    )
+    # three threads of one worker ran chunks at once: two more chunks' own share; another worker's
+    # threads hold their device's memory, not this one's
+    at_once = [{**part, "memory": {**record, "thread": t}} for t in (1, 2, 3)]
+    elsewhere = {**part, "memory": {**record, "worker": "h:2", "thread": 9}}
+    s = summary(*at_once, elsewhere)
+    assert s.memory["estimate_bytes"] == 2**30 + 2 * 2**29 and s.memory["concurrent_chunks"] == 3
+    assert summary(part).memory is None
+
+
+def test_a_chunks_memory_record_is_checked_and_names_its_worker_and_thread(monkeypatch):
+    import os
+    import threading
+
+    import operators._gpu.memory as memory
+    from operators._gpu.memory import MemoryEstimate
+    from operators.errors import InsufficientMemoryError
+    from pipelines.stages import chunk_memory
+
+    monkeypatch.setattr(memory, "free_memory", lambda device: 10_000)
+    est = MemoryEstimate("a chunk", "gpu", (("graph", 3000), ("iterates", 2000)))
+    record = chunk_memory(est, "fewer sources", 2000)
+    assert record["estimate_bytes"] == 5000 and record["per_chunk_bytes"] == 2000
+    assert record["worker"].endswith(f":{os.getpid()}") and record["thread"] == threading.get_ident()
+    monkeypatch.setattr(memory, "free_memory", lambda device: 5000)
+    with pytest.raises(InsufficientMemoryError, match=r"a chunk on the GPU.*fewer sources"):
+        chunk_memory(est, "fewer sources", 2000)
