@@ -132,5 +132,17 @@ def _write_parts(ingested: dict, ranks: dict, out: str, token: str, top: int) ->
         pagerank_seconds=ranks["seconds"],
         device=device,
         cached={"pagerank": ranks["cached"], "output": False},
-        memory={"partitions": len(ingested["edges"]), "estimate_bytes": 0, "free_bytes": 0, "device": device},
+        memory=_memory(ingested, device),
     )
+
+
+def _memory(ingested: dict, device: str) -> dict:
+    """The estimated working set of one part's PageRank on a worker (``pagerank_bytes``), beside the free
+    memory of this task's device."""
+    from graphs._device import free_memory
+    from operators.pagerank.parts import pagerank_bytes
+
+    parts = len(ingested["edges"])
+    n, m, weighted = ingested["n"], ingested["m"], bool(ingested.get("weighted"))
+    need = pagerank_bytes(n, m, weighted=weighted, parts=parts, device=device)
+    return {"partitions": parts, "estimate_bytes": need, "free_bytes": free_memory(device), "device": device}

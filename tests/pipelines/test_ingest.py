@@ -143,6 +143,7 @@ def test_pagerank_job_on_a_folder_of_edge_files(tmp_path):
         again = pipelines.run(build(), client, progress=False)  # ingestion and PageRank found in the workdir
         assert "ingest-degrees" not in str(build().keys())  # the finished ingestion is not planned again
     assert summary["memory"]["partitions"] == 2 and again["top"] == summary["top"]
+    assert summary["memory"]["estimate_bytes"] > 0 and summary["memory"]["free_bytes"] > 0
     src, dst, _ = _parquet_edges(files, False)
     n = int(max(src.max(), dst.max())) + 1  # no n given: the largest id in the files + 1
     df = pd.read_parquet(tmp_path / "pr.parquet")
