@@ -1,0 +1,23 @@
+"""benchmarks.memory at a tiny scale on the CPU: a row per job, each job run in its own process to the
+end (exit 0), with the estimate its summary states (the index's on the host; the GPU power iteration's
+absent) and no GPU peak."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import memory
+
+
+def test_every_job_runs_and_states_what_it_estimates(tmp_path):
+    out = tmp_path / "memory.jsonl"
+    jobs = "index,ppr"
+    memory.main(["--device", "cpu", "--scales", "8", "--jobs", jobs, "--out", str(out)])
+    rows = {r["job"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert list(rows) == ["index", "ppr"]
+    for job, row in rows.items():
+        assert row["exit"] == 0 and row["error"] is None and row["n"] == 256, (job, row)
+        assert row["peak_gib"] is None and row["device"] == "cpu"
+    # the index states its walks' estimate on the host too
+    assert rows["index"]["estimate_gib"] > 0 and set(rows["index"]["parts"]) == {"graph", "walks"}
+    assert rows["ppr"]["estimate_gib"] is None  # the power iteration's estimate is the GPU's
