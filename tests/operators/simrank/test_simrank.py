@@ -80,11 +80,13 @@ def test_max_error_within_epsilon_ca_grqc(device):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("device", DEVICES)
-def test_max_error_within_1e3_ca_grqc(device):
+@pytest.mark.gpu
+def test_max_error_within_1e3_ca_grqc():
+    # GPU only: about 5e9 walk pairs a source, beyond CI's CPU budget; the CPU path is held to 1e-3 on
+    # a generated graph (below) and to 1e-2 on ca-GrQc (above), with the same plan and sampler
     g, S = exact("grqc")
-    g = g.to(device)
-    for src in (0,) if device == "cpu" else (0, 2500):  # about 5e9 walk pairs each: 1.5 min on 2 cores
+    g = g.to("gpu")
+    for src in (0, 2500):
         s = to_host(simrank(g, int(g.ids[src]), c=C, epsilon=1e-3, seed=1))
         assert np.abs(s - S[src]).max() <= 1e-3
 
