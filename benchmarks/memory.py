@@ -57,7 +57,10 @@ def child(args: list[str]) -> dict:
         pool = cp.get_default_memory_pool()
         peak, climb = [0], []
 
+        held = Held(cp)
+
         def malloc(size: int):
+            held.attach()
             mem = pool.malloc(size)
             used = pool.used_bytes()
             if used > peak[0]:
@@ -79,10 +82,65 @@ def child(args: list[str]) -> dict:
     if gpu:
         cp.cuda.Device().synchronize()
         got.update(peak_bytes=peak[0], pool_bytes=int(pool.total_bytes()))
+        got["held"] = held.at_peak()
         got["climb"] = [
             {"used_mib": u / 2**20, "alloc_mib": a / 2**20, "at": w} for u, a, w in climb if u >= peak[0] / 3
         ][-12:]
     return got
+
+
+class Held:
+    """What was held at the peak, by where it was allocated: a CuPy memory hook (hooks are per thread:
+    ``attach`` adds it to the calling thread) follows every block the pool hands out until it is freed,
+    and keeps the sums by call site whenever the total held climbs 0.5% above the last kept one."""
+
+    def __init__(self, cp) -> None:
+        import threading
+
+        outer = self
+        self.live: dict = {}
+        self.by_site: dict = {}
+        self.total = self.kept_total = 0
+        self.kept: dict = {}
+        self.local = threading.local()
+        self.lock = threading.Lock()
+
+        class Hook(cp.cuda.MemoryHook):
+            name = "graphjobs-held"
+
+            def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
+                outer.add(mem_ptr, mem_size)
+
+            def free_postprocess(self, device_id, mem_size, mem_ptr, pmem_id):
+                outer.drop(mem_ptr)
+
+        self.hook = Hook()
+
+    def attach(self) -> None:
+        if not getattr(self.local, "on", False):
+            self.hook.__enter__()
+            self.local.on = True
+
+    def add(self, ptr: int, size: int) -> None:
+        site = where() if size >= 1 << 20 else "blocks under 1 MiB"
+        with self.lock:
+            self.live[ptr] = (size, site)
+            self.by_site[site] = self.by_site.get(site, 0) + size
+            self.total += size
+            if self.total > self.kept_total * 1.005:
+                self.kept, self.kept_total = dict(self.by_site), self.total
+
+    def drop(self, ptr: int) -> None:
+        with self.lock:
+            size, site = self.live.pop(ptr, (0, None))
+            if site is not None:
+                self.by_site[site] -= size
+                self.total -= size
+
+    def at_peak(self) -> list:
+        """The largest holders at the kept peak: [{"mib", "at"}], largest first, those over 1% of it."""
+        rows = sorted(self.kept.items(), key=lambda item: -item[1])
+        return [{"mib": b / 2**20, "at": s} for s, b in rows if b > 0.01 * self.kept_total]
 
 
 def where() -> str:
@@ -150,6 +208,7 @@ def main(argv=None) -> None:
                     n=(got.get("summary") or {}).get("n") if isinstance(got.get("summary"), dict) else None,
                     error=got.get("error"),
                     climb=got.get("climb"),
+                    held=got.get("held"),
                 )
                 with open(args.out, "a") as f:
                     f.write(json.dumps(record) + "\n")
@@ -159,6 +218,8 @@ def main(argv=None) -> None:
                     f"  pool {fmt(record['pool_gib'])}  estimate {fmt(record['estimate_gib'])} GiB",
                     flush=True,
                 )
+                for row in (record["held"] or [])[:6]:
+                    print(f"    held at the peak {row['mib']:10.1f} MiB  {row['at']}", flush=True)
 
 
 def fmt(gib: float | None) -> str:

@@ -30,7 +30,7 @@ from operators._checks import check_graph
 from operators._gpu.memory import MemoryEstimate, graph_bytes
 from operators._progress import report
 from operators.influence import cpu as _im_cpu
-from operators.influence.model import diffusion_model
+from operators.influence.model import build_estimate, diffusion_model, model_bytes
 from operators.options import IMMOptions
 
 # random streams of one seed: estimation samples, their roots, final samples, their roots
@@ -211,7 +211,7 @@ def run_imm(
     theta = math.ceil(b["lambda_star"] / lower)
     capped |= theta > cap
     final_count = min(theta, cap)
-    memory = _check_memory(G, final_count, pool.expected, rounds) if local else None
+    memory = _check_memory(G, final_count, pool.expected, rounds, kind) if local else None
     if not reuse_rr_sets:
         mean = pool.expected
         pool = make_pool(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
@@ -310,24 +310,29 @@ def _gpu_backend():
     return _im_gpu
 
 
-def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int) -> dict:
+def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) -> dict:
     """The final sampling phase's memory estimate, checked before it draws (``MemoryEstimate.check``):
-    the graph, the reverse diffusion model (row pointer, sources, probabilities and thresholds), the
-    samples (their elements kept, gathered and indexed for the greedy: 3 copies on the GPU, 1.5 on the
-    CPU, and 16 bytes of offsets each) and, on the GPU, the sampler's buffers (at most ``gpu._BUDGET``
-    and a quarter of the free memory)."""
+    the graph, the diffusion model (``model.model_bytes``), the samples (their elements kept, gathered
+    and indexed for the greedy: 3 copies on the GPU, 1.5 on the CPU, and 16 bytes of offsets each) and,
+    on the GPU, the sampler's buffers (at most ``gpu._BUDGET`` and a quarter of the free memory). The
+    record states the larger of it and the model's build (``model.build_estimate``, checked before the
+    build): the call's peak is one or the other."""
     item = 4 if rounds * G.n < 2**31 else 8
     samples = int(count * (mean * item * (3.0 if G.device == "gpu" else 1.5) + 16))
     parts = [
         ("graph", graph_bytes(G.n, G.m, weighted=G.weighted)),
-        ("model", 8 * (G.n + 1) + 12 * G.m),
+        ("model", model_bytes(G.n, G.m, kind)),
         ("samples", samples),
     ]
     if G.device == "gpu":
         parts.append(("sampler", min(_gpu_backend()._BUDGET, free_memory("gpu") // 4)))
-    return MemoryEstimate(
+    record = MemoryEstimate(
         f"the final {count:,} RR samples (about {mean:.1f} elements each)", G.device, tuple(parts)
     ).check(
         "raise epsilon, set max_rr_sets (voids the guarantee), or sample on several workers "
         "with pipelines.influence_job"
     )
+    build = build_estimate(G, kind)
+    if build.bytes > record["estimate_bytes"]:
+        record.update(estimate_bytes=build.bytes, parts=dict(build.parts))
+    return record

@@ -28,6 +28,7 @@ from graphs._device import array_module, to_host
 from graphs._mix import rand_u64, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_choice
+from operators._gpu.memory import MemoryEstimate, graph_bytes
 
 MODELS = ("IC", "LT")
 WEIGHTS = ("wc", "trivalency", "graph")
@@ -71,26 +72,74 @@ def diffusion_model(G: CSRGraph, model: str, weights, seed: int) -> DiffusionMod
     """The live-edge parameters of ``model`` on ``G`` with ``weights``; built once per graph."""
     kind = check_model(model)
     spec = weights_spec(weights)
-    key = ("im", kind, spec, seed if spec == "trivalency" else None)
-    return G.derived(repr(key), lambda g: _build(g, kind, spec, seed))
+    key = repr(("im", kind, spec, seed if spec == "trivalency" else None))
+    if not G.has_derived(key):
+        build_estimate(G, kind).check("a GPU with more memory, or --device cpu")
+    return G.derived(key, lambda g: _build(g, kind, spec, seed))
+
+
+def build_estimate(G: CSRGraph, kind: str) -> MemoryEstimate:
+    """The memory ``diffusion_model`` needs while it builds on ``G``'s device: the graph and
+    ``model_build_bytes``."""
+    return MemoryEstimate(
+        f"the {check_model(kind)} diffusion model of n={G.n:,}, m={G.m:,}",
+        G.device,
+        (
+            ("graph", graph_bytes(G.n, G.m, weighted=G.weighted)),
+            ("model build", model_build_bytes(G.n, G.m, kind)),
+        ),
+    )
+
+
+def model_bytes(n: int, m: int, kind: str) -> int:
+    """Bytes of a built ``DiffusionModel`` beyond the graph's own arrays: the in-edge view's row pointer
+    and sources, and ``p`` in both edge orders; LT adds ``lo`` in both (IC's two are one array of zeros)."""
+    return 8 * (n + 1) + (20 if check_model(kind) == "LT" else 16) * m
+
+
+def model_build_bytes(n: int, m: int, kind: str) -> int:
+    """The most bytes ``diffusion_model`` holds at once while it builds, the graph apart: the sort of the
+    edge keys (8 bytes an edge, and as much for the sort's buffer), or the built arrays with the
+    permutation and the in-edge destinations (8 bytes an edge more; LT's interval ends, 16 more)."""
+    built = model_bytes(n, m, kind) + 8 * m + 8 * n
+    if check_model(kind) == "LT":
+        built += 16 * m
+    return max(16 * m + 8 * n, built)
+
+
+_KEY_CHUNK = 1 << 24  # edges whose ids are added to the sort keys at once (bounds that temporary)
 
 
 def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
     xp = array_module(G.indptr)
     n, m = G.n, G.m
-    src, dst, w = G.edges()
-    # in-edge view: edges ordered by (destination, forward edge id); perm maps its edges to forward ids
-    perm = xp.argsort(dst.astype(np.int64) * max(m, 1) + xp.arange(m, dtype=np.int64))
+    dst = G.indices
+    # the in-edge view orders edges by (destination, forward edge id): the keys dst * m + id are distinct,
+    # so sorting them in place gives that order, and key % m is the forward id at each place
+    key = dst.astype(np.int64)
+    key *= max(m, 1)
+    for lo_e in range(0, m, _KEY_CHUNK):
+        hi_e = min(m, lo_e + _KEY_CHUNK)
+        key[lo_e:hi_e] += xp.arange(lo_e, hi_e, dtype=np.int64)
+    key.sort()
+    key %= max(m, 1)
+    perm = key.astype(np.int32) if m < 2**31 else key  # perm maps in-edge places to forward ids
+    del key
     in_deg = count_ids(dst, n)
     r_indptr = xp.zeros(n + 1, dtype=np.int64)
     xp.cumsum(in_deg, out=r_indptr[1:])
-    r_indices = src[perm].astype(G.indices.dtype)
+    src = G.edges()[0]
+    r_indices = src[perm].astype(G.indices.dtype, copy=False)
+    del src
     r_dst = dst[perm]
     if spec == "wc":
-        p = (1.0 / in_deg[r_dst]).astype(np.float32)
+        inv = (1.0 / xp.maximum(in_deg, 1)).astype(np.float32)  # a vertex with in-edges has in_deg >= 1
+        p = inv[r_dst]
+        del inv
     elif spec == "trivalency":
         p = xp.asarray(_trivalency(m, seed))[perm]
     elif spec == "graph":
+        w = G.weights
         if w is None:
             raise OptionError("weights='graph' needs a weighted graph (read it with weighted=True)")
         p = w[perm].astype(np.float32)
@@ -103,7 +152,7 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
             )
     else:
         p = xp.full(m, spec, dtype=np.float32)
-    lo = xp.zeros(m, dtype=np.float32)
+    del in_deg
     if kind == "LT":
         sums = count_ids(r_dst, n, weights=p)
         over = xp.flatnonzero(sums > 1.0 + LT_SLACK)
@@ -114,14 +163,22 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
                 f"{_label(G, v)} sums to {float(sums[v]):.6g} ({over.size} vertices exceed 1); use "
                 "weights='wc' or rescale the weights"
             )
-        ends = xp.cumsum(p.astype(np.float64))
+        del sums
+        # each in-edge's interval starts where the row's earlier in-edges' lengths end
+        ends = xp.cumsum(p, dtype=np.float64)
         row_base = xp.concatenate([xp.zeros(1), ends])[r_indptr[:-1]]
-        lo = (ends - p - row_base[r_dst]).astype(np.float32)
+        ends -= p
+        ends -= row_base[r_dst]
+        lo = ends.astype(np.float32)
+        del ends, row_base
+        f_lo = xp.empty_like(lo)
+        f_lo[perm] = lo
+    else:
+        lo = f_lo = xp.zeros(m, dtype=np.float32)  # IC reads no interval: one array serves both views
+    del r_dst
     rev = EdgeView(r_indptr, r_indices, p, lo)
     f_p = xp.empty_like(p)
     f_p[perm] = p
-    f_lo = xp.empty_like(lo)
-    f_lo[perm] = lo
     fwd = EdgeView(G.indptr, G.indices, f_p, f_lo)
     return DiffusionModel(kind, n, m, rev, fwd)
 

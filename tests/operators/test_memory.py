@@ -65,7 +65,7 @@ def test_an_index_whose_walks_do_not_fit_is_refused_before_they_are_drawn(monkey
     assert not walks
 
 
-def test_imm_states_its_final_phase_estimate_and_refuses_what_does_not_fit(monkeypatch):
+def test_imm_states_its_estimate_and_refuses_what_does_not_fit(monkeypatch):
     import graphs
     from operators import influence_maximization
 
@@ -73,8 +73,33 @@ def test_imm_states_its_final_phase_estimate_and_refuses_what_does_not_fit(monke
     res = influence_maximization(g, 5, epsilon=0.5, seed=0)
     parts = res.memory["parts"]
     assert set(parts) == {"graph", "model", "samples"} and res.memory["device"] == "cpu"
-    assert parts["graph"] == graph_bytes(g.n, g.m) and parts["model"] == 8 * (g.n + 1) + 12 * g.m
+    # IC: row pointer, sources and probabilities of the in-edge view, probabilities of the forward one,
+    # and one array of zero interval starts
+    assert parts["graph"] == graph_bytes(g.n, g.m) and parts["model"] == 8 * (g.n + 1) + 16 * g.m
     assert res.memory["estimate_bytes"] == sum(parts.values())
     monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "20kB")  # the graph alone takes more
+    # the model is kept with the graph: the second call's first check is its final phase's
     with pytest.raises(InsufficientMemoryError, match=r"the final [\d,]+ RR samples .* on the host"):
         influence_maximization(g, 5, epsilon=0.5, seed=0)
+    fresh = graphs.rmat(9, seed=2, device="cpu")
+    with pytest.raises(
+        InsufficientMemoryError, match=r"the LT diffusion model of n=512, m=[\d,]+ on the host"
+    ):
+        influence_maximization(fresh, 5, model="LT", epsilon=0.5, seed=0)
+    assert not fresh.has_derived(repr(("im", "LT", "wc", None)))
+
+
+def test_imm_states_the_model_build_when_it_is_the_larger_phase():
+    import graphs
+    from operators import influence_maximization
+    from operators.influence.model import model_build_bytes
+
+    g = graphs.rmat(9, seed=2, device="cpu")
+    res = influence_maximization(
+        g, 1, epsilon=0.9, max_rr_sets=10, seed=0
+    )  # few samples: the build is larger
+    assert res.memory["parts"] == {
+        "graph": graph_bytes(g.n, g.m),
+        "model build": model_build_bytes(g.n, g.m, "IC"),
+    }
+    assert res.memory["estimate_bytes"] == sum(res.memory["parts"].values())

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import graphs
+from graphs._device import to_host
 from operators import influence_maximization, influence_spread
 from operators.influence.model import diffusion_model
 from tests.conftest import DEVICES
@@ -41,6 +42,43 @@ def test_weighted_cascade_and_trivalency_probabilities():
     assert np.all(np.abs(counts - g.m / 3) < Z * math.sqrt(g.m * 2 / 9))
     assert np.array_equal(tri, diffusion_model(g, "IC", "trivalency", 5).rev.p)
     assert not np.array_equal(tri, diffusion_model(g, "IC", "trivalency", 6).rev.p)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_edge_view_matches_a_per_edge_reference(device, monkeypatch):
+    """Every in-edge row lists its sources in forward-edge order (repeated edges too), with the edge's own
+    weight; LT intervals are the row's running sums; the forward view carries the same values on the
+    same edges. The sort keys are built in chunks of 7 edges here, so that chunking is covered."""
+    import operators.influence.model as model
+
+    monkeypatch.setattr(model, "_KEY_CHUNK", 7)
+    rng = np.random.default_rng(4)
+    n, m = 40, 300
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    src[:20], dst[:20] = 3, 5  # a repeated edge
+    indeg = np.bincount(dst, minlength=n)
+    w = rng.random(m) / indeg[dst]  # in-weights sum to at most 1 (LT)
+    g = graphs.from_edges(src, dst, w, n=n, renumber=False).to(device)
+    f_src, f_dst, f_w = (np.asarray(to_host(a)) for a in g.edges())
+    rows = {v: [] for v in range(n)}
+    for e in range(g.m):  # forward edge order
+        rows[int(f_dst[e])].append(e)
+    order = [e for v in range(n) for e in rows[v]]
+    lo_of = np.zeros(g.m)
+    for v in range(n):
+        np.put(lo_of, rows[v], np.concatenate([[0.0], np.cumsum(f_w[rows[v]])[:-1]]))
+    for kind in ("IC", "LT"):
+        dm = diffusion_model(g, kind, "graph", 0)
+        rev, fwd = dm.rev, dm.fwd
+        assert np.array_equal(
+            to_host(rev.indptr), np.concatenate([[0], np.cumsum(np.bincount(f_dst, minlength=n))])
+        )
+        assert np.array_equal(to_host(rev.indices), f_src[order])
+        assert np.array_equal(to_host(rev.p), f_w[order].astype(np.float32))
+        assert np.array_equal(to_host(fwd.p), f_w.astype(np.float32))
+        want_lo = lo_of if kind == "LT" else np.zeros(g.m)
+        np.testing.assert_allclose(to_host(rev.lo), want_lo[order], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(to_host(fwd.lo), want_lo, rtol=1e-6, atol=1e-7)
 
 
 def test_bad_weights_are_rejected_with_the_vertex():
