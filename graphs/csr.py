@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,10 @@ from ._device import array_module, device_of, is_gpu_array, resolve_device, to_d
 from ._labels import find_labels, whole_label
 from ._mix import fingerprint
 from .errors import LabelError
+
+# derived values (the transpose, operators' plans and copies) are made under one lock, so that threads
+# asking for the same one at once (a job's chunks) make it once rather than each holding a copy
+_DERIVING = threading.RLock()
 
 
 class CSRGraph:
@@ -174,14 +179,18 @@ class CSRGraph:
         if not self._directed:
             return self
         t = self._cache.get("transpose")
-        if t is None:
-            indptr, indices, weights = _build.transpose_csr(
-                self._indptr, self._indices, self._weights, self.n
-            )
-            t = CSRGraph(indptr, indices, weights, directed=True, ids=self._ids, validate=False)
-            object.__setattr__(t, "_cache", {"transpose": self})
-            self._cache["transpose"] = t
-        return t
+        if t is not None:
+            return t
+        with _DERIVING:
+            t = self._cache.get("transpose")
+            if t is None:
+                indptr, indices, weights = _build.transpose_csr(
+                    self._indptr, self._indices, self._weights, self.n
+                )
+                t = CSRGraph(indptr, indices, weights, directed=True, ids=self._ids, validate=False)
+                object.__setattr__(t, "_cache", {"transpose": self})
+                self._cache["transpose"] = t
+            return t
 
     def has_derived(self, key: str) -> bool:
         """Whether ``derived(key, ...)`` was computed already."""
@@ -193,11 +202,16 @@ class CSRGraph:
         self._cache.clear() if key is None else self._cache.pop(key, None)
 
     def derived(self, key: str, factory):
-        """``factory(self)``, computed once and kept with the graph (e.g. an operator's plan)."""
+        """``factory(self)``, computed once and kept with the graph (e.g. an operator's plan); threads that
+        ask at once wait for the one that computes it."""
         value = self._cache.get(key)
-        if value is None:
-            value = self._cache[key] = factory(self)
-        return value
+        if value is not None:
+            return value
+        with _DERIVING:
+            value = self._cache.get(key)
+            if value is None:
+                value = self._cache[key] = factory(self)
+            return value
 
     def out_degree(self, *, weighted: bool = False):
         """Out-degree of every vertex (int64), or the sum of out-edge weights (float64)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from dask.base import tokenize
@@ -21,6 +22,7 @@ from graphs._device import to_host
 from graphs.errors import OptionError
 from graphs.store import read_json
 from operators._checks import check_count
+from operators._gpu.memory import graph_bytes
 from operators.options import IndexOptions, TopkOptions
 from operators.topk import query_memory
 
@@ -180,6 +182,10 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
     if g.device == "gpu":  # the operator checks it too; the record goes to the summary
         o = opts["options"]
         _, estimate = query_memory(idx, len(labels), k=min(o.k, g.n), refine=o.refine, streams=streams)
+        if idx.graph is not g:  # the index holds a renumbered copy; the job's graph stays on the device too
+            estimate = replace(
+                estimate, parts=(("job's graph", graph_bytes(g.n, g.m, weighted=g.weighted)), *estimate.parts)
+            )
         hint = "--no-refine, a smaller --streams, fewer chunks at once, or a GPU with more memory"
         memory = chunk_memory(estimate, hint, dict(estimate.parts)["in-edges build or workspaces"])
     t0 = time.perf_counter()

@@ -51,6 +51,9 @@ from operators.topk.exact import EXACT_REACH, closed_reach_topk, without_rounds
 from operators.topk.index import PPRIndex, walks_bound
 from operators.topk.refine import REFINE_BYTES, in_edges
 
+# per vertex, of what the GPU workspaces of an index share: inverse omega (8), the H-list records (32) and
+# two kinds of push thresholds (4 each); ``_topk_gpu_lists.round_constants``, ``GPUQuery.load_thresholds``
+CONSTANT_BYTES = 48
 WORKSPACE_BYTES = 81  # per vertex, of one GPU query workspace (``_topk_gpu.GPUQuery``; not its constants)
 MAX_JUMP = 16  # most halvings of delta after one failed round
 # per source, what ``_query`` returns after the answer, and their types in ``TopkPPR``
@@ -260,7 +263,8 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     device (``operators._gpu.streams.stream_count``: the workspaces that fit) and its device memory
     estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
     the graph's in-edges (a transpose, whose build's transient comes before the workspaces are made),
-    and the query workspaces: the calling thread's own and one a stream."""
+    on the GPU the constants the workspaces share (``CONSTANT_BYTES`` a vertex), and the query
+    workspaces: the calling thread's own and one a stream."""
     G = index.graph
     per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)
     pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
@@ -271,6 +275,7 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
         ("index", index.nbytes),
         ("graph", g),
         ("in-edges", g if refine else 0),
+        ("constants", CONSTANT_BYTES * G.n if G.device == "gpu" else 0),
         ("in-edges build or workspaces", max(build, (1 + streams) * per_vertex * G.n)),
     )
     return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts)

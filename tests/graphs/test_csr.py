@@ -135,6 +135,43 @@ def test_immutable():
         g.indices[0] = 2
 
 
+def test_threads_asking_at_once_share_one_transpose_and_one_derived_value(monkeypatch):
+    """A job's chunks run on threads: each asking for the transpose (or a derived plan) while another
+    builds it must wait for that one, not build and hold a copy of its own."""
+    import threading
+    import time
+
+    from graphs import _build
+
+    g = graphs.rmat(6, seed=1, device="cpu")
+    built, slow = [], _build.transpose_csr
+
+    def transpose_csr(*args):
+        built.append(1)
+        time.sleep(0.2)  # the other threads ask meanwhile
+        return slow(*args)
+
+    monkeypatch.setattr(_build, "transpose_csr", transpose_csr)
+    made = []
+
+    def plan(graph):
+        made.append(1)
+        time.sleep(0.2)
+        return object()
+
+    got = []
+    threads = [
+        threading.Thread(target=lambda: got.append((g.transpose(), g.derived("plan", plan))))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and len(made) == 1
+    assert len({id(t) for t, _ in got}) == 1 and len({id(p) for _, p in got}) == 1
+
+
 def test_transpose_and_degrees_match_scipy():
     src, dst, w = random_edges(weighted=True, seed=3)
     g = from_edges(src, dst, w, n=200, renumber=False)

@@ -346,9 +346,14 @@ class PushState:
         if self.adaptive == adaptive:
             return
         cp = import_cupy()
-        thr = self.thresholds(adaptive)
-        low = thr.astype(cp.float32)
-        self.thr32[:] = cp.where(low.astype(cp.float64) > thr, cp.nextafter(low, cp.float32(0)), low)
+
+        def make():  # once per index and kind, shared by its workspaces (no temporaries in each)
+            thr = self.thresholds(adaptive)
+            low = thr.astype(cp.float32)
+            return cp.where(low.astype(cp.float64) > thr, cp.nextafter(low, cp.float32(0)), low)
+
+        key = "thresholds32_adaptive" if adaptive else "thresholds32_plain"
+        self.thr32[:] = self.index.cache.setdefault(key, make)
         self.state.view(cp.float32)[2::4] = self.thr32
         self.adaptive = adaptive
 

@@ -172,13 +172,24 @@ class NeedBuffers:
         self.counts = cp.zeros(2, dtype=cp.uint64)
         self.nband, self.nneed = self.counts[:1].view(cp.int32)[:1], self.counts[:1].view(cp.int32)[1:]
         self.bc = self.counts[1:]
-        lengths = cp.diff(index.arrays["ip1"])
-        # entries read, at most: a sampled list's from offset 0
-        read = cp.where(lengths > SAMPLE_FROM, (lengths + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE, lengths)
-        long_lists = read[read > BIG_LIST]
-        self.cbase = cp.empty(max(long_lists.size, 1), dtype=cp.int64)
-        self.part = cp.empty(max(int(((long_lists + BIG_CHUNK - 1) // BIG_CHUNK).sum()), 1), dtype=cp.float64)
+        sizes, variant = index.cache.setdefault("need_sizes", dict), (BIG_LIST, BIG_CHUNK)
+        if variant not in sizes:
+            sizes[variant] = _long_lists(index)
+        lists, chunks = sizes[variant]
+        self.cbase = cp.empty(max(lists, 1), dtype=cp.int64)
+        self.part = cp.empty(max(chunks, 1), dtype=cp.float64)
         self.args = LaunchArgs()  # ``estimate_need``'s
+
+
+def _long_lists(index) -> tuple[int, int]:
+    """The index's lists of more than BIG_LIST entries read, and their chunks of BIG_CHUNK (computed once
+    per index: its temporaries take about 26 bytes a vertex)."""
+    cp = import_cupy()
+    lengths = cp.diff(index.arrays["ip1"])
+    # entries read, at most: a sampled list's from offset 0
+    read = cp.where(lengths > SAMPLE_FROM, (lengths + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE, lengths)
+    long_lists = read[read > BIG_LIST]
+    return int(long_lists.size), int(((long_lists + BIG_CHUNK - 1) // BIG_CHUNK).sum())
 
 
 NEED = Kernel(
