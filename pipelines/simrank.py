@@ -97,7 +97,7 @@ def simrank_job(
 CPU_SAMPLES_PER_THREAD_SECOND = 1.5e7
 LONG_SECONDS = 30.0
 LONG_GPU_SAMPLES = 1e11
-_stated: set = set()  # the output folders whose cost this process has stated (once per job)
+_stated: set = set()  # (output folder, options) whose cost this process has stated: once per job
 _stated_lock = threading.Lock()
 
 
@@ -122,9 +122,10 @@ def cost_line(g, label, count: int, options: SimRankOptions) -> str | None:
 def _state_cost(g, labels, options: SimRankOptions, path: str) -> None:
     """Warn, once per job in this process, when its first source's samples take long (``cost_line``)."""
     with _stated_lock:
-        if not len(labels) or Path(path).parent in _stated:
+        job = (Path(path).parent, options)  # a re-run with other options states its own cost
+        if not len(labels) or job in _stated:
             return
-        _stated.add(Path(path).parent)
+        _stated.add(job)
     line = cost_line(g, labels[0], simrank_samples(g, labels[0], options=options), options)
     if line is not None:
         _output.warn(line)

@@ -18,6 +18,7 @@ import warnings
 from collections import deque
 
 from graphs._device import free_memory, import_cupy
+from graphs.errors import size_text
 from operators._checks import check_count
 from operators.errors import InsufficientMemoryError
 
@@ -56,7 +57,7 @@ def stream_count(G, queries: int, streams, bytes_per_vertex: int, k: int | None 
         free = free_memory("gpu")
         if new * per > free:
             raise InsufficientMemoryError(
-                f"streams={streams} (a query workspace of {per / 2**30:.2f} GiB each, {made} kept)",
+                f"streams={streams} (a query workspace of {size_text(per)} each, {made} kept)",
                 new * per,
                 free,
                 f"at most streams={made + free // per} fit; leave streams to the default to choose",

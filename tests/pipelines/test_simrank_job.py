@@ -82,3 +82,23 @@ def test_on_a_real_local_cluster(tmp_path):
     rows = df.groupby("source").size()  # a source without in-neighbours lists none; others may list fewer
     assert df.source.nunique() <= 12 and (df.simrank > 0).all() and rows.max() == 4 and len(df) == rows.sum()
     assert summary.sources_short == 12 - int((rows == 4).sum()) > 0
+
+
+def test_a_long_first_source_is_stated_once_per_job_and_again_for_other_options(
+    tmp_path, monkeypatch, capsys
+):
+    import pipelines.simrank as job_module
+
+    monkeypatch.setattr(job_module, "LONG_SECONDS", 0.0)  # every source counts as long here
+    monkeypatch.setattr(job_module, "_stated", set())
+    g = graphs.erdos_renyi(100, p=0.05, seed=1)
+
+    def run(epsilon, folder):
+        out = tmp_path / folder
+        job = pipelines.simrank_job(g, [1, 2, 3, 4], k=3, epsilon=epsilon, out=out, chunk=1, overwrite=True)
+        pipelines.run(job, progress=False)
+        return capsys.readouterr().err.count("meeting samples for source")
+
+    assert run(0.1, "a") == 1  # four chunks, one line
+    assert run(0.05, "a") == 1  # the same folder replaced by a job with another epsilon: its own cost
+    assert run(0.1, "b") == 1
