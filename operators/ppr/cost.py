@@ -22,6 +22,7 @@ import functools
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,20 +197,46 @@ def cost_model(device: str, *, refresh: bool = False) -> CostModel:
     name, sms = _gpu_identity(device_id)
     blocks = sms * (2048 // (LANES * WARPS))
     path = _cache_file(name)
-    if path.is_file() and not refresh:
-        saved = json.loads(path.read_text())
-        model = CostModel(saved["l1"], saved["l2"], saved["l3"], blocks=blocks)
+    saved = None if refresh else _read_weights(path)
+    if saved is not None:
+        model = CostModel(*saved, blocks=blocks)
     else:
         from operators.ppr.calibrate import measure_weights
 
         l1, l2, l3 = measure_weights(CostModel(blocks=blocks))
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"gpu": name, "l1": l1, "l2": l2, "l3": l3}))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps({"gpu": name, "l1": l1, "l2": l2, "l3": l3}))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         model = CostModel(l1, l2, l3, blocks=blocks)
     _LOADED[device_id, cache_root] = model
     return model
+
+
+def _read_weights(path) -> tuple[float, float, float] | None:
+    """The weights cached in ``path``; None, to measure them again, when there is no such file or it does
+    not hold three positive finite numbers (a cache is rebuilt, never trusted when damaged)."""
+    try:
+        saved = json.loads(path.read_text())
+        weights = tuple(float(saved[key]) for key in ("l1", "l2", "l3"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        warnings.warn(
+            f"{path}: not a PPR cost cache ({e}); measuring the weights again", RuntimeWarning, stacklevel=3
+        )
+        return None
+    if not all(math.isfinite(w) and w > 0 for w in weights):
+        warnings.warn(
+            f"{path}: weights {weights} are not positive numbers; measuring them again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return weights
 
 
 @functools.cache

@@ -283,3 +283,32 @@ def test_gpu_cost_model_comes_from_its_cache_file_once(tmp_path, monkeypatch):
     assert (model.l1, model.l2, model.l3, model.blocks) == (3.0, 2.0, 1.5, 8 * sms)
     path.unlink()
     assert cost_model("gpu") is model  # read once per process and cache settings
+
+
+@pytest.mark.parametrize(
+    ("text", "warned"),
+    [
+        (None, None),
+        ('{"gpu": "x", "l1": 3.0, "l2": 2.0, "l3": 1.5}', None),
+        ('{"gpu": "x", "l1": 3.0, "l2": 2.0', "not a PPR cost cache"),  # cut short
+        ('{"gpu": "x", "l1": 3.0, "l2": 2.0}', "not a PPR cost cache"),
+        ('["l1", "l2", "l3"]', "not a PPR cost cache"),
+        ('{"gpu": "x", "l1": 3.0, "l2": -2.0, "l3": NaN}', "not positive numbers"),
+    ],
+)
+def test_a_damaged_cost_cache_is_measured_again_with_a_warning(tmp_path, text, warned):
+    import warnings
+
+    from operators.ppr.cost import _read_weights
+
+    path = tmp_path / "ppr-cost.json"
+    if text is not None:
+        path.write_text(text)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _read_weights(path)
+    if warned is None:
+        assert not caught and got == (None if text is None else (3.0, 2.0, 1.5))
+    else:
+        assert got is None and len(caught) == 1 and warned in str(caught[0].message)
+        assert str(path) in str(caught[0].message)
