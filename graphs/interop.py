@@ -7,6 +7,8 @@ package. Vertex labels survive every round trip.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import sys
 
 import numpy as np
@@ -46,22 +48,75 @@ def from_networkx(G, *, weight: str | None = "weight", device: str = "cpu") -> C
     CSRGraph
     """
     nodes = list(G.nodes())
-    index = {v: i for i, v in enumerate(nodes)}
-    edges = list(G.edges(data=True))
-    src = np.fromiter((index[u] for u, _, _ in edges), dtype=np.int64, count=len(edges))
-    dst = np.fromiter((index[v] for _, v, _ in edges), dtype=np.int64, count=len(edges))
+    n = len(nodes)
+    labels = _labels(nodes)
+    adj = G._adj if isinstance(getattr(G, "_adj", None), dict) else G.adj  # plain dicts read fastest
+    rows = [adj[u] for u in nodes]  # each node's {neighbour: data} ({neighbour: {key: data}}: multigraphs)
+    if G.is_multigraph():
+        deg = np.fromiter((sum(map(len, r.values())) for r in rows), dtype=np.int64, count=n)
+        nbrs = itertools.chain.from_iterable(
+            itertools.repeat(v, len(keyed)) for r in rows for v, keyed in r.items()
+        )
+
+        def data():
+            return itertools.chain.from_iterable(keyed.values() for r in rows for keyed in r.values())
+    else:
+        deg = np.fromiter(map(len, rows), dtype=np.int64, count=n)
+        nbrs = itertools.chain.from_iterable(rows)
+
+        def data():
+            return itertools.chain.from_iterable(map(operator.methodcaller("values"), rows))
+
+    m = int(deg.sum())
+    dst = _positions(labels, nodes, nbrs, m)
+    src = np.repeat(np.arange(n, dtype=np.int64), deg)
     w = None
-    if weight is not None and any(weight in d for _, _, d in edges):
+    has = (
+        weight is not None and any(data()) and any(map(operator.methodcaller("__contains__", weight), data()))
+    )
+    if has:  # (an unweighted graph's data are all empty: the first any() reads no keys)
         try:
-            w = np.fromiter((d.get(weight, 1.0) for _, _, d in edges), dtype=np.float64, count=len(edges))
+            w = np.fromiter(map(operator.methodcaller("get", weight, 1.0), data()), dtype=np.float64, count=m)
         except (TypeError, ValueError):  # name the first edge whose weight is not a number
-            i = next(i for i, e in enumerate(edges) if not _is_number(e[2].get(weight, 1.0)))
-            raise _edge_error(edges[i], weight, "a number") from None
+            i = next(i for i, d in enumerate(data()) if not _is_number(d.get(weight, 1.0)))
+            raise _edge_error(_nth_edge(nodes, rows, G.is_multigraph(), i), weight, "a number") from None
         i = first_bad_weight(w)
         if i is not None:
-            raise _edge_error(edges[i], weight, "a finite, non-negative number")
-    g = from_edges(src, dst, w, n=len(nodes), directed=G.is_directed(), renumber=False)
-    return _with_labels(g, _labels(nodes)).to(device)
+            raise _edge_error(
+                _nth_edge(nodes, rows, G.is_multigraph(), i), weight, "a finite, non-negative number"
+            )
+    if not G.is_directed():  # the adjacency holds each edge both ways (a self-loop once): keep one
+        keep = src <= dst
+        src, dst, w = src[keep], dst[keep], (None if w is None else w[keep])
+    g = from_edges(src, dst, w, n=n, directed=G.is_directed(), renumber=False)
+    return _with_labels(g, labels).to(device)
+
+
+def _positions(labels: np.ndarray, nodes: list, nbrs, m: int) -> np.ndarray:
+    """The positions in ``nodes`` of the ``m`` labels ``nbrs`` yields: read as integers where the labels
+    are integers (0..n-1 in order: the labels are the positions), else looked up one by one."""
+    if labels.dtype != object:
+        got = np.fromiter(nbrs, dtype=labels.dtype, count=m)
+        if np.array_equal(labels, np.arange(labels.size)):
+            return got.astype(np.int64, copy=False)
+        order = np.argsort(labels, kind="stable")
+        return order[np.searchsorted(labels, got, sorter=order)].astype(np.int64, copy=False)
+    index = {v: i for i, v in enumerate(nodes)}
+    return np.fromiter(map(index.__getitem__, nbrs), dtype=np.int64, count=m)
+
+
+def _nth_edge(nodes: list, rows: list, multigraph: bool, i: int) -> tuple:
+    """The ``i``-th (u, v, data) of the adjacency, in the order ``from_networkx`` reads it."""
+
+    def edges():
+        for u, r in zip(nodes, rows, strict=True):
+            for v, d in r.items():
+                if multigraph:
+                    yield from ((u, v, dd) for dd in d.values())
+                else:
+                    yield (u, v, d)
+
+    return next(itertools.islice(edges(), i, None))
 
 
 def _edge_error(edge, weight: str, expected: str) -> GraphFormatError:

@@ -45,6 +45,56 @@ def test_networkx_undirected_and_multigraph():
     )
 
 
+def _from_networkx_reference(G, weight="weight"):
+    """The obvious conversion: every (u, v, data) of ``G.edges(data=True)``, positions by a dict."""
+    nodes = list(G.nodes())
+    index = {v: i for i, v in enumerate(nodes)}
+    edges = list(G.edges(data=True))
+    src = np.array([index[u] for u, _, _ in edges], dtype=np.int64)
+    dst = np.array([index[v] for _, v, _ in edges], dtype=np.int64)
+    w = None
+    if weight is not None and any(weight in d for _, _, d in edges):
+        w = np.array([d.get(weight, 1.0) for _, _, d in edges], dtype=np.float64)
+    return graphs.from_edges(src, dst, w, n=len(nodes), directed=G.is_directed(), renumber=False), nodes
+
+
+def _random_nx(kind, labels, weights, seed):
+    rng = np.random.default_rng(seed)
+    n, m = 40, 160
+    G = kind()
+    names = {
+        "positions": list(range(n)),
+        "shuffled": rng.permutation(n).tolist(),
+        "sparse ints": (rng.choice(10**6, n, replace=False) - 500_000).tolist(),
+        "strings": [f"v{i}" for i in rng.permutation(n)],
+        "mixed": [i if i % 2 else f"s{i}" for i in range(n)],
+    }[labels]
+    G.add_nodes_from(names)
+    for _ in range(m):
+        u, v = names[rng.integers(n)], names[rng.integers(n // 2)]  # repeats and self-loops
+        data = {}
+        if weights == "all" or (weights == "some" and rng.random() < 0.5):
+            data["weight"] = float(rng.integers(1, 9))
+        G.add_edge(u, v, **data)
+    return G
+
+
+@pytest.mark.parametrize("kind", [nx.DiGraph, nx.Graph, nx.MultiDiGraph, nx.MultiGraph])
+@pytest.mark.parametrize("labels", ["positions", "shuffled", "sparse ints", "strings", "mixed"])
+@pytest.mark.parametrize("weights", ["none", "some", "all"])
+def test_from_networkx_equals_the_edge_by_edge_reference(kind, labels, weights):
+    G = _random_nx(kind, labels, weights, seed=len(labels) + len(weights))
+    for graph in (G, G.subgraph(list(G.nodes())[5:]), G.reverse(copy=False) if G.is_directed() else G):
+        want, nodes = _from_networkx_reference(graph)
+        got = graphs.from_networkx(graph)
+        assert got.ids.tolist() == nodes and got.directed == want.directed
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        assert (got.weights is None) == (want.weights is None) == (weights == "none")
+        if got.weights is not None:
+            np.testing.assert_array_equal(got.weights, want.weights)
+
+
 def test_pagerank_by_label_matches_networkx():
     G = nx.gnp_random_graph(60, 0.08, seed=3, directed=True)
     G = nx.relabel_nodes(G, {i: f"v{i}" for i in G})
