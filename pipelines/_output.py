@@ -31,6 +31,27 @@ CHUNKS = "_chunks"
 INTERRUPTED = threading.Event()
 
 
+def task_cancelled() -> bool:
+    """Whether the task running on this thread belongs to an interrupted job: on Dask's local scheduler,
+    ``INTERRUPTED``; on a distributed worker, the worker's state of the task (cancelled once its client
+    cancels it or goes away; a local read, no message)."""
+    if INTERRUPTED.is_set():
+        return True
+    if "distributed" not in sys.modules:  # no worker in this process
+        return False
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not on a worker's task thread
+        return False
+    key = worker.get_current_task()
+    if key is None:
+        return False
+    state = worker.state.tasks.get(key)
+    return state is None or state.state in ("cancelled", "released", "forgotten")
+
+
 class WriteInterrupted(RuntimeError):
     """A write of a task of an interrupted job, dropped instead of renamed into place."""
 
@@ -42,7 +63,7 @@ class TaskInterrupted(RuntimeError):
 def write_atomic(path, write) -> None:
     """``write(tmp)`` to a hidden temporary file beside ``path``, then rename it: readers never see half.
     Temporaries of ``path`` left by processes that were killed while writing it are removed. Once the
-    job is interrupted (``INTERRUPTED``) the temporary is removed instead (``WriteInterrupted``)."""
+    job is interrupted (``task_cancelled``) the temporary is removed instead (``WriteInterrupted``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{path.name}."
@@ -55,7 +76,7 @@ def write_atomic(path, write) -> None:
     tmp = path.parent / f"{prefix}{owner_tag()}.partial"
     try:
         write(str(tmp))
-        if INTERRUPTED.is_set():
+        if task_cancelled():
             raise WriteInterrupted(f"{path}: not written, the job was interrupted")
         os.replace(tmp, path)
     finally:

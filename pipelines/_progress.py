@@ -29,7 +29,7 @@ from dask.utils import format_time, key_split
 
 from operators._progress import COMPILE, share
 
-from ._output import INTERRUPTED, TaskInterrupted
+from ._output import TaskInterrupted, task_cancelled
 
 LOG_INTERVAL = 10.0  # seconds between the lines written where the stream is not a terminal
 TTY_INTERVAL = 0.1  # seconds between the redraws of a terminal's line
@@ -175,13 +175,14 @@ def in_task(stage: str):
     the operator it runs (``operators._progress``). It draws the counts on the progress line of the job
     that runs on Dask's local scheduler in this process (``LocalStages``), where there is one (not where
     no progress was asked for, nor on a distributed worker: see the module's docstring), and it raises
-    ``TaskInterrupted`` once that job is interrupted (``_output.INTERRUPTED``): an operator that reports
-    progress ends at its next report, so the process exits then rather than when the task would end."""
+    ``TaskInterrupted`` once that job is interrupted (``_output.task_cancelled``: on the local scheduler or
+    on a cluster's worker): an operator that reports progress ends at its next report, so the process
+    exits, or the worker's thread is free, then rather than when the task would end."""
     stages = LocalStages.running[-1] if LocalStages.running else None
     slot = (key_split(stage), threading.get_ident())
 
     def progress(done: int, total: int, unit: str) -> None:
-        if INTERRUPTED.is_set():
+        if task_cancelled():
             raise TaskInterrupted(f"{stage}: ended, the job was interrupted")
         if stages is not None:
             stages.report(slot, done, total, unit)

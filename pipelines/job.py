@@ -204,19 +204,33 @@ class SchedulerLostError(SchedulerUnreachableError):
     network failed); finished stages and chunks are kept, so a re-run resumes."""
 
 
+def _cancel(client, future) -> None:
+    """Cancel ``future`` and the tasks it waits for on the cluster (a worker's task running then sees it
+    through ``_output.task_cancelled``); a client that can no longer reach its scheduler gives up at once:
+    the scheduler releases a gone client's tasks too."""
+    try:
+        client.cancel([future], force=True)
+    except Exception:  # an interrupt must not turn into another error
+        pass
+
+
 def _run(job: Job, client, progress: bool) -> Summary:
     INTERRUPTED.clear()  # an earlier run's interrupt ends none of this run's tasks
     client = client or _active_client()
     if client is not None:
         with _scheduler_lost(client):
             future = client.compute(job.result)
-            if progress and _widgets():
-                from distributed import progress as show
+            try:
+                if progress and _widgets():
+                    from distributed import progress as show
 
-                show(future, notebook=True)
-            elif progress:  # one text line of every stage's tasks done
-                cluster_stages(client, future)
-            return future.result()
+                    show(future, notebook=True)
+                elif progress:  # one text line of every stage's tasks done
+                    cluster_stages(client, future)
+                return future.result()
+            except KeyboardInterrupt:  # and SIGTERM: the workers' running tasks end at their next report
+                _cancel(client, future)
+                raise
     ctx = contextlib.nullcontext()
     if progress:
         ctx = LocalStages()

@@ -376,3 +376,52 @@ def test_an_edited_chunk_record_is_computed_again_not_trusted(tmp_path, sync, ca
     assert f"({record}: checksum mismatch)" in capsys.readouterr().err
     assert summary.queries == clean.queries == 20 and summary.resumed_parts == 1
     assert pipelines.run(job(), progress=False).resumed_parts == 2
+
+
+def _busy(dask_worker) -> int:
+    """Tasks a worker's threads still run, those its scheduler has let go of ("cancelled") included."""
+    return sum(
+        ts.state in ("executing", "long-running", "cancelled") for ts in dask_worker.state.tasks.values()
+    )
+
+
+def test_an_interrupted_job_frees_the_clusters_worker_at_its_next_report(tmp_path):
+    """SIGTERM to a job on a cluster (``--scheduler``): one line, exit 143, and the worker's task, a SimRank
+    source of minutes, ends within seconds (cancelled: it sees that at its next progress report) and
+    writes nothing; it used to run to its end, holding the worker and writing its part after the job had
+    said it was interrupted."""
+    from distributed import Client
+
+    cluster = cli("cluster", "--workers", "1", "--port", "0", "--dashboard", ":0", cwd=tmp_path)
+    try:
+        for line in cluster.stderr:  # its status lines
+            if "submit jobs with --scheduler" in line:
+                break
+        address = line.split("--scheduler")[1].strip()
+        out = tmp_path / "sr"
+        args = ["simrank", "rmat:12", "--random", "1", "-k", "5", "--epsilon", "0.001", "--device", "cpu"]
+        job = cli(
+            *args, "--out", out, "--workdir", tmp_path / "wd", "--scheduler", address, "--quiet", cwd=tmp_path
+        )
+        with Client(address, timeout=30) as client:
+            deadline, busy_since = time.monotonic() + 120, None
+            while time.monotonic() < deadline and job.poll() is None:
+                running = [k for keys in client.processing().values() for k in keys if "simrank" in str(k)]
+                busy_since = (busy_since or time.monotonic()) if running else None
+                if busy_since and time.monotonic() - busy_since > 3:  # into the sampling
+                    break
+                time.sleep(0.2)
+            assert busy_since and job.poll() is None, job.communicate()
+            job.send_signal(signal.SIGTERM)
+            _, err = job.communicate(timeout=30)
+            assert job.returncode == 143 and err.strip().splitlines()[-1] == "graphjobs: interrupted", err
+            assert "Traceback" not in err
+            sent, busy = time.monotonic(), 1
+            while busy and time.monotonic() - sent < 20:
+                busy = sum(client.run(_busy).values())
+                time.sleep(0.2)
+            assert busy == 0, "the worker still runs the interrupted job's task"
+        assert not list(out.glob("part-*")) and not (tmp_path / ".sr.graphjobs.lock").exists()
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait()

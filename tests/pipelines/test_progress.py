@@ -85,7 +85,7 @@ def test_nothing_is_shown_without_progress_and_operators_get_a_callable_that_end
     assert capsys.readouterr().err == "" and len(seen) == 1 and callable(seen[0])
     with _progress.in_task("ppr") as progress:  # outside a job's compute: draws nothing
         progress(1, 2, "sources")
-        monkeypatch.setattr(_progress.INTERRUPTED, "is_set", lambda: True)
+        monkeypatch.setattr(_output.INTERRUPTED, "is_set", lambda: True)
         with pytest.raises(_output.TaskInterrupted):
             progress(2, 2, "sources")
     assert capsys.readouterr().err == ""
