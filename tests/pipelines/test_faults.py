@@ -425,3 +425,39 @@ def test_an_interrupted_job_frees_the_clusters_worker_at_its_next_report(tmp_pat
     finally:
         os.killpg(cluster.pid, signal.SIGKILL)
         cluster.wait()
+
+
+def test_a_job_killed_on_a_cluster_resumes_there_to_the_uninterrupted_result(tmp_path):
+    """SIGKILL of the command line running a batch job on a cluster (``--scheduler``), once a chunk is
+    finished: the scheduler lets the gone client's tasks go, the worker's running ones end at their next
+    report or write, and a plain re-run on the same cluster exits 0, reuses the finished chunks and writes
+    what an uninterrupted run writes, byte for byte, leaving no temporary or lock."""
+    args = ["ppr", "rmat:11", "--random", "40", "--chunk", "5", "-k", "5", "--device", "cpu", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "want"), "--workdir", str(tmp_path / "wd0")]) == 0
+    cluster = cli("cluster", "--workers", "1", "--port", "0", "--dashboard", ":0", cwd=tmp_path)
+    try:
+        for line in cluster.stderr:  # its status lines
+            if "submit jobs with --scheduler" in line:
+                break
+        address = line.split("--scheduler")[1].strip()
+        out, run = tmp_path / "got", [*args, "--out", tmp_path / "got", "--workdir", tmp_path / "wd"]
+        job = cli(*run, "--scheduler", address, cwd=tmp_path)
+        deadline = time.monotonic() + 120
+        while not list((out / "_chunks").glob("*")) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job.poll() is None, job.communicate()
+        job.kill()
+        job.wait(30)
+        again = cli(*run, "--scheduler", address, "--json", cwd=tmp_path)
+        stdout, err = again.communicate(timeout=180)
+        assert again.returncode == 0, err
+        summary = json.loads(stdout)
+        assert 1 <= summary["resumed_parts"] < summary["parts"] == 8
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait()
+    want = sorted(p.name for p in (tmp_path / "want").glob("part-*.parquet"))
+    assert sorted(p.name for p in out.glob("part-*.parquet")) == want and len(want) == 8
+    for name in want:
+        assert (out / name).read_bytes() == (tmp_path / "want" / name).read_bytes(), name
+    assert not list(tmp_path.rglob("*.partial")) and not list(tmp_path.rglob("*.graphjobs.lock"))
