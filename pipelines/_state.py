@@ -37,15 +37,18 @@ def graph(path: str, token: str, device: str) -> graphs.CSRGraph:
 _INDEXES: OrderedDict[tuple[str, str, str], object] = OrderedDict()
 
 
-def ppr_index(path: str, g: graphs.CSRGraph):
-    """The PPR index saved at ``path`` for graph ``g``, loaded once per process (LRU of MAX_GRAPHS)."""
+def ppr_index(path: str, g: graphs.CSRGraph, device: str | None = None):
+    """The PPR index saved at ``path`` for graph ``g``, on ``device`` (default: ``g``'s), loaded once per
+    process (LRU of MAX_GRAPHS). ``g`` on the host and ``device`` 'gpu' put only the index's graph on the
+    GPU (its renumbered copy, where the index holds one), not ``g`` beside it."""
     from operators import load_ppr_index
 
-    key = (path, g.token, g.device)
+    device = device or g.device
+    key = (path, g.token, device)
     with _LOCK:
         idx = _INDEXES.get(key)
         if idx is None:
-            idx = _INDEXES[key] = load_ppr_index(path, g)
+            idx = _INDEXES[key] = load_ppr_index(path, g, device=device)
             while len(_INDEXES) > MAX_GRAPHS:
                 _INDEXES.popitem(last=False)
         _INDEXES.move_to_end(key)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from dask.base import tokenize
@@ -22,7 +21,6 @@ from graphs._device import to_host
 from graphs.errors import OptionError
 from graphs.store import read_json
 from operators._checks import check_count
-from operators._gpu.memory import graph_bytes
 from operators.options import IndexOptions, TopkOptions
 from operators.topk import query_memory
 
@@ -174,18 +172,15 @@ def _check_unused(index, manifest: dict, source, building: dict) -> None:
 def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     import pyarrow as pa
 
-    g = graph.get()
-    idx = _state.ppr_index(opts["index"].path, g)
+    device = worker_device()
+    g = graph.get("cpu")  # for the labels: on a GPU only the index's graph is held, not this one beside it
+    idx = _state.ppr_index(opts["index"].path, g, device)
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
-    streams = opts.get("streams") if g.device == "gpu" else None
+    streams = opts.get("streams") if device == "gpu" else None
     memory = None
-    if g.device == "gpu":  # the operator checks it too; the record goes to the summary
+    if device == "gpu":  # the operator checks it too; the record goes to the summary
         o = opts["options"]
         _, estimate = query_memory(idx, len(labels), k=min(o.k, g.n), refine=o.refine, streams=streams)
-        if idx.graph is not g:  # the index holds a renumbered copy; the job's graph stays on the device too
-            estimate = replace(
-                estimate, parts=(("job's graph", graph_bytes(g.n, g.m, weighted=g.weighted)), *estimate.parts)
-            )
         hint = "--no-refine, a smaller --streams, fewer chunks at once, or a GPU with more memory"
         memory = chunk_memory(estimate, hint, dict(estimate.parts)["in-edges build or workspaces"])
     t0 = time.perf_counter()
@@ -206,7 +201,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
         exact=int(res.exact.sum()),
         rounds=float(res.rounds.mean()),
         refined=int((res.refined > 0).sum()),
-        device=g.device,
+        device=device,
         first=first_rows(labels, res.vertices, res.ppr, res.counts),
         memory=memory,
     )
