@@ -16,8 +16,8 @@ KEYS = {
     "tie_order": "(perm, inv) on the host: ties ranked by the graph's own ids",
     "cpu_query_constants": "(max(d_out, 1), ones, scaled omega) shared by the CPU workspaces",
     "round_constants": "RoundConstants shared by the GPU workspaces (inverse omega, H lists, packed H)",
-    "thresholds32_adaptive": "GPU push thresholds d_out(v) beta(v), floats rounded down (a workspace copies)",
-    "thresholds32_plain": "GPU push thresholds max(d_out(v), 1), floats rounded down, copied to a workspace",
+    "thresholds32_adaptive": "GPU push thresholds d_out(v) beta(v) as floats rounded down, for workspaces",
+    "thresholds32_plain": "GPU push thresholds max(d_out(v), 1) as floats rounded down, for workspaces",
     "need_sizes": "{(BIG_LIST, BIG_CHUNK): (long lists, their chunks)}: the GPU refinement's buffer sizes",
     "warmed": "True once a call has compiled the query's functions and kernels (``topk_ppr``'s warm-up)",
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -378,6 +379,21 @@ def test_an_edited_chunk_record_is_computed_again_not_trusted(tmp_path, sync, ca
     assert pipelines.run(job(), progress=False).resumed_parts == 2
 
 
+@contextlib.contextmanager
+def one_worker_cluster(cwd):
+    """``graphjobs cluster`` with one CPU worker, in its own process group: its scheduler's address, until
+    the block ends (then the scheduler and its worker are killed at once)."""
+    cluster = cli("cluster", "--workers", "1", "--port", "0", "--dashboard", ":0", cwd=cwd)
+    try:
+        for line in cluster.stderr:  # its status lines
+            if "submit jobs with --scheduler" in line:
+                break
+        yield line.split("--scheduler")[1].strip()
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait()
+
+
 def _busy(dask_worker) -> int:
     """Tasks a worker's threads still run, those its scheduler has let go of ("cancelled") included."""
     return sum(
@@ -386,18 +402,13 @@ def _busy(dask_worker) -> int:
 
 
 def test_an_interrupted_job_frees_the_clusters_worker_at_its_next_report(tmp_path):
-    """SIGTERM to a job on a cluster (``--scheduler``): one line, exit 143, and the worker's task, a SimRank
-    source of minutes, ends within seconds (cancelled: it sees that at its next progress report) and
-    writes nothing; it used to run to its end, holding the worker and writing its part after the job had
+    """SIGTERM to a job on a cluster (``--scheduler``): one line, exit 143, and the worker's task, a long
+    SimRank source, ends within seconds (cancelled: it sees that at its next progress report) and writes
+    nothing; it used to run to its end, holding the worker and writing its part after the job had
     said it was interrupted."""
     from distributed import Client
 
-    cluster = cli("cluster", "--workers", "1", "--port", "0", "--dashboard", ":0", cwd=tmp_path)
-    try:
-        for line in cluster.stderr:  # its status lines
-            if "submit jobs with --scheduler" in line:
-                break
-        address = line.split("--scheduler")[1].strip()
+    with one_worker_cluster(tmp_path) as address:
         out = tmp_path / "sr"
         args = ["simrank", "rmat:12", "--random", "1", "-k", "5", "--epsilon", "0.001", "--device", "cpu"]
         job = cli(
@@ -422,9 +433,6 @@ def test_an_interrupted_job_frees_the_clusters_worker_at_its_next_report(tmp_pat
                 time.sleep(0.2)
             assert busy == 0, "the worker still runs the interrupted job's task"
         assert not list(out.glob("part-*")) and not (tmp_path / ".sr.graphjobs.lock").exists()
-    finally:
-        os.killpg(cluster.pid, signal.SIGKILL)
-        cluster.wait()
 
 
 def test_a_job_killed_on_a_cluster_resumes_there_to_the_uninterrupted_result(tmp_path):
@@ -434,12 +442,7 @@ def test_a_job_killed_on_a_cluster_resumes_there_to_the_uninterrupted_result(tmp
     what an uninterrupted run writes, byte for byte, leaving no temporary or lock."""
     args = ["ppr", "rmat:11", "--random", "40", "--chunk", "5", "-k", "5", "--device", "cpu", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "want"), "--workdir", str(tmp_path / "wd0")]) == 0
-    cluster = cli("cluster", "--workers", "1", "--port", "0", "--dashboard", ":0", cwd=tmp_path)
-    try:
-        for line in cluster.stderr:  # its status lines
-            if "submit jobs with --scheduler" in line:
-                break
-        address = line.split("--scheduler")[1].strip()
+    with one_worker_cluster(tmp_path) as address:
         out, run = tmp_path / "got", [*args, "--out", tmp_path / "got", "--workdir", tmp_path / "wd"]
         job = cli(*run, "--scheduler", address, cwd=tmp_path)
         deadline = time.monotonic() + 120
@@ -453,9 +456,6 @@ def test_a_job_killed_on_a_cluster_resumes_there_to_the_uninterrupted_result(tmp
         assert again.returncode == 0, err
         summary = json.loads(stdout)
         assert 1 <= summary["resumed_parts"] < summary["parts"] == 8
-    finally:
-        os.killpg(cluster.pid, signal.SIGKILL)
-        cluster.wait()
     want = sorted(p.name for p in (tmp_path / "want").glob("part-*.parquet"))
     assert sorted(p.name for p in out.glob("part-*.parquet")) == want and len(want) == 8
     for name in want:
