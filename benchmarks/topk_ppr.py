@@ -238,15 +238,16 @@ def _more_walks(rep, g, idx, srcs, exact, latency, many, with_edges, mult, commo
 def run_large(rep: Reporter, specs, batch: int) -> None:
     """GPU, R-MAT graphs of a billion edges and more, each given as (scale, edge_factor): R-MAT 26 at
     edge factor 22 has 1.5 billion edges, the size of the graph of kPAR's 42.4 ms top-1000 on a P100
-    (quoted by the issue). As ``run`` with 8 exact sources and batches of ``batch``, without the index of
-    delta_min = 2/n (twice the walks do not fit an 80 GB GPU there)."""
+    (quoted by the issue); R-MAT 27 at edge factor 16 has 2**31. As ``run`` with 32 exact sources (exact PPR
+    by power iteration on the GPU) and batches of ``batch``, without the index of delta_min = 2/n (twice
+    the walks do not fit an 80 GB GPU there)."""
     warm = graphs.rmat(17, seed=1, device="gpu")
     topk_ppr(build_ppr_index(warm), _sources(warm, 4, 0), k=50)
     ppr(warm, _sources(warm, 2, 0), method="power", tol=1e-9)
     del warm
     for scale, edge_factor in specs:
         g = graphs.rmat(scale, edge_factor=edge_factor, seed=0, device="gpu")
-        run_graph(rep, f"rmat-{scale}-ef{edge_factor}", g, exact_sources=8, batch=batch)
+        run_graph(rep, f"rmat-{scale}-ef{edge_factor}", g, exact_sources=32, batch=batch)
         del g
 
 

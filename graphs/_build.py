@@ -13,6 +13,7 @@ import numpy as np
 
 from ._device import array_module, import_cupy
 from ._kernel import Kernel, launch_config, sm_count
+from ._large import compress, cumsum
 
 INT32_LIMIT = 2**31 - 1
 
@@ -175,9 +176,9 @@ def _build_csr_gpu(src, dst, weights, n, dedupe):
         keep = cp.empty(key.size, dtype=cp.bool_)
         keep[0] = True
         cp.not_equal(key[1:], key[:-1], out=keep[1:])
-        key = key[keep]
+        key = compress(key, keep)
         if weights is not None:
-            weights = weights[keep]
+            weights = compress(weights, keep)
     rows = key // n
     counts = count_ids(rows, n)
     del rows
@@ -231,4 +232,4 @@ def expand_rows(indptr, m: int):
     starts = starts[starts < m]
     if starts.size:
         cp.add.at(flags, starts, 1)  # cupyx.scatter_add is deprecated in CuPy 14
-    return cp.cumsum(flags, dtype=dtype)
+    return cumsum(flags, dtype=dtype)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ._build import build_csr, index_dtype
 from ._device import array_module, is_gpu_array, to_host
+from ._large import check_unique_size, compress, cumsum
 from .csr import CSRGraph
 from .errors import GraphFormatError, OptionError
 
@@ -97,14 +98,17 @@ def assemble(src, dst, weights, n, *, directed, dedupe, self_loops, ids=None) ->
         loop = src == dst
         if not self_loops:
             keep = ~loop
-            src, dst = src[keep], dst[keep]
-            weights = None if weights is None else weights[keep]
+            src, dst = compress(src, keep), compress(dst, keep)
+            weights = None if weights is None else compress(weights, keep)
             loop = None
     if not directed:
-        back = ~loop if loop is not None else slice(None)
-        src, dst = xp.concatenate([src, dst[back]]), xp.concatenate([dst, src[back]])
+
+        def back(a):
+            return a if loop is None else compress(a, ~loop)
+
+        src, dst = xp.concatenate([src, back(dst)]), xp.concatenate([dst, back(src)])
         if weights is not None:
-            weights = xp.concatenate([weights, weights[back]])
+            weights = xp.concatenate([weights, back(weights)])
     indptr, indices, w = build_csr(src, dst, weights, n, dedupe=dedupe)
     return CSRGraph(indptr, indices, w, directed=directed, ids=ids, validate=False)
 
@@ -174,8 +178,9 @@ def renumber_labels(xp, src, dst) -> tuple[Any, Any, np.ndarray]:
             present[d] = True
             labels = xp.flatnonzero(present) + lo
             t = index_dtype(int(labels.size))
-            new_of = xp.cumsum(present, dtype=t) - 1
+            new_of = cumsum(present, dtype=t) - 1
             return new_of[s], new_of[d], to_host(labels).astype(np.int64)
+        check_unique_size(xp, 2 * m)
         labels, inv = xp.unique(xp.concatenate([src, dst]).astype(np.int64), return_inverse=True)
         t = index_dtype(int(labels.size))
         inv = inv.astype(t).reshape(-1)

@@ -25,6 +25,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._build import count_ids
 from graphs._device import array_module, to_host
+from graphs._large import cumsum
 from graphs._mix import rand_u64, stream_key
 from graphs.errors import OptionError
 from operators._checks import check_choice
@@ -165,7 +166,7 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
             )
         del sums
         # each in-edge's interval starts where the row's earlier in-edges' lengths end
-        ends = xp.cumsum(p, dtype=np.float64)
+        ends = cumsum(p, dtype=np.float64)
         row_base = xp.concatenate([xp.zeros(1), ends])[r_indptr[:-1]]
         ends -= p
         ends -= row_base[r_dst]

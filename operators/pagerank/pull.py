@@ -19,6 +19,8 @@ TUNING = {"threads": 1024, "hot": 16384, "max_hot_bytes": 98304, "min_hot_share"
 HUB_MIN = 1024
 CLASS_MIN = (128, 32, 8, 0)
 WCHUNK = 1024  # in-edges of a hub per warp work item
+# 64-bit edge offsets from here: a 32-bit offset stepping past the last edge must not wrap around
+WIDE_EDGES = 2**31 - 1024
 
 PULL_KERNEL = r"""
 // Warps stride over warp-sized work items (no block barriers, no work counter). Items, in order:
@@ -223,7 +225,7 @@ def pull_launch(arrays, plan, n, m_total, hot_out_edges, weighted, dtype, dummy,
         weighted,
         indices_t.dtype,
         threads,
-        wide_edges=m_local >= 2**31,
+        wide_edges=m_local >= WIDE_EDGES,
         cluster=cluster,
         hot_slice=slice_,
     )
@@ -231,7 +233,9 @@ def pull_launch(arrays, plan, n, m_total, hot_out_edges, weighted, dtype, dummy,
     if smem:
         kernel.max_dynamic_shared_size_bytes = smem
     sms = sm_count()
-    wide = m_local >= 2**31 or indices_t.dtype == np.int64  # 64-bit offsets: one block per SM (64 registers)
+    wide = (
+        m_local >= WIDE_EDGES or indices_t.dtype == np.int64
+    )  # 64-bit offsets: one block per SM (64 registers)
     per_sm = 1 if wide else min(2048 // threads, (shared_memory_per_sm() - 2048) // (smem + 1280))
     per_sm = max(1, per_sm)
     wt = w_t if weighted else dummy.astype(cp.float32)

@@ -16,6 +16,7 @@ import numpy as np
 
 from graphs._build import count_ids
 from graphs._device import array_module
+from graphs._large import cumsum
 from operators._gpu.launch import launch_config
 from operators._gpu.registry import Kernel
 
@@ -85,13 +86,13 @@ def _place(t, v, sig, ip1, ip2):
     xp = array_module(t)
     starts = xp.empty(v.size, dtype=v.dtype)
     if xp is not np and t.dtype != np.int32:  # 2^31 vertices or more: the kernel's ids are 32-bit
-        before = xp.cumsum(sig) - sig
+        before = cumsum(sig) - sig
         starts[xp.where(sig, ip1[t] - ip2[t] + before, ip2[t + 1] + xp.arange(t.size) - before)] = v
         return starts
     if xp is np:
         _place_cpu(t, v, sig, ip1, ip2, starts)
     elif t.size:
-        incl = xp.cumsum(sig, dtype=np.int64)
+        incl = cumsum(sig, dtype=np.int64)
         args = (t, v, sig, incl, ip1, ip2, np.int64(t.size), starts)
         INVERT.get("gj_irw_place")(*launch_config(t.size), args)
     return starts
