@@ -14,7 +14,9 @@ import numpy as np
 from ._device import array_module
 from .errors import MissingDependencyError
 
-CHUNK = 1 << 30  # elements of one CuPy call; below CuPy's 32-bit counts with room to spare
+# elements of one CuPy call: below CuPy's 32-bit counts, and small enough that the call's own temporaries
+# (a selection's 8-byte running count) stay at 1 GiB beside arrays of billions of elements
+CHUNK = 1 << 27
 
 
 def cumsum(a, *, dtype=None):
@@ -34,12 +36,19 @@ def cumsum(a, *, dtype=None):
 
 
 def compress(a, mask):
-    """``a[mask]`` for a 1-D array and a boolean mask of its length, in chunks of ``CHUNK``."""
+    """``a[mask]`` for a 1-D array and a boolean mask of its length, in chunks of ``CHUNK`` written
+    into the result (counted first), so that nothing but the result and one chunk's temporaries is
+    made."""
     xp = array_module(a)
     if a.size <= CHUNK:
         return a[mask]
-    parts = [a[s : s + CHUNK][mask[s : s + CHUNK]] for s in range(0, a.size, CHUNK)]
-    return xp.concatenate(parts) if parts else a[:0]
+    bounds = [(lo, min(lo + CHUNK, a.size)) for lo in range(0, a.size, CHUNK)]
+    counts = [int(xp.count_nonzero(mask[lo:hi])) for lo, hi in bounds]
+    out, at = xp.empty(sum(counts), dtype=a.dtype), 0
+    for (lo, hi), c in zip(bounds, counts, strict=True):
+        out[at : at + c] = a[lo:hi][mask[lo:hi]]
+        at += c
+    return out
 
 
 def check_unique_size(xp, size: int) -> None:

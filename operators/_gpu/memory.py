@@ -49,15 +49,17 @@ class MemoryEstimate:
     def bytes(self) -> int:
         return int(sum(b for _, b in self.parts))
 
-    def check(self, hint: str) -> dict:
+    def check(self, hint: str, *, held: tuple[str, ...] = ()) -> dict:
         """The estimate beside the device's free memory (the host's available memory for 'cpu';
         ``$GRAPHJOBS_MEMORY_LIMIT`` applied), as a record {"estimate_bytes", "free_bytes", "device",
-        "parts"}; ``InsufficientMemoryError`` naming ``hint`` (what would fit) when it takes more than 90%
-        of it."""
+        "parts"}; ``InsufficientMemoryError`` naming ``hint`` (what would fit) when the parts not yet
+        allocated (all but those named in ``held``, which the free memory already excludes) take more
+        than 90% of it."""
         free = free_memory(self.device)
-        if self.bytes > SHARE * free:
+        unheld = int(sum(b for name, b in self.parts if name not in held))
+        if unheld > SHARE * free:
             where = "the GPU" if self.device == "gpu" else "the host"
-            raise InsufficientMemoryError(f"{self.what} on {where}", self.bytes, free, hint)
+            raise InsufficientMemoryError(f"{self.what} on {where}", unheld, free, hint)
         return {
             "estimate_bytes": self.bytes,
             "free_bytes": int(free),

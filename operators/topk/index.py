@@ -46,7 +46,7 @@ HIGH_SHARE = 0.001  # |H| <= 0.1% of n
 DEGREE_ORDER_N = 2**22
 # memory a walk takes while the index is built (the build's memory estimate; measured by the growth of
 # the peak with the walk count, benchmarks/RESULTS.md)
-WALK_BYTES = {"gpu": 35, "cpu": 22}
+WALK_BYTES = {"gpu": 24, "cpu": 22}
 ARRAYS = ("beta", "omega", "ret", "ip1", "starts", "ip2", "freqs", "omega_i", "high", "h_index")
 ARRAYS += ("hptr", "h_end", "h_freq")
 
@@ -275,7 +275,10 @@ def build_ppr_index(
         f"the PPR index's {walks:,} walks (n={n:,})",
         G.device,
         (("graph", graph_bytes(n, G.m, weighted=G.weighted)), ("walks", walks * WALK_BYTES[G.device])),
-    ).check(f"a larger delta_min (now {delta_min:.3g}) needs fewer walks: they grow as delta_min^-1/2")
+    ).check(
+        f"a larger delta_min (now {delta_min:.3g}) needs fewer walks: they grow as delta_min^-1/2",
+        held=("graph",),  # G is on its device already
+    )
     try:
         key = stream_key(seed, 7)
         keys = walk_keys(G.indptr, G.indices, omega, key, alpha, first_step=first_step, progress=progress)

@@ -4,9 +4,9 @@
 The walks come as one 64-bit key each (``_irw.walk_keys``); one in-place sort of them gives the distinct
 (end, start) pairs in order. From there every step works on pairs (fewer than the walks), and each
 large temporary is freed before the next is made: a pair's end and start are split by one kernel,
-each IRW entry is scattered to its slot by one kernel from a 64-bit running count (a NumPy expression
-would make five or six 64-bit temporaries a pair), and large selections go by positions found chunk
-by chunk.
+each IRW entry is scattered to its slot by one kernel from a 64-bit running count made a chunk at a
+time (a NumPy expression would make five or six 64-bit temporaries a pair), and large selections are
+made a chunk at a time into their result (``graphs._large.compress``), an array at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from graphs._build import count_ids
 from graphs._device import array_module
-from graphs._large import cumsum
+from graphs._large import compress, cumsum
 from operators._gpu.launch import launch_config
 from operators._gpu.registry import Kernel
 
@@ -33,13 +33,15 @@ extern "C" __global__ void gj_irw_split(const long long* key, long long count, l
 // (sig), each part in pair order; sig_incl is the inclusive running count of sig. Pair i of the second
 // part has i - before such pairs ahead of it, ip1[e] - ip2[e] of them in earlier lists, so its slot
 // is ip1[e] + (ip2[e + 1] - ip2[e]) + its rank in the list: ip2[e + 1] + i - before
+// (a chunk of the pairs: base is the first one's index, the arrays start at it; starts is whole)
 extern "C" __global__ void gj_irw_place(const int* t, const int* v, const bool* sig,
-        const long long* sig_incl, const long long* ip1, const long long* ip2, long long count, int* starts) {
+        const long long* sig_incl, const long long* ip1, const long long* ip2, long long count,
+        long long base, int* starts) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
          i += (long long)gridDim.x * blockDim.x) {
         const int e = t[i];
         const long long before = sig_incl[i] - sig[i];
-        starts[sig[i] ? ip1[e] + before - ip2[e] : ip2[e + 1] + i - before] = v[i];
+        starts[sig[i] ? ip1[e] + before - ip2[e] : ip2[e + 1] + base + i - before] = v[i];
     }
 }
 """
@@ -91,32 +93,24 @@ def _place(t, v, sig, ip1, ip2):
         return starts
     if xp is np:
         _place_cpu(t, v, sig, ip1, ip2, starts)
-    elif t.size:
-        incl = cumsum(sig, dtype=np.int64)
-        args = (t, v, sig, incl, ip1, ip2, np.int64(t.size), starts)
-        INVERT.get("gj_irw_place")(*launch_config(t.size), args)
+    else:  # in chunks: the running count of ``sig`` is 8 bytes a pair, made a chunk at a time
+        carry = xp.zeros(1, dtype=np.int64)
+        for lo in range(0, t.size, CHUNK):
+            hi = min(lo + CHUNK, t.size)
+            incl = xp.cumsum(sig[lo:hi], dtype=np.int64)
+            incl += carry
+            args = (t[lo:hi], v[lo:hi], sig[lo:hi], incl, ip1, ip2, np.int64(hi - lo), np.int64(lo), starts)
+            INVERT.get("gj_irw_place")(*launch_config(hi - lo), args)
+            carry = incl[-1:].copy()
     return starts
 
 
-CHUNK = 1 << 27  # elements a step of ``_positions`` looks at
+CHUNK = 1 << 27  # pairs a step of ``_runs`` and ``_place`` looks at
 
 
-def _positions(size: int, chunk_mask, xp):
-    """Where ``chunk_mask(lo, hi)`` (a bool array for elements lo..hi-1) is set, as int64 positions,
-    found chunk by chunk: CuPy's ``flatnonzero`` and boolean indexing over a whole array make an 8-byte
-    running count of it, which for billions of walks does not fit beside them."""
-    bounds = [(lo, min(lo + CHUNK, size)) for lo in range(0, size, CHUNK)]
-    counts = [int(xp.count_nonzero(chunk_mask(lo, hi))) for lo, hi in bounds]
-    out, at = xp.empty(sum(counts), dtype=np.int64), 0
-    for (lo, hi), c in zip(bounds, counts, strict=True):
-        out[at : at + c] = xp.flatnonzero(chunk_mask(lo, hi))
-        out[at : at + c] += lo
-        at += c
-    return out
-
-
-def _run_starts(body):
-    """Where each run of equal keys starts in the sorted ``body``."""
+def _runs(body):
+    """The distinct keys of the sorted ``body`` and the length of each one's run (int32), found chunk
+    by chunk (positions of a whole array's run starts would take 8 bytes a key beside it)."""
     xp = array_module(body)
 
     def heads(lo, hi):
@@ -128,15 +122,24 @@ def _run_starts(body):
             xp.not_equal(body[lo:hi], body[lo - 1 : hi - 1], out=h)
         return h
 
-    return _positions(body.size, heads, xp)
-
-
-def _where(mask, invert: bool = False):
-    """``_positions`` of a bool array (of its clear elements with ``invert``)."""
-    xp = array_module(mask)
-    return _positions(
-        mask.size, (lambda lo, hi: ~mask[lo:hi]) if invert else (lambda lo, hi: mask[lo:hi]), xp
-    )
+    bounds = [(lo, min(lo + CHUNK, body.size)) for lo in range(0, body.size, CHUNK)]
+    counts = [int(xp.count_nonzero(heads(lo, hi))) for lo, hi in bounds]
+    keys, freq = xp.empty(sum(counts), dtype=body.dtype), xp.empty(sum(counts), dtype=np.int32)
+    at, last = 0, None  # last: (its index in freq, its position) of the latest run start seen
+    for (lo, hi), c in zip(bounds, counts, strict=True):
+        if not c:
+            continue
+        pos = xp.flatnonzero(heads(lo, hi))
+        pos += lo
+        keys[at : at + c] = body[pos]
+        if last is not None:
+            freq[last[0]] = int(pos[0]) - last[1]
+        xp.subtract(pos[1:], pos[:-1], out=freq[at : at + c - 1], casting="unsafe")
+        last = (at + c - 1, int(pos[-1]))
+        at += c
+    if last is not None:
+        freq[last[0]] = body.size - last[1]
+    return keys, freq
 
 
 def walk_pairs(keys: list, n: int) -> list:
@@ -157,13 +160,8 @@ def walk_pairs(keys: list, n: int) -> list:
     del key
     if not body.size:
         return [xp.zeros(0, dtype=np.int64), xp.zeros(0, dtype=np.int32), ret]
-    first = _run_starts(body)
-    pairs = body[first]
-    total = body.size
+    pairs, freq = _runs(body)
     del body  # the walks' keys go here
-    freq = xp.empty(first.size, dtype=np.int32)  # the runs' lengths, with no 8-byte temporary
-    xp.subtract(first[1:], first[:-1], out=freq[:-1], casting="unsafe")
-    freq[-1] = total - first[-1]
     return [pairs, freq, ret]
 
 
@@ -197,12 +195,13 @@ def invert_walks(pairs: list, n: int, high_share: float):
     h_index = xp.full(n, -1, dtype=np.int32)
     h_index[high] = xp.arange(high.size, dtype=np.int32)
     pair_h = in_h[t]
-    at = _where(pair_h)
-    ht, hv, hf = t[at], v[at], freq[at]
-    at = _where(pair_h, invert=True)
+    ht, hv, hf = compress(t, pair_h), compress(v, pair_h), compress(freq, pair_h)
+    xp.logical_not(pair_h, out=pair_h)
+    # the IRW proper, an array at a time: each whole array is freed as its selection replaces it
+    t = compress(t, pair_h)
+    v = compress(v, pair_h)
+    freq = compress(freq, pair_h)
     del pair_h
-    t, v, freq = t[at], v[at], freq[at]  # the IRW proper; the whole pairs are freed here
-    del at
     # H pairs grouped by start vertex (Fig. 4): hptr[v] starts v's (end index in H, frequency) pairs
     order = hv.astype(np.int64)
     order *= n
@@ -216,11 +215,10 @@ def invert_walks(pairs: list, n: int, high_share: float):
     del ht, hv, hf
     # the pairs are in (end, start) order; each end vertex's starts with frequency > 1 go first
     sig = freq > 1
-    at = _where(sig)
-    ip1, ip2 = _indptr(xp, t, n), _indptr(xp, t[at], n)
+    ip1, ip2 = _indptr(xp, t, n), _indptr(xp, compress(t, sig), n)
     starts = _place(t, v, sig, ip1, ip2)
     del t, v
-    irw = dict(ip1=ip1, starts=starts, ip2=ip2, freqs=freq[at])
+    irw = dict(ip1=ip1, starts=starts, ip2=ip2, freqs=compress(freq, sig))
     return {**irw, **h_store, "ret": ret, "omega_i": omega_i}, ub
 
 

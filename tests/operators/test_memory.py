@@ -46,6 +46,12 @@ def test_check_refuses_what_does_not_fit_naming_what_would(monkeypatch):
     monkeypatch.setattr(memory, "free_memory", lambda device: 1100)  # 1000 > 90% of 1100
     with pytest.raises(InsufficientMemoryError, match=r"PPR of 32 sources on the GPU.*fewer sources"):
         est.check("fewer sources")
+    # the graph is on the device already: the free memory excludes it, so only the iterates must fit
+    assert est.check("fewer sources", held=("graph",))["estimate_bytes"] == 1000
+    monkeypatch.setattr(memory, "free_memory", lambda device: 440)  # 400 > 90% of 440
+    with pytest.raises(InsufficientMemoryError, match=r"needs about 0.4 KiB but only 0.4 KiB"):
+        est.check("fewer sources", held=("graph",))
+    monkeypatch.setattr(memory, "free_memory", lambda device: 1100)
     assert MemoryEstimate("the walks", "cpu", (("walks", 900),)).check("-")["device"] == "cpu"
     with pytest.raises(InsufficientMemoryError, match="the walks on the host"):
         MemoryEstimate("the walks", "cpu", (("walks", 10**6),)).check("-")

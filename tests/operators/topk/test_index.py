@@ -78,6 +78,25 @@ def test_first_step_walks_never_end_where_they_start_on_a_dag():
         assert (a["ret"][-1] == a["omega"][-1]) == first
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_index_built_in_small_chunks_equals_one_built_in_large_ones(monkeypatch, device):
+    """Every scan, selection and placement of the build done in chunks of 1,000 pairs (as billions of
+    walks are) gives the same arrays as chunks larger than the graph's walks."""
+    from graphs import _large
+    from operators.topk import irw
+
+    g = graphs.rmat(12, seed=2, device=device)
+    whole = _host(build_ppr_index(g, seed=4))
+    monkeypatch.setattr(irw, "CHUNK", 1000)
+    monkeypatch.setattr(_large, "CHUNK", 1000)
+    g = graphs.rmat(12, seed=2, device=device)
+    chunked = _host(build_ppr_index(g, seed=4))
+    assert whole.keys() == chunked.keys()
+    for name, a in whole.items():
+        np.testing.assert_array_equal(chunked[name], a, err_msg=name)
+    assert whole["starts"].size > 20 * 1000
+
+
 @pytest.mark.parametrize("chunk", [1 << 27, 1000])
 def test_irw_arrays_equal_a_plain_count_of_the_walks(monkeypatch, chunk):
     """The inversion against a dictionary count of the same walks' (start, end) pairs: each end's list
@@ -86,11 +105,13 @@ def test_irw_arrays_equal_a_plain_count_of_the_walks(monkeypatch, chunk):
     many (runs crossing chunk boundaries)."""
     from collections import Counter
 
+    from graphs import _large
     from operators.topk import irw as _irw_invert
     from operators.topk.irw import invert_walks, walk_pairs
     from operators.topk.walks import walk_ends, walk_keys
 
     monkeypatch.setattr(_irw_invert, "CHUNK", chunk)
+    monkeypatch.setattr(_large, "CHUNK", chunk)
 
     g = graphs.rmat(10, seed=5)
     omega = np.random.default_rng(1).integers(0, 30, size=g.n)
