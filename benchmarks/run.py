@@ -13,6 +13,7 @@ from benchmarks import (
     ppr_push,
     scale_out,
     simrank,
+    stream_parquet,
     topk_ablation,
     topk_ppr,
     topk_refine,
@@ -35,10 +36,12 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--only", default="pagerank,load",
                     help="pagerank,load,topk,topk-refine,topk-large,ppr,ppr-precision,ppr-job,influence,simrank,pagerank-mg,"
-                         "topk-mg,imm-mg")  # fmt: skip
+                         "topk-mg,imm-mg,stream-parquet")  # fmt: skip
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--topk-large", default="26:22", help="scale:edge_factor of the topk-large graphs (GPU)")
     ap.add_argument("--large-batch", type=int, default=2000, help="sources of topk-large's batches")
+    ap.add_argument("--stream-scales", default="24", help="R-MAT scales of stream-parquet")
+    ap.add_argument("--stream-workdir", default=None, help="where stream-parquet writes its dataset")
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ppr-methods", default="", help="these PPR methods only (comma-separated)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
@@ -73,6 +76,9 @@ def main(argv=None) -> None:
     if "topk-large" in only and args.device == "gpu":
         specs = [tuple(int(x) for x in spec.split(":")) for spec in args.topk_large.split(",") if spec]
         topk_ppr.run_large(rep, specs, args.large_batch)
+    if "stream-parquet" in only:
+        sscales = [int(s) for s in args.stream_scales.split(",") if s]
+        stream_parquet.run(rep, args.device, sscales, args.stream_workdir)
     if "topk-ablation" in only:
         tscales = [int(s) for s in args.topk_scales.split(",") if s] if args.device == "gpu" else []
         topk_ablation.run_ablation(rep, args.device, dataset_dir(), tscales)
