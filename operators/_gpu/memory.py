@@ -39,24 +39,26 @@ def build_bytes(n: int, m: int) -> int:
 @dataclass(frozen=True)
 class MemoryEstimate:
     """``parts``: named byte counts that are held at the peak together (``bytes``, their sum) on
-    ``device``; ``what`` says what is estimated, for messages."""
+    ``device``; ``what`` says what is estimated, for messages; ``held``: the names of the parts that are
+    allocated already when it is made (the graph a computation runs on), which the free memory
+    excludes."""
 
     what: str
     device: str
     parts: tuple[tuple[str, int], ...]
+    held: tuple[str, ...] = ()
 
     @property
     def bytes(self) -> int:
         return int(sum(b for _, b in self.parts))
 
-    def check(self, hint: str, *, held: tuple[str, ...] = ()) -> dict:
+    def check(self, hint: str) -> dict:
         """The estimate beside the device's free memory (the host's available memory for 'cpu';
         ``$GRAPHJOBS_MEMORY_LIMIT`` applied), as a record {"estimate_bytes", "free_bytes", "device",
         "parts"}; ``InsufficientMemoryError`` naming ``hint`` (what would fit) when the parts not yet
-        allocated (all but those named in ``held``, which the free memory already excludes) take more
-        than 90% of it."""
+        allocated (all but ``held``) take more than 90% of it."""
         free = free_memory(self.device)
-        unheld = int(sum(b for name, b in self.parts if name not in held))
+        unheld = int(sum(b for name, b in self.parts if name not in self.held))
         if unheld > SHARE * free:
             where = "the GPU" if self.device == "gpu" else "the host"
             raise InsufficientMemoryError(f"{self.what} on {where}", unheld, free, hint)

@@ -264,7 +264,8 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
     the graph's in-edges (a transpose, whose build's transient comes before the workspaces are made),
     on the GPU the constants the workspaces share (``CONSTANT_BYTES`` a vertex), and the query
-    workspaces: the calling thread's own and one a stream."""
+    workspaces: the calling thread's own and one a stream. The index, its graph and in-edges already
+    made are ``held``: only the rest must fit in the free memory."""
     G = index.graph
     per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)
     pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
@@ -278,7 +279,8 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
         ("constants", CONSTANT_BYTES * G.n if G.device == "gpu" else 0),
         ("in-edges build or workspaces", max(build, (1 + streams) * per_vertex * G.n)),
     )
-    return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts)
+    held = ("index", "graph") + (("in-edges",) if G.has_derived("transpose") else ())
+    return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts, held)
 
 
 def _empty_result(sources, k: int) -> TopkPPR:

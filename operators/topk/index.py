@@ -275,10 +275,8 @@ def build_ppr_index(
         f"the PPR index's {walks:,} walks (n={n:,})",
         G.device,
         (("graph", graph_bytes(n, G.m, weighted=G.weighted)), ("walks", walks * WALK_BYTES[G.device])),
-    ).check(
-        f"a larger delta_min (now {delta_min:.3g}) needs fewer walks: they grow as delta_min^-1/2",
-        held=("graph",),  # G is on its device already
-    )
+        held=("graph",),
+    ).check(f"a larger delta_min (now {delta_min:.3g}) needs fewer walks: they grow as delta_min^-1/2")
     try:
         key = stream_key(seed, 7)
         keys = walk_keys(G.indptr, G.indices, omega, key, alpha, first_step=first_step, progress=progress)
