@@ -19,7 +19,7 @@ from graphs._device import to_host
 from operators import build_ppr_index, ppr, topk_ppr
 from operators._cpu_threads import cpu_threads
 from operators._gpu.streams import WIDE_FROM, stream_count, workspaces_that_fit
-from operators.ppr.metrics import ndcg_at_k, precision_at_k
+from operators.ppr.metrics import ndcg_at_k, precision_at_k, top_values
 from operators.topk import WORKSPACE_BYTES
 from operators.topk.batch import CPU_WORKSPACE_BYTES
 
@@ -54,7 +54,7 @@ def _room_for(g, idx, streams: int) -> bool:
     return workspaces_that_fit(g, WORKSPACE_BYTES, _kept(idx)) >= streams
 
 
-def _peer_topk(g, srcs, exact, ks) -> dict:
+def _peer_topk(g, srcs, exact, tops, ks) -> dict:
     """Per k: cuGraph PPR + top k per source (median ms, like our latency rows) and its precision@k."""
     import cupy as cp
 
@@ -70,7 +70,7 @@ def _peer_topk(g, srcs, exact, ks) -> dict:
             x = peer.ppr(v)
             top = cp.argpartition(-x, k)[:k].get()
             ms.append((time.perf_counter() - t0) * 1e3)
-            prec.append(precision_at_k(exact[i], top, k))
+            prec.append(precision_at_k(exact[i], top, k, top=tops[i]))
         out[k] = {"impl": f"{cugraph_peer.NAME} ppr + top-k", "median": float(np.median(ms)),
                   "precision": float(np.mean(prec)), "queries": len(ids)}  # fmt: skip
     return out
@@ -88,6 +88,7 @@ def run_graph(
     exact = to_host(ppr(g, srcs, method="power", tol=1e-9))
     _sync(device)
     exact_per_source = (time.perf_counter() - t0) / len(srcs)
+    tops = [top_values(e, max(ks)) for e in exact]  # one partition a source serves every k's metrics
     g.forget_derived()  # the exact solver's matrix and transpose: R-MAT 26 cannot hold them and the build
     if device == "gpu":  # and their blocks go back to the device, where the build's large arrays can use them
         import cupy as cp
@@ -98,7 +99,7 @@ def run_graph(
     _sync(device)
     build = time.perf_counter() - t0
     common = dict(graph=name, n=g.n, m=g.m)
-    peers = _peer_topk(g, srcs, exact, ks) if device == "gpu" and cugraph_peer.available() else {}
+    peers = _peer_topk(g, srcs, exact, tops, ks) if device == "gpu" and cugraph_peer.available() else {}
     for k, row in peers.items():
         rep.emit(bench="topk-ppr", unit="ms", **common, k=k, **row)
     rep.emit(
@@ -111,9 +112,10 @@ def run_graph(
     for k in ks:
         topk_ppr(idx, srcs[:2], k=k)  # warm-up (compilation)
         res = topk_ppr(idx, srcs, k=k, streams=1)  # latency: one query at a time
-        prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
+        got = [g.internal_ids(res.row(i)[0]) for i in range(len(srcs))]
+        prec = [precision_at_k(exact[i], got[i], k, top=tops[i]) for i in range(len(srcs))]
         latency[k] = (float(np.median(res.seconds * 1e3)), float(np.mean(prec)))
-        ndcg = [ndcg_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
+        ndcg = [ndcg_at_k(exact[i], got[i], k, top=tops[i]) for i in range(len(srcs))]
         ms = res.seconds * 1e3
         extra = {}
         if name in FORA_TOP1000_MS and k == 1000:
@@ -164,7 +166,7 @@ def run_graph(
             )  # fmt: skip
             with_edges[k] = best
         if more_walks:
-            _more_walks(rep, g, idx, srcs, exact, latency, many, with_edges, more_walks, common)
+            _more_walks(rep, g, idx, srcs, exact, tops, latency, many, with_edges, more_walks, common)
         # uniformly random sources, as a job's RandomSources draws them: on R-MAT about half have no
         # out-edge and are answered without a round, so this rate is not the one of the targets
         uniform = np.random.default_rng(3).choice(g.n, size=min(batch, g.n), replace=False)
@@ -204,7 +206,7 @@ def _per_call(rep, idx, g, k, device, common, count=200) -> None:
     )  # fmt: skip
 
 
-def _more_walks(rep, g, idx, srcs, exact, latency, many, with_edges, mult, common) -> None:
+def _more_walks(rep, g, idx, srcs, exact, tops, latency, many, with_edges, mult, common) -> None:
     """The user's lever for precision: an index with delta_min = mult / n (more walks) against the
     default's latency, precision@k and batch rate on the same sources."""
     idx.forget_workspaces()
@@ -216,7 +218,9 @@ def _more_walks(rep, g, idx, srcs, exact, latency, many, with_edges, mult, commo
     for k, (base_ms, base_prec) in latency.items():
         topk_ppr(more, srcs[:2], k=k)
         res = topk_ppr(more, srcs, k=k, streams=1)
-        prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
+        prec = [
+            precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k, top=tops[i]) for i in range(len(srcs))
+        ]
         t0 = time.perf_counter()
         topk_ppr(more, many, k=k)
         _sync(g.device)

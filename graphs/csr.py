@@ -174,6 +174,15 @@ class CSRGraph:
         object.__setattr__(g, "_token", self._token)
         return g
 
+    def bare(self) -> CSRGraph:
+        """The same arrays, ids and token with nothing derived: what an operator derives on it (a
+        transpose, a plan) is freed with it rather than kept with this graph."""
+        g = CSRGraph(
+            self._indptr, self._indices, self._weights, directed=self._directed, ids=self._ids, validate=False
+        )
+        object.__setattr__(g, "_token", self._token)
+        return g
+
     def transpose(self) -> CSRGraph:
         """The graph with every edge reversed (in-neighbour lists as rows); computed once."""
         if not self._directed:

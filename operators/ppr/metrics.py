@@ -5,26 +5,39 @@ from __future__ import annotations
 import numpy as np
 
 
-def precision_at_k(exact, returned, k: int, *, rtol: float = 1e-9) -> float:
+def top_values(exact, k: int) -> np.ndarray:
+    """The ``k`` largest values of ``exact`` in decreasing order (all of them when it has fewer): what
+    ``precision_at_k`` and ``ndcg_at_k`` read for any k up to this one, found with one partition."""
+    exact = np.asarray(exact, dtype=np.float64)
+    k = min(k, exact.size)
+    return np.sort(np.partition(exact, exact.size - k)[exact.size - k :])[::-1] if k else exact[:0]
+
+
+def precision_at_k(exact, returned, k: int, *, rtol: float = 1e-9, top=None) -> float:
     """Share of the true top k found among the returned vertices (internal ids, at most k).
 
     With ties at the k-th value every vertex whose exact PPR equals it counts as a true top-k vertex
     (``rtol`` relative slack), so the score does not depend on how ties were broken. A source with fewer
-    than k vertices of positive PPR has only those as its top k: the share is of them.
+    than k vertices of positive PPR has only those as its top k: the share is of them. ``top``:
+    ``top_values(exact, K)`` for some K >= k, made once for several k.
     """
     exact = np.asarray(exact, dtype=np.float64)
     returned = np.asarray(returned)[:k]
-    kth = np.partition(exact, exact.size - k)[exact.size - k]
+    top = top_values(exact, k) if top is None or top.size < min(k, exact.size) else top
+    if not top.size:
+        return 0.0
+    kth = top[min(k, top.size) - 1]
     found = (exact[returned] >= kth * (1 - rtol)) & (exact[returned] > 0)
-    return float(found.sum()) / max(min(k, int((exact > 0).sum())), 1)
+    return float(found.sum()) / max(int((top[:k] > 0).sum()), 1)
 
 
-def ndcg_at_k(exact, returned, k: int) -> float:
-    """sum_i (2^pi(v_i) - 1) / log2(i + 1) over the returned order, divided by the ideal order's sum."""
+def ndcg_at_k(exact, returned, k: int, *, top=None) -> float:
+    """sum_i (2^pi(v_i) - 1) / log2(i + 1) over the returned order, divided by the ideal order's sum;
+    ``top`` as in ``precision_at_k``."""
     exact = np.asarray(exact, dtype=np.float64)
     returned = np.asarray(returned)[:k]
     disc = 1.0 / np.log2(np.arange(2, k + 2))
-    ideal = np.sort(exact)[::-1][:k]
+    ideal = (top_values(exact, k) if top is None or top.size < min(k, exact.size) else top)[:k]
     z = float((np.expm1(ideal * np.log(2)) * disc[: ideal.size]).sum())
     got = float((np.expm1(exact[returned] * np.log(2)) * disc[: returned.size]).sum())
     return got / z if z > 0 else 1.0

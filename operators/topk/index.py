@@ -34,7 +34,7 @@ from operators.options import IndexOptions
 from operators.pagerank.order import into, renumbered
 from operators.topk.cache import QueryCache
 from operators.topk.index_io import save_index
-from operators.topk.irw import invert_walks, walk_pairs
+from operators.topk.irw import CHUNK, CHUNK_WORK, invert_walks, walk_pairs
 from operators.topk.walks import budget_levels, walk_keys
 
 FORMAT = "graphjobs-ppr-index"
@@ -44,9 +44,10 @@ HIGH_SHARE = 0.001  # |H| <= 0.1% of n
 # order="auto": degree order from this many vertices on, where one query's 16-byte vertex records (64 MB)
 # outgrow the L2 cache; below, the query state fits in L2 and the renumbering does not pay
 DEGREE_ORDER_N = 2**22
-# memory a walk takes while the index is built (the build's memory estimate; measured by the growth of
-# the peak with the walk count, benchmarks/RESULTS.md)
-WALK_BYTES = {"gpu": 24, "cpu": 22}
+# memory a walk takes at most while the index is built: its sort key (8 bytes) and the (end, start) pair
+# it may add (8-byte key, 4-byte count); on the CPU 2 more for the host sort. Beside them one chunk's
+# working arrays (irw.CHUNK_WORK bytes a pair); the build's memory estimate
+WALK_BYTES = {"gpu": 20, "cpu": 22}
 ARRAYS = ("beta", "omega", "ret", "ip1", "starts", "ip2", "freqs", "omega_i", "high", "h_index")
 ARRAYS += ("hptr", "h_end", "h_freq")
 
@@ -252,7 +253,7 @@ def build_ppr_index(
         # on a view of G's arrays unless G keeps a transpose already: the transpose and the pull plan,
         # the graph's size again, would stay with G (or the index's copy of it) through the walks and
         # after, and the queries never read them
-        plain = CSRGraph(G.indptr, G.indices, directed=G.directed, validate=False)
+        plain = G.bare()
         pagerank = global_pagerank(G if G.has_derived("transpose") else plain, **opts)
         plain.forget_derived()  # the transpose refers back to it: a cycle, freed only by a collection
         del plain
@@ -269,13 +270,21 @@ def build_ppr_index(
     mult[pro] = xp.asarray(level)
     omega = base * mult
     beta = xp.where(mult > 1, (mult * base - 1) / (deg * scale), 1.0)  # Eq. 8
+    base_walks, boosted = int(base.sum()), int((mult > 1).sum())
+    del pagerank, deg, pro, base, mult  # the walks need only omega (and the index beta)
     t2 = time.perf_counter()
     walks = int(omega.sum())
     memory = MemoryEstimate(
         f"the PPR index's {walks:,} walks (n={n:,})",
         G.device,
-        (("graph", graph_bytes(n, G.m, weighted=G.weighted)), ("walks", walks * WALK_BYTES[G.device])),
-        held=("graph",),
+        (
+            ("graph", graph_bytes(n, G.m, weighted=source.weighted)),
+            ("renumbered copy", graph_bytes(n, G.m, weighted=G.weighted) if perm is not None else 0),
+            ("omega and beta", 16 * n),
+            ("walks", walks * WALK_BYTES[G.device]),
+            ("a chunk's work", min(walks, CHUNK) * CHUNK_WORK),
+        ),
+        held=("graph", "renumbered copy", "omega and beta"),
     ).check(f"a larger delta_min (now {delta_min:.3g}) needs fewer walks: they grow as delta_min^-1/2")
     try:
         key = stream_key(seed, 7)
@@ -296,8 +305,8 @@ def build_ppr_index(
     ub = walks_bound(params, arrays, arrays["h_index"] < 0)
     info = dict(
         walks=walks,
-        base_walks=int(base.sum()),
-        boosted=int((mult > 1).sum()),
+        base_walks=base_walks,
+        boosted=boosted,
         high=int(arrays["high"].size),
         irw_pairs=int(arrays["starts"].size),
         seconds=dict(order=t_order, pagerank=t1 - t0, budget=t2 - t1, walks=t3 - t2, invert=t4 - t3),

@@ -106,6 +106,9 @@ def _place(t, v, sig, ip1, ip2):
 
 
 CHUNK = 1 << 27  # pairs a step of ``_runs`` and ``_place`` looks at
+# bytes a pair of one chunk's working arrays, at most: its run heads (1), their positions (8) and the
+# scan that finds them (8), or the placement's running count (8)
+CHUNK_WORK = 17
 
 
 def _runs(body):
@@ -131,12 +134,13 @@ def _runs(body):
             continue
         pos = xp.flatnonzero(heads(lo, hi))
         pos += lo
-        keys[at : at + c] = body[pos]
+        xp.take(body, pos, out=keys[at : at + c])
         if last is not None:
             freq[last[0]] = int(pos[0]) - last[1]
         xp.subtract(pos[1:], pos[:-1], out=freq[at : at + c - 1], casting="unsafe")
         last = (at + c - 1, int(pos[-1]))
         at += c
+        del pos  # before the next chunk's is made
     if last is not None:
         freq[last[0]] = body.size - last[1]
     return keys, freq

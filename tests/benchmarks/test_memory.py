@@ -19,5 +19,6 @@ def test_every_job_runs_and_states_what_it_estimates(tmp_path):
         assert row["exit"] == 0 and row["error"] is None and row["n"] == 256, (job, row)
         assert row["peak_gib"] is None and row["device"] == "cpu"
     # the index states its walks' estimate on the host too
-    assert rows["index"]["estimate_gib"] > 0 and set(rows["index"]["parts"]) == {"graph", "walks"}
+    parts = {"graph", "renumbered copy", "omega and beta", "walks", "a chunk's work"}
+    assert rows["index"]["estimate_gib"] > 0 and set(rows["index"]["parts"]) == parts
     assert rows["ppr"]["estimate_gib"] is None  # the power iteration's estimate is the GPU's

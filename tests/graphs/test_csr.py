@@ -172,6 +172,21 @@ def test_threads_asking_at_once_share_one_transpose_and_one_derived_value(monkey
     assert len({id(t) for t, _ in got}) == 1 and len({id(p) for _, p in got}) == 1
 
 
+def test_a_bare_view_shares_the_arrays_and_keeps_nothing_it_derives():
+    g = graphs.rmat(6, seed=1, device="cpu")
+    g.transpose()
+    v = g.bare()
+    assert np.shares_memory(v.indptr, g.indptr) and np.shares_memory(v.indices, g.indices)
+    np.testing.assert_array_equal(v.ids, g.ids)
+    assert v.token == g.token
+    assert not v.has_derived("transpose")
+    t = v.transpose()
+    assert t is not g.transpose()
+    np.testing.assert_array_equal(t.indices, g.transpose().indices)
+    v.forget_derived()
+    assert g.has_derived("transpose")
+
+
 def test_transpose_and_degrees_match_scipy():
     src, dst, w = random_edges(weighted=True, seed=3)
     g = from_edges(src, dst, w, n=200, renumber=False)

@@ -72,6 +72,24 @@ def test_an_index_whose_walks_do_not_fit_is_refused_before_they_are_drawn(monkey
     assert not walks
 
 
+def test_an_index_estimate_holds_the_graph_its_renumbered_copy_and_each_walk():
+    import graphs
+    from operators import build_ppr_index
+    from operators._gpu.memory import graph_bytes
+    from operators.topk.index import WALK_BYTES
+    from operators.topk.irw import CHUNK, CHUNK_WORK
+
+    g = graphs.rmat(8, seed=1, device="cpu")
+    for order, copies in ((None, 1), ("degree", 2)):
+        index = build_ppr_index(g, seed=0, order=order)
+        est, walks = index.info["memory"], index.info["walks"]
+        assert est["parts"]["walks"] == walks * WALK_BYTES["cpu"]
+        assert est["parts"]["graph"] + est["parts"]["renumbered copy"] == copies * graph_bytes(g.n, g.m)
+        assert est["parts"]["a chunk's work"] == min(walks, CHUNK) * CHUNK_WORK
+        # only the walks and the chunk's work are still to be allocated when the estimate is checked
+        assert est["estimate_bytes"] == sum(est["parts"].values())
+
+
 def test_imm_states_its_estimate_and_refuses_what_does_not_fit(monkeypatch):
     import graphs
     from operators import influence_maximization

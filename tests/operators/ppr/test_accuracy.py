@@ -124,3 +124,28 @@ def test_gpu_power_batches_of_more_than_a_warp_match_single_sources_and_exact_ro
         one = to_host(ppr(g, [batch[i]], method="power", tol=1e-9))[0]
         assert np.abs(one - x[i]).sum() <= 2e-9
     np.testing.assert_allclose(x.sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_precision_and_ndcg_by_hand_and_from_one_top_list():
+    from operators.ppr.metrics import ndcg_at_k, precision_at_k, top_values
+
+    exact = np.array([0.4, 0.0, 0.3, 0.2, 0.2, 0.1, 0.0])
+    # top 2 is {0, 2}; top 3 ties at 0.2: 3 and 4 both count
+    assert precision_at_k(exact, [0, 5], 2) == 0.5
+    assert precision_at_k(exact, [0, 2, 4], 3) == 1.0 == precision_at_k(exact, [0, 2, 3], 3)
+    # only 5 vertices have positive PPR: the share is of them
+    assert precision_at_k(exact, [0, 2, 3, 4, 5, 1, 6], 7) == 1.0
+    disc = 1.0 / np.log2([2, 3])
+    gain = np.expm1(np.array([0.4, 0.3, 0.1]) * np.log(2))
+    assert np.isclose(
+        ndcg_at_k(exact, [0, 5], 2), (gain[0] * disc[0] + gain[2] * disc[1]) / (gain[:2] @ disc)
+    )
+    top = top_values(exact, 5)
+    np.testing.assert_array_equal(top, [0.4, 0.3, 0.2, 0.2, 0.1])
+    rng = np.random.default_rng(0)
+    big = rng.random(10_000) ** 4
+    top = top_values(big, 1000)
+    for k in (10, 100, 1000):
+        got = rng.permutation(np.argsort(-big)[: 2 * k])[:k]
+        assert precision_at_k(big, got, k, top=top) == precision_at_k(big, got, k)
+        assert ndcg_at_k(big, got, k, top=top) == ndcg_at_k(big, got, k)
