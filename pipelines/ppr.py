@@ -132,7 +132,7 @@ def _memory(g, options, count: int) -> dict | None:
     batch = max(1, min(options.block or block_size(g.n), LANES, count))
     estimate = ppr_power_estimate(g.n, g.m, batch)
     hint = "a smaller --chunk or block (sources iterated together), or a GPU with more memory"
-    return chunk_memory(estimate, hint, dict(estimate.parts)["transpose build or iterates"])
+    return chunk_memory(estimate.check(hint), dict(estimate.parts)["transpose build or iterates"])
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummary:

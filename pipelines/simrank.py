@@ -138,7 +138,7 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dic
     if g.device == "gpu":  # checked before anything of the query is allocated (the cost line plans it)
         from operators._gpu.memory import simrank_estimate
 
-        memory = chunk_memory(simrank_estimate(g.n, g.m), "a GPU with more memory, or --device cpu", 0)
+        memory = chunk_memory(simrank_estimate(g.n, g.m).check("a GPU with more memory, or --device cpu"), 0)
     _state_cost(g, labels, opts["options"], path)
     res = operators.simrank_topk(g, labels, options=opts["options"], progress=progress)
     first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)

@@ -8,6 +8,7 @@ worker loads a graph once (``pipelines._state``) and reuses it for every task.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -20,7 +21,7 @@ from dask.base import tokenize
 
 import graphs
 from cluster.worker import worker_device
-from graphs.errors import OptionError
+from graphs.errors import InsufficientMemoryError, OptionError
 from operators._checks import check_count
 from operators._ranked import long_rows
 
@@ -65,17 +66,26 @@ class GraphHandle:
         return ("GraphHandle", self.token)
 
 
-def chunk_memory(estimate, hint: str, per_chunk: int) -> dict:
-    """A chunk's device memory record: ``estimate`` (an ``operators._gpu.memory.MemoryEstimate``) checked
-    before the chunk allocates (``InsufficientMemoryError`` naming ``hint``), with ``per_chunk_bytes``,
-    the share of it each chunk running at the same time on the same device holds on its own, and the
-    ``worker`` and ``thread`` that ran it (``BatchSummary.from_parts`` counts chunks at once from them)."""
+def chunk_memory(record: dict, per_chunk: int) -> dict:
+    """A chunk's device memory record: ``record`` (an ``operators._gpu.memory.MemoryEstimate``'s checked
+    record) with ``per_chunk_bytes``, the share of it each chunk running at the same time on the same
+    device holds on its own, and the ``worker`` and ``thread`` that ran it (``BatchSummary.from_parts``
+    counts chunks at once from them)."""
     import socket
     import threading
 
-    record = estimate.check(hint)
     worker = f"{socket.gethostname()}:{os.getpid()}"
     return {**record, "per_chunk_bytes": int(per_chunk), "worker": worker, "thread": threading.get_ident()}
+
+
+@contextlib.contextmanager
+def job_hint(hint: str):
+    """Inside it, an ``InsufficientMemoryError`` from an operator (whose hint names the operator's
+    options) is raised again naming ``hint``: what the job's user can change (its flags)."""
+    try:
+        yield
+    except InsufficientMemoryError as exc:
+        raise InsufficientMemoryError(exc.what, exc.needed, exc.available, hint) from None
 
 
 def cluster_workers() -> int:

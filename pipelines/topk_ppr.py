@@ -22,12 +22,11 @@ from graphs.errors import OptionError
 from graphs.store import read_json
 from operators._checks import check_count
 from operators.options import IndexOptions, TopkOptions
-from operators.topk import query_memory
 
 from . import _state
 from .job import Job
 from .ppr_index import IndexHandle, _delta_min, _resolve_delta_min, index_job, read_manifest
-from .stages import GraphHandle, batch_job, chunk_memory, first_rows, write_parquet
+from .stages import GraphHandle, batch_job, chunk_memory, first_rows, job_hint, write_parquet
 from .summary import TopkSummary
 
 
@@ -177,14 +176,12 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
     idx = _state.ppr_index(opts["index"].path, g, device)
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
     streams = opts.get("streams") if device == "gpu" else None
-    memory = None
-    if device == "gpu":  # the operator checks it too; the record goes to the summary
-        o = opts["options"]
-        _, estimate = query_memory(idx, len(labels), k=min(o.k, g.n), refine=o.refine, streams=streams)
-        hint = "--no-refine, a smaller --streams, fewer chunks at once, or a GPU with more memory"
-        memory = chunk_memory(estimate, hint, dict(estimate.parts)["in-edges build or workspaces"])
     t0 = time.perf_counter()
-    res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"], progress=progress)
+    with job_hint("--no-refine, a smaller --streams, fewer chunks at once, or a GPU with more memory"):
+        res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"], progress=progress)
+    memory = None
+    if res.memory is not None:  # the estimate the operator checked; its share of each chunk's own
+        memory = chunk_memory(res.memory, res.memory["parts"]["in-edges build or workspaces"])
     # with several sources at once, less than their latencies' sum; the one-time compilation apart
     seconds = time.perf_counter() - t0 - res.compile_seconds
     frame = res.to_frame()  # the real rows only

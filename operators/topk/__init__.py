@@ -77,7 +77,8 @@ class TopkPPR(RankedRows):
     reaches fewer than k vertices has fewer, and the slots after them hold vertex -1 and PPR 0 (never
     a vertex id). ``row(i)``, ``to_frame()`` and ``to_dict()`` give the real rows only. ``seconds``
     excludes the one-time warm-up of the first call on an index (compilation), which is
-    ``compile_seconds``.
+    ``compile_seconds``. ``memory``: the device memory estimate checked before the queries allocated
+    (``query_memory``'s, as a record: estimate_bytes, free_bytes, device, parts).
     """
 
     sources: np.ndarray
@@ -93,6 +94,7 @@ class TopkPPR(RankedRows):
     refined: np.ndarray
     counts: np.ndarray
     compile_seconds: float = 0.0
+    memory: dict | None = None
 
     values_field: ClassVar[str] = "ppr"
     values_column: ClassVar[str] = "ppr"
@@ -221,7 +223,7 @@ def topk_ppr(
     out = _empty_result(G.ids[src], k)  # the labels as the graph holds them (3.0 given is 3)
     streams, memory = query_memory(index, b, k=k, refine=refine, streams=streams)
     if G.device == "gpu":
-        memory.check("refine=False (no in-edges), fewer streams, or a GPU with more memory")
+        out.memory = memory.check("refine=False (no in-edges), fewer streams, or a GPU with more memory")
     high_irw = tuning.high_irw
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=tuning.adaptive)

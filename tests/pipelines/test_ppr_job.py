@@ -180,13 +180,15 @@ def test_a_chunks_memory_record_is_checked_and_names_its_worker_and_thread(monke
     import operators._gpu.memory as memory
     from operators._gpu.memory import MemoryEstimate
     from operators.errors import InsufficientMemoryError
-    from pipelines.stages import chunk_memory
+    from pipelines.stages import chunk_memory, job_hint
 
     monkeypatch.setattr(memory, "free_memory", lambda device: 10_000)
     est = MemoryEstimate("a chunk", "gpu", (("graph", 3000), ("iterates", 2000)))
-    record = chunk_memory(est, "fewer sources", 2000)
+    record = chunk_memory(est.check("fewer sources"), 2000)
     assert record["estimate_bytes"] == 5000 and record["per_chunk_bytes"] == 2000
     assert record["worker"].endswith(f":{os.getpid()}") and record["thread"] == threading.get_ident()
     monkeypatch.setattr(memory, "free_memory", lambda device: 5000)
-    with pytest.raises(InsufficientMemoryError, match=r"a chunk on the GPU.*fewer sources"):
-        chunk_memory(est, "fewer sources", 2000)
+    # an operator's refusal names its own options; inside a job, the job's flags instead
+    with pytest.raises(InsufficientMemoryError, match=r"a chunk on the GPU needs about 4.9 KiB.*; --fewer$"):
+        with job_hint("--fewer"):
+            est.check("fewer sources")

@@ -366,3 +366,30 @@ def test_a_damaged_part_is_computed_again_on_resume(tmp_path, sync, capsys):
     assert summary.resumed_parts == 2 and summary.parts == 4
     pd.testing.assert_frame_equal(pd.read_parquet(out), clean)
     assert pipelines.run(job(), progress=False).resumed_parts == 4 and capsys.readouterr().err == ""
+
+
+@pytest.mark.gpu
+def test_a_gpu_job_reports_the_estimate_its_queries_were_checked_against(tmp_path, sync, monkeypatch):
+    import operators.topk as topk
+    from operators._gpu.memory import MemoryEstimate
+
+    g = graphs.barabasi_albert(3000, 4, seed=2)
+    opts = dict(k=10, workdir=tmp_path / "wd", chunk=10)
+    job = pipelines.topk_ppr_job(g, pipelines.RandomSources(20), out=tmp_path / "a", **opts)
+    summary = pipelines.run(job, progress=False)
+    memory = summary["memory"]
+    assert summary["device"] == "gpu" and memory["device"] == "gpu"
+    assert memory["estimate_bytes"] >= sum(memory["parts"].values()) > 0
+    assert memory["per_chunk_bytes"] == memory["parts"]["in-edges build or workspaces"] > 0
+    # the operator refuses what does not fit; the job's message names the job's flags, not its options
+    real = topk.query_memory
+
+    def larger(*args, **kwargs):
+        streams, est = real(*args, **kwargs)
+        return streams, MemoryEstimate(est.what, est.device, (*est.parts, ("more", 2**60)), est.held)
+
+    monkeypatch.setattr(topk, "query_memory", larger)
+    job = pipelines.topk_ppr_job(g, pipelines.RandomSources(20), out=tmp_path / "b", **opts)
+    flags = r"top-10 PPR .*; --no-refine, a smaller --streams"
+    with pytest.raises(operators.InsufficientMemoryError, match=flags):
+        pipelines.run(job, progress=False)
