@@ -1,5 +1,6 @@
 """SIGKILL in each stage of the command line's jobs, then a plain re-run: it exits 0, writes what an
-uninterrupted run writes (byte for byte), leaves no temporary or lock behind and reuses what was finished.
+uninterrupted run writes (byte for byte), leaves no temporary or lock behind and reuses what was finished;
+on the CPU in each stage, on the GPU in each kind of work (a stage artifact, the index, chunks, IMM).
 
 A job is killed deterministically: a small script patches the function doing the stage's work (an
 operator, ``np.save``, ``os.replace`` of a given file) to SIGKILL its own process there, and runs the
@@ -24,7 +25,7 @@ from pipelines.cli import main
 from tests.conftest import dataset_path
 from tests.pipelines.test_faults import ROOT
 
-COMMON = ["--quiet", "--device", "cpu"]
+COMMON = ["--quiet"]
 SOURCES = ["--random", "40", "--chunk", "10", "-k", "10"]  # four chunks of ten sources
 
 
@@ -103,6 +104,13 @@ CASES = [
     ("influence-seeds", "influence", "before_replace('*/seeds.csv')", None),
 ]
 
+# on the GPU, a kill inside each kind of work: a stage's artifact, the index, chunks, the IMM run
+GPU_CASES = ("pagerank-artifact", "index-save", "topk-ppr-chunks", "ppr-chunks", "influence-imm")
+DEVICES = [
+    *(pytest.param(*case, "cpu", id=case[0]) for case in CASES),
+    *(pytest.param(*c, "gpu", id=f"{c[0]}-gpu", marks=pytest.mark.gpu) for c in CASES if c[0] in GPU_CASES),
+]
+
 # the artifacts of finished load and PageRank stages in a workdir
 FINISHED = re.compile(r"[^/]+/(graph-[^/]+/[^/]+|pagerank-[^/]+\.npy(\.sha256)?)$")
 
@@ -115,8 +123,8 @@ def files(root: Path) -> dict[str, Path]:
     return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _args(job: str, root: Path, index: Path) -> list[str]:
-    """The command line of ``job`` writing under ``root`` (topk-ppr: querying ``index``)."""
+def _args(job: str, root: Path, index: Path, device: str) -> list[str]:
+    """The command line of ``job`` on ``device`` writing under ``root`` (topk-ppr: querying ``index``)."""
     graph, wd = _grqc(), ["--workdir", root / "wd"]
     args = {
         "pagerank": ["pagerank", graph, "--out", root / "pr.parquet", *wd],
@@ -126,37 +134,43 @@ def _args(job: str, root: Path, index: Path) -> list[str]:
         "influence": ["influence", graph, "-k", "5", "--epsilon", "0.5", "--simulations", "100",
                       "--out", root / "seeds.csv", *wd],
     }[job]  # fmt: skip
-    return [*map(str, args), *COMMON]
+    return [*map(str, args), *COMMON, "--device", device]
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory) -> Path:
-    """An index folder the topk-ppr job queries (its workdir too)."""
-    folder = tmp_path_factory.mktemp("shared") / "idx"
-    assert main(["index", _grqc(), "--out", str(folder), *COMMON]) == 0
-    return folder
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, index):
-    """``reference(job)``: the folder an uninterrupted run of ``job`` wrote (once per job)."""
+def indexes(tmp_path_factory):
+    """``indexes(device)``: an index folder the topk-ppr job queries (its workdir too), built there."""
 
     @functools.cache
-    def run(job: str) -> Path:
-        root = tmp_path_factory.mktemp(f"ref-{job}")
-        assert main(_args(job, root, index)) == 0
+    def build(device: str) -> Path:
+        folder = tmp_path_factory.mktemp(f"shared-{device}") / "idx"
+        assert main(["index", _grqc(), "--out", str(folder), *COMMON, "--device", device]) == 0
+        return folder
+
+    return build
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, indexes):
+    """``reference(job, device)``: the folder an uninterrupted run of ``job`` wrote (once per job)."""
+
+    @functools.cache
+    def run(job: str, device: str) -> Path:
+        root = tmp_path_factory.mktemp(f"ref-{job}-{device}")
+        assert main(_args(job, root, indexes(device), device)) == 0
         return root
 
     return run
 
 
-@pytest.mark.parametrize(("case", "job", "patch", "reused"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("case", "job", "patch", "reused", "device"), DEVICES)
 def test_a_job_killed_in_a_stage_is_resumed_by_a_plain_rerun(
-    tmp_path, index, reference, capsys, case, job, patch, reused
+    tmp_path, indexes, reference, capsys, case, job, patch, reused, device
 ):
+    index = indexes(device)
     before = files(index)
     root = tmp_path / "run"
-    args = _args(job, root, index)
+    args = _args(job, root, index, device)
     script = f"{KILL}\n{patch}\nfrom pipelines.cli import main\nsys.exit(main({args!r}))\n"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     killed = subprocess.run(
@@ -175,7 +189,7 @@ def test_a_job_killed_in_a_stage_is_resumed_by_a_plain_rerun(
     if reused is not None:
         assert reused in out, out
 
-    ref = reference(job)
+    ref = reference(job, device)
     got, want = files(root), files(ref)
     assert sorted(got) == sorted(want)  # no temporary, no lock, nothing missing
     assert {name: got[name].stat().st_mtime_ns for name in finished} == finished
