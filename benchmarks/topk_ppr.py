@@ -10,6 +10,7 @@ PageRank to an L1 change of 1e-6 per source, then its top k on the GPU, with its
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 
 import numpy as np
@@ -76,6 +77,11 @@ def _peer_topk(g, srcs, exact, tops, ks) -> dict:
     return out
 
 
+def _stage(graph: str, text: str) -> None:
+    """A line on stderr as a long benchmark passes a stage (the JSON lines come at the end of each)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {graph}: {text}", file=sys.stderr, flush=True)
+
+
 def run_graph(
     rep: Reporter, name: str, g, *, ks=(10, 100, 1000), exact_sources=10, batch=10_000, more_walks=None
 ):
@@ -88,7 +94,10 @@ def run_graph(
     exact = to_host(ppr(g, srcs, method="power", tol=1e-9))
     _sync(device)
     exact_per_source = (time.perf_counter() - t0) / len(srcs)
-    tops = [top_values(e, max(ks)) for e in exact]  # one partition a source serves every k's metrics
+    t1 = time.perf_counter()
+    tops = [top_values(e, max(ks)) for e in exact]  # made once a source for every k's metrics
+    tops_s = time.perf_counter() - t1
+    _stage(name, f"exact PPR of {len(srcs)} sources {t1 - t0:.1f} s, their top values {tops_s:.1f} s")
     g.forget_derived()  # the exact solver's matrix and transpose: R-MAT 26 cannot hold them and the build
     if device == "gpu":  # and their blocks go back to the device, where the build's large arrays can use them
         import cupy as cp
@@ -98,6 +107,7 @@ def run_graph(
     idx = build_ppr_index(g, seed=0)
     _sync(device)
     build = time.perf_counter() - t0
+    _stage(name, f"index {build:.1f} s")
     common = dict(graph=name, n=g.n, m=g.m)
     peers = _peer_topk(g, srcs, exact, tops, ks) if device == "gpu" and cugraph_peer.available() else {}
     for k, row in peers.items():

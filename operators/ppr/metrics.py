@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
 def top_values(exact, k: int) -> np.ndarray:
     """The ``k`` largest values of ``exact`` in decreasing order (all of them when it has fewer): what
-    ``precision_at_k`` and ``ndcg_at_k`` read for any k up to this one, found with one partition."""
+    ``precision_at_k`` and ``ndcg_at_k`` read for any k up to this one.
+
+    On a long vector a threshold from a strided sample keeps the sort to the few values above it (two
+    passes over the vector; a partition of the whole, slow where most values tie at 0, only when fewer
+    than k values reach the threshold). Exact either way: every value above the k-th largest is kept."""
     exact = np.asarray(exact, dtype=np.float64)
     k = min(k, exact.size)
-    return np.sort(np.partition(exact, exact.size - k)[exact.size - k :])[::-1] if k else exact[:0]
+    if not k:
+        return exact[:0]
+    step = exact.size // SAMPLE
+    if step >= 2:
+        sample = exact[::step]
+        j = min(sample.size, 2 * math.ceil(k / step) + 8)  # about twice k values of the whole reach it
+        threshold = np.partition(sample, sample.size - j)[sample.size - j]
+        above = np.sort(exact[exact > threshold])[::-1]
+        if above.size >= k:
+            return above[:k]
+        if above.size + np.count_nonzero(exact == threshold) >= k:  # the k-th largest is the threshold
+            return np.concatenate([above, np.full(k - above.size, threshold)])
+    return np.sort(np.partition(exact, exact.size - k)[exact.size - k :])[::-1]
+
+
+SAMPLE = 1 << 20  # values of ``top_values``'s sample
 
 
 def precision_at_k(exact, returned, k: int, *, rtol: float = 1e-9, top=None) -> float:

@@ -134,7 +134,7 @@ def _runs(body):
             continue
         pos = xp.flatnonzero(heads(lo, hi))
         pos += lo
-        xp.take(body, pos, out=keys[at : at + c])
+        keys[at : at + c] = body[pos]
         if last is not None:
             freq[last[0]] = int(pos[0]) - last[1]
         xp.subtract(pos[1:], pos[:-1], out=freq[at : at + c - 1], casting="unsafe")

@@ -149,3 +149,19 @@ def test_precision_and_ndcg_by_hand_and_from_one_top_list():
         got = rng.permutation(np.argsort(-big)[: 2 * k])[:k]
         assert precision_at_k(big, got, k, top=top) == precision_at_k(big, got, k)
         assert ndcg_at_k(big, got, k, top=top) == ndcg_at_k(big, got, k)
+
+
+@pytest.mark.parametrize("shape", ["spread", "mostly-zero", "ties-at-the-kth"])
+def test_top_values_from_a_sample_threshold_are_the_exact_top(monkeypatch, shape):
+    from operators.ppr import metrics
+
+    monkeypatch.setattr(metrics, "SAMPLE", 64)  # the sampled path on a short vector
+    rng = np.random.default_rng(5)
+    x = rng.random(20_000)
+    if shape == "mostly-zero":
+        x[50:] = 0.0
+    elif shape == "ties-at-the-kth":
+        x = np.round(x, 2)
+    for k in (1, 7, 100, 1000, 30_000):
+        want = np.sort(x)[::-1][:k]
+        np.testing.assert_array_equal(metrics.top_values(x, k), want)
