@@ -106,8 +106,8 @@ def _place(t, v, sig, ip1, ip2):
 
 
 CHUNK = 1 << 27  # pairs a step of ``_runs`` and ``_place`` looks at
-# bytes a pair of one chunk's working arrays, at most: its run heads (1), their positions (8) and the
-# scan that finds them (8), or the placement's running count (8)
+# bytes a pair of one chunk's working arrays, at most: its run heads (1), their positions (8), and the
+# scan that finds them or the keys gathered at them (8); the placement's running count takes 8
 CHUNK_WORK = 17
 
 
