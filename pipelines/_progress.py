@@ -1,5 +1,6 @@
 """Progress of a job by stage: tasks done / tasks of each key prefix (``load 1/1  ppr 12/40``), and
-inside the stages that run long, their operators' own counts with an ETA.
+inside the stages that run long, their operators' own counts with an ETA. In a Jupyter kernel the line
+is an output of the cell, redrawn in place under a bar of the tasks done (``_Cell``).
 
 Job keys are readable (``graphjobs-load-<token>``, ``ppr-<token>-<chunk>``), so ``dask.utils.key_split``
 names the stage of every task. On a cluster the counts come from the scheduler's progress feed (as for
@@ -92,11 +93,49 @@ class _Line:
                 width = max(shutil.get_terminal_size().columns - 1, 20)  # finished stages left out first
                 if len(text) > width:
                     text = stage_line(done, total, now - self.t0, self.order, inside, finished=False)[:width]
-                clear = "\x1b[K" if len(text) < len(self.last) else ""  # the rest of a longer line before
-                print("\r" + text + clear, end="\n" if final else "", file=self.stream, flush=True)
-            else:
-                print(text, file=self.stream, flush=True)
+            self.write(text, done, total, final)
             self.last, self.shown = text, now
+
+    def write(self, text: str, done: dict, total: dict, final: bool) -> None:
+        if self.tty:
+            clear = "\x1b[K" if len(text) < len(self.last) else ""  # the rest of a longer line before
+            print("\r" + text + clear, end="\n" if final else "", file=self.stream, flush=True)
+        else:
+            print(text, file=self.stream, flush=True)
+
+
+class _Cell(_Line):
+    """In a Jupyter kernel: the line as one output of the running cell, replaced in place (an IPython
+    display handle; updates are messages, safe from the tasks' threads) under a bar of the job's tasks
+    done, every ``TTY_INTERVAL`` seconds; a stored notebook keeps its last state, as HTML and as text."""
+
+    def __init__(self):
+        super().__init__(stream=sys.stderr)
+        self.tty, self.interval, self.shown, self.handle = False, TTY_INTERVAL, 0.0, None
+
+    def write(self, text: str, done: dict, total: dict, final: bool) -> None:
+        from html import escape
+
+        from IPython.display import display, update_display
+
+        tasks = sum(t for n, t in total.items() if n not in INTERNAL)
+        finished = sum(d for n, d in done.items() if n not in INTERNAL)
+        html = (
+            f'<progress value="{finished}" max="{max(tasks, 1)}" style="width:24em"></progress> '
+            f"<code>{escape(text)}</code>"
+        )
+        data = {"text/plain": text, "text/html": html}
+        if self.handle is None:
+            self.handle = display(data, raw=True, display_id=True).display_id
+        else:
+            update_display(data, raw=True, display_id=self.handle)
+
+
+def _in_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (its cells' output is where a person looks)."""
+    from distributed.utils import is_kernel
+
+    return bool(is_kernel())
 
 
 class LocalStages(Callback):
@@ -114,7 +153,7 @@ class LocalStages(Callback):
         with self.lock:
             self.total = Counter(key_split(k) for k in dsk)
             self.done: Counter = Counter()
-            self.line = _Line(self._stream)
+            self.line = _Cell() if self._stream is None and _in_kernel() else _Line(self._stream)
             self.started: dict = {}  # stage -> when its first task started
             self.slots: dict = {}  # (stage, thread) -> the latest (done, total, unit) of its task
             self.announced = False
@@ -198,7 +237,7 @@ def cluster_stages(client, future, stream=None) -> None:
     """Stage progress of ``future`` (and everything it depends on) on ``client``'s cluster, until done."""
     from distributed.diagnostics.progressbar import MultiProgressBar
 
-    line = _Line(stream)
+    line = _Cell() if stream is None and _in_kernel() else _Line(stream)
 
     class Bars(MultiProgressBar):
         def _draw_bar(self, remaining, all, status, **kwargs):

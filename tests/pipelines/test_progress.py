@@ -56,6 +56,40 @@ def test_a_log_shows_the_sources_of_a_running_chunk_with_an_eta_and_the_compilat
     assert "ppr 1/1" in lines[-1] and "(" not in lines[-1]  # the last line: the stages' counts only
 
 
+def test_in_a_jupyter_kernel_the_line_is_one_cell_output_redrawn_under_a_bar(tmp_path, capsys, monkeypatch):
+    import IPython.display
+
+    shown, updates = [], []
+
+    class Handle:
+        display_id = "progress-1"
+
+    def display(data, raw, display_id):
+        assert raw and display_id is True
+        shown.append(data)
+        return Handle()
+
+    def update_display(data, raw, display_id):
+        assert raw and display_id == "progress-1"
+        updates.append(data)
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(IPython.display, "update_display", update_display)
+    monkeypatch.setattr(_progress, "_in_kernel", lambda: True)
+    monkeypatch.setattr(_progress, "TTY_INTERVAL", 0.0)
+    pipelines.run(ppr_job(tmp_path), progress=True)
+    assert capsys.readouterr().err == ""  # nothing on standard error: the cell shows it
+    assert len(shown) == 1 and len(updates) >= 3
+    last = updates[-1]
+    assert "ppr 1/1" in last["text/plain"] and "(" not in last["text/plain"]
+    bars = [
+        re.search(r'<progress value="(\d+)" max="(\d+)"', u["text/html"]).groups() for u in shown + updates
+    ]
+    done = [int(d) for d, _ in bars]
+    assert done == sorted(done) and len({m for _, m in bars}) == 1 and bars[-1][0] == bars[-1][1]
+    assert last["text/plain"].replace("<", "&lt;") in last["text/html"]
+
+
 def test_the_index_stage_shows_its_walks(tmp_path, capsys, every_line):
     job = pipelines.index_job("rmat:scale=9,seed=4", out=tmp_path / "index")
     pipelines.run(job, progress=True)
