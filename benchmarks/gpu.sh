@@ -20,6 +20,8 @@
 # ./.cg/pNN parts; each call carrying some of them runs `stash` (kept in /tmp while the machine stays
 # warm), and `cugraph` installs them once all parts of .cg/SUM are there, so later steps measure it.
 # Likewise ./.cg2 (cuDF, dask_cudf, cuGraph's Python layer): `rapids` runs the RAPIDS interop tests.
+# STEP_TIMEOUT=SECONDS bounds each Python step (gputest, tests, memory, bench, basebench, nxbench): past it
+# the step gets SIGINT, so its traceback shows where it was, and the steps after it still run.
 set -uo pipefail
 OUT=${OUT:-/tmp/graphjobs-out}
 mkdir -p "$OUT"
@@ -81,15 +83,18 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 GRAPHJOBS_DATASETS=$PWD/.dat
 python3 -c "from benchmarks.nx_backend import register; register('/tmp/site')" || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c "import cupy, numba, numpy, dask, distributed; print('cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__, 'dask', dask.__version__)"
+guard() {  # the command, under STEP_TIMEOUT when set
+  if [ -n "${STEP_TIMEOUT:-}" ]; then timeout --signal=INT --kill-after=30 "$STEP_TIMEOUT" "$@"; else "$@"; fi
+}
 status=0
 for w in "${what[@]}"; do
   case $w in
     stash) stash ;;
     cugraph) cugraph || status=1 ;;
     rapids) rapids || status=1 ;;
-    gputest) python3 -m pytest -q -m gpu -p no:cacheprovider "${files[@]}" 2>&1 | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    gputest) guard python3 -m pytest -q -m gpu -p no:cacheprovider "${files[@]}" 2>&1 | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     tests)  # the GPU tests, then nvcc's spill check of every kernel source (nvcc is there too; not marked gpu)
-      python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]}))
+      guard python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]}))
       python3 -m pytest -q -p no:cacheprovider tests/operators/test_kernels_compile.py -k spills 2>&1 \
         | tee -a "$OUT/gpu-tests.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     democheck)
@@ -106,12 +111,12 @@ start, stop = cp.cuda.Event(), cp.cuda.Event(); start.record()
 for _ in range(20): b[...] = a
 stop.record(); stop.synchronize(); s = cp.cuda.get_elapsed_time(start, stop) / 1e3
 print(f'device-to-device copy: {2 * 20 * a.nbytes / s / 1e12:.2f} TB/s (bytes read + written)')" 2>&1 | tee "$OUT/copyrate.log" ;;
-    basebench) (cd .base && GRAPHJOBS_COMMIT=${BASE_COMMIT:-base} PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.run --device gpu --out "$OUT/bench-base.jsonl" "$@") \
+    basebench) (cd .base && GRAPHJOBS_COMMIT=${BASE_COMMIT:-base} PYTHONPATH=/tmp/site:$PWD guard python3 -m benchmarks.run --device gpu --out "$OUT/bench-base.jsonl" "$@") \
         2>&1 | tee "$OUT/bench-base.log"; status=$((status | ${PIPESTATUS[0]})) ;;
-    memory) python3 -m benchmarks.memory --out "$OUT/memory.jsonl" --scales "${MEMORY_SCALES:-20,22}" \
+    memory) guard python3 -m benchmarks.memory --out "$OUT/memory.jsonl" --scales "${MEMORY_SCALES:-20,22}" \
         ${MEMORY_JOBS:+--jobs "$MEMORY_JOBS"} 2>&1 | tee "$OUT/memory.log"; status=$((status | ${PIPESTATUS[0]})) ;;
-    nxbench) python3 -m benchmarks.nx_backend --out "$OUT/nx-backend.jsonl" 2>&1 | tee "$OUT/nx-backend.log"; status=$((status | ${PIPESTATUS[0]})) ;;
-    bench) python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    nxbench) guard python3 -m benchmarks.nx_backend --out "$OUT/nx-backend.jsonl" 2>&1 | tee "$OUT/nx-backend.log"; status=$((status | ${PIPESTATUS[0]})) ;;
+    bench) guard python3 -m benchmarks.run --device gpu --out "$OUT/bench-gpu.jsonl" "$@" 2>&1 | tee "$OUT/bench-gpu.log"; status=$((status | ${PIPESTATUS[0]})) ;;
     *) echo "unknown step $w"; exit 2 ;;
   esac
 done
