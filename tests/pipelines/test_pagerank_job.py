@@ -144,6 +144,18 @@ def test_graph_is_loaded_once_per_process(tmp_path, sync):
     assert len([k for k in _state.loaded() if k[1] == "cpu"]) == 1
 
 
+def test_the_worker_graph_keeps_no_transpose_after_pagerank(tmp_path, sync):
+    """The stages after PageRank (an index build) hold the worker's graph without its transpose beside it."""
+    _state.clear()
+    job = pipelines.pagerank_job("rmat:scale=8,seed=1", out=tmp_path / "o.parquet", workdir=tmp_path / "wd")
+    pipelines.run(job, progress=False)
+    (g,) = _state._GRAPHS.values()
+    assert not g.has_derived("transpose")
+    ref = operators.pagerank(graphs.rmat(8, seed=1), alpha=0.85)
+    got = pd.read_parquet(tmp_path / "o.parquet")
+    np.testing.assert_allclose(got.sort_values("vertex").pagerank.to_numpy(), ref, atol=1e-6)
+
+
 def test_personalization_and_snap_file_against_networkx(tmp_path, sync):
     path = dataset_path("wiki-Vote.txt.gz")
     if path is None:
