@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -182,6 +183,20 @@ class CSRGraph:
         )
         object.__setattr__(g, "_token", self._token)
         return g
+
+    @contextlib.contextmanager
+    def scratch(self):
+        """``self`` where it keeps a transpose already, else a bare view whose derived values (a
+        transpose, a plan: the graph's size again) are dropped on leaving, so that an operator run
+        inside leaves nothing behind with ``self``."""
+        if self.has_derived("transpose"):
+            yield self
+            return
+        view = self.bare()
+        try:
+            yield view
+        finally:
+            view.forget_derived()  # the transpose refers back to it: a cycle, freed only by a collection
 
     def transpose(self) -> CSRGraph:
         """The graph with every edge reversed (in-neighbour lists as rows); computed once."""

@@ -155,14 +155,10 @@ def _pagerank(graph, params, artifact, partitions, workdir) -> dict:
     weighted = graph.weighted if params["weighted"] is None else bool(params["weighted"])
     memory = memory_plan(graph.n, graph.m, weighted, device, partitions)
     t0 = time.perf_counter()
-    if memory["partitions"] == 1:  # on a bare view: the transpose is not kept with the worker's graph,
-        # where it would hold the graph's size again through the stages after this one (an index build)
-        g = graph.get()
-        view = g if g.has_derived("transpose") else g.bare()
-        x = to_host(operators.pagerank(view, **params)).astype(np.float64)
-        if view is not g:
-            view.forget_derived()  # the transpose refers back to it: a cycle, freed only by a collection
-        del view
+    if memory["partitions"] == 1:  # the transpose is not kept with the worker's graph, where it would
+        # hold the graph's size again through the stages after this one (an index build)
+        with graph.get().scratch() as view:
+            x = to_host(operators.pagerank(view, **params)).astype(np.float64)
     else:
         x = _partitioned(graph, params, memory["partitions"], workdir)
     seconds = time.perf_counter() - t0

@@ -250,13 +250,10 @@ def build_ppr_index(
     t0 = time.perf_counter()
     if pagerank is None:
         opts = dict(alpha=alpha, tol=1e-6 / n, max_iter=500, weighted=False, dtype=np.float64)
-        # on a view of G's arrays unless G keeps a transpose already: the transpose and the pull plan,
-        # the graph's size again, would stay with G (or the index's copy of it) through the walks and
-        # after, and the queries never read them
-        plain = G.bare()
-        pagerank = global_pagerank(G if G.has_derived("transpose") else plain, **opts)
-        plain.forget_derived()  # the transpose refers back to it: a cycle, freed only by a collection
-        del plain
+        # the transpose and the pull plan would stay with G (or the index's copy of it) through the
+        # walks and after, and the queries never read them
+        with G.scratch() as view:
+            pagerank = global_pagerank(view, **opts)
     deg = xp.maximum(G.out_degree(), 1).astype(np.float64)
     # PRO-rank list: pr(u) / d(u) decreasing, rounded to 9 digits and ties by vertex id, so that the
     # CPU and the GPU (whose sums round differently) build the same list and the same index

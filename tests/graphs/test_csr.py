@@ -172,7 +172,7 @@ def test_threads_asking_at_once_share_one_transpose_and_one_derived_value(monkey
     assert len({id(t) for t, _ in got}) == 1 and len({id(p) for _, p in got}) == 1
 
 
-def test_a_bare_view_shares_the_arrays_and_keeps_nothing_it_derives():
+def test_a_bare_view_and_scratch_share_the_arrays_and_keep_nothing_derived():
     g = graphs.rmat(6, seed=1, device="cpu")
     g.transpose()
     v = g.bare()
@@ -185,6 +185,15 @@ def test_a_bare_view_shares_the_arrays_and_keeps_nothing_it_derives():
     np.testing.assert_array_equal(t.indices, g.transpose().indices)
     v.forget_derived()
     assert g.has_derived("transpose")
+    # scratch: the graph itself where it keeps a transpose, else a bare view that drops what it derived
+    with g.scratch() as same:
+        assert same is g
+    h = graphs.rmat(6, seed=1, device="cpu")
+    with h.scratch() as view:
+        t = view.transpose()
+        assert view is not h and view.has_derived("transpose")
+    assert not view.has_derived("transpose") and not h.has_derived("transpose")
+    np.testing.assert_array_equal(t.indices, g.transpose().indices)
 
 
 def test_transpose_and_degrees_match_scipy():
