@@ -34,6 +34,11 @@ def top_values(exact, k: int) -> np.ndarray:
 SAMPLE = 1 << 20  # values of ``top_values``'s sample
 
 
+def _top(exact, k: int, top) -> np.ndarray:
+    """``top`` where it holds at least the k largest values of ``exact``, else ``top_values(exact, k)``."""
+    return top_values(exact, k) if top is None or top.size < min(k, exact.size) else top
+
+
 def precision_at_k(exact, returned, k: int, *, rtol: float = 1e-9, top=None) -> float:
     """Share of the true top k found among the returned vertices (internal ids, at most k).
 
@@ -44,7 +49,7 @@ def precision_at_k(exact, returned, k: int, *, rtol: float = 1e-9, top=None) -> 
     """
     exact = np.asarray(exact, dtype=np.float64)
     returned = np.asarray(returned)[:k]
-    top = top_values(exact, k) if top is None or top.size < min(k, exact.size) else top
+    top = _top(exact, k, top)
     if not top.size:
         return 0.0
     kth = top[min(k, top.size) - 1]
@@ -58,7 +63,7 @@ def ndcg_at_k(exact, returned, k: int, *, top=None) -> float:
     exact = np.asarray(exact, dtype=np.float64)
     returned = np.asarray(returned)[:k]
     disc = 1.0 / np.log2(np.arange(2, k + 2))
-    ideal = (top_values(exact, k) if top is None or top.size < min(k, exact.size) else top)[:k]
+    ideal = _top(exact, k, top)[:k]
     z = float((np.expm1(ideal * np.log(2)) * disc[: ideal.size]).sum())
     got = float((np.expm1(exact[returned] * np.log(2)) * disc[: returned.size]).sum())
     return got / z if z > 0 else 1.0
