@@ -181,7 +181,10 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
         res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"], progress=progress)
     memory = None
     if res.memory is not None:  # the estimate the operator checked; its share of each chunk's own
-        memory = chunk_memory(res.memory, res.memory["parts"]["in-edges build or workspaces"])
+        parts = res.memory["parts"]
+        memory = chunk_memory(
+            res.memory, parts["workspaces kept"] + parts["in-edges build or new workspaces"]
+        )
     # with several sources at once, less than their latencies' sum; the one-time compilation apart
     seconds = time.perf_counter() - t0 - res.compile_seconds
     frame = res.to_frame()  # the real rows only

@@ -79,6 +79,12 @@ class StreamPool:
         self._make, self._free, self._lock = make, [], threading.Lock()
         self.size = 0
 
+    @property
+    def idle(self) -> int:
+        """Workspaces made and not in use now: a call may take them without allocating."""
+        with self._lock:
+            return len(self._free)
+
     def _take(self, cp):
         with self._lock:
             if self._free:

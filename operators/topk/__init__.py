@@ -264,14 +264,18 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     """``(streams, estimate)``: how many of ``queries`` sources ``topk_ppr`` answers at once on the index's
     device (``operators._gpu.streams.stream_count``: the workspaces that fit) and its device memory
     estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
-    the graph's in-edges (a transpose, whose build's transient comes before the workspaces are made),
+    the graph's in-edges (a transpose, whose build's transient comes before new workspaces are made),
     on the GPU the constants the workspaces share (``CONSTANT_BYTES`` a vertex), and the query
-    workspaces: the calling thread's own and one a stream. The index, its graph and in-edges already
-    made are ``held``: only the rest must fit in the free memory."""
+    workspaces: the calling thread's own and one a stream, of which those kept from earlier calls
+    and idle now are reused. The index, its graph, in-edges already made and the reused workspaces are
+    ``held``: only the rest must fit in the free memory."""
     G = index.graph
     per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)
     pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
-    streams = stream_count(G, queries - 1, streams, per_vertex, k, 0 if pool is None else pool.size)
+    idle = 0 if pool is None else pool.idle
+    streams = stream_count(G, queries - 1, streams, per_vertex, k, idle)
+    own = threading.get_ident() in index.cache.get("workspaces", {})
+    kept = (1 if own else 0) + (min(idle, streams) if streams > 1 else 0)
     g = graph_bytes(G.n, G.m)
     build = build_bytes(G.n, G.m) if refine and not G.has_derived("transpose") else 0
     parts = (
@@ -279,9 +283,10 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
         ("graph", g),
         ("in-edges", g if refine else 0),
         ("constants", CONSTANT_BYTES * G.n if G.device == "gpu" else 0),
-        ("in-edges build or workspaces", max(build, (1 + streams) * per_vertex * G.n)),
+        ("workspaces kept", kept * per_vertex * G.n),
+        ("in-edges build or new workspaces", max(build, (1 + streams - kept) * per_vertex * G.n)),
     )
-    held = ("index", "graph") + (("in-edges",) if G.has_derived("transpose") else ())
+    held = ("index", "graph", "workspaces kept") + (("in-edges",) if G.has_derived("transpose") else ())
     return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts, held)
 
 

@@ -380,7 +380,10 @@ def test_a_gpu_job_reports_the_estimate_its_queries_were_checked_against(tmp_pat
     memory = summary["memory"]
     assert summary["device"] == "gpu" and memory["device"] == "gpu"
     assert memory["estimate_bytes"] >= sum(memory["parts"].values()) > 0
-    assert memory["per_chunk_bytes"] == memory["parts"]["in-edges build or workspaces"] > 0
+    parts = memory["parts"]
+    assert (
+        memory["per_chunk_bytes"] == parts["workspaces kept"] + parts["in-edges build or new workspaces"] > 0
+    )
     # the operator refuses what does not fit; the job's message names the job's flags, not its options
     real = topk.query_memory
 

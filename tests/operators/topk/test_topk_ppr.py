@@ -165,6 +165,48 @@ def test_default_streams_by_graph_size(monkeypatch):
     assert by_k == [8, 8, 4, 4]  # from k = 100 on, 4 at once there too
 
 
+def test_a_later_batch_counts_the_workspaces_it_reuses_as_held(monkeypatch):
+    """A batch's estimate holds the calling thread's workspace and the idle ones of earlier batches as
+    allocated: only new workspaces must fit (at 2**27 vertices three kept workspaces are 31.6 GiB; a
+    second batch once counted them again and was refused)."""
+    import threading
+    from types import SimpleNamespace
+
+    from operators import topk
+    from operators._gpu import memory as mem
+    from operators._gpu import streams as st
+
+    n = 2**26
+    per = topk.WORKSPACE_BYTES * n
+    free = 6 * per  # room for three new workspaces, twice over
+    monkeypatch.setattr(st, "free_memory", lambda device: free)
+    monkeypatch.setattr(mem, "free_memory", lambda device: free)
+    g = SimpleNamespace(n=n, m=16 * n, device="gpu", has_derived=lambda name: False)
+    first = SimpleNamespace(graph=g, nbytes=2**30, cache={})
+    streams, est = topk.query_memory(first, 2000, k=100, refine=False)
+    parts = dict(est.parts)
+    assert streams == 3 and parts["workspaces kept"] == 0  # three a stream and the caller's: 4 new
+    assert parts["in-edges build or new workspaces"] == 4 * per
+    est.check("fewer streams")
+    # what the first batch would have kept: the caller's workspace and three idle slots of the pool
+    kept = {"workspaces": {threading.get_ident(): object()}, "stream_pool": SimpleNamespace(idle=3)}
+    later = SimpleNamespace(graph=g, nbytes=2**30, cache=kept)
+    streams, est = topk.query_memory(later, 2000, k=100, refine=False)
+    parts = dict(est.parts)
+    assert streams == 4  # the three kept and one new of the three that fit
+    assert parts["workspaces kept"] == 4 * per and parts["in-edges build or new workspaces"] == per
+    assert est.bytes > free  # all of it would not fit: the kept part is allocated already
+    record = est.check("fewer streams")
+    assert record["estimate_bytes"] == sum(parts.values())
+    monkeypatch.setattr(mem, "free_memory", lambda device: per)  # less than the new workspace and more
+    with pytest.raises(InsufficientMemoryError, match=r"top-100 PPR of 2,000 sources"):
+        est.check("fewer streams")
+    # a kept workspace counts once, however many the pool holds beyond this call's streams
+    streams, est = topk.query_memory(later, 3, k=100, refine=False)
+    assert streams == 2 and dict(est.parts)["workspaces kept"] == 3 * per
+    assert dict(est.parts)["in-edges build or new workspaces"] == 0
+
+
 @pytest.mark.gpu
 def test_gpu_streams_answer_as_one_at_a_time(rmat13):
     """Sources answered at once on 4 streams (workspaces kept for the next call) equal those in turn."""
