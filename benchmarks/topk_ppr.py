@@ -17,7 +17,7 @@ import numpy as np
 
 import graphs
 from graphs._device import to_host
-from operators import build_ppr_index, ppr, topk_ppr
+from operators import InsufficientMemoryError, build_ppr_index, ppr, topk_ppr
 from operators._cpu_threads import cpu_threads
 from operators._gpu.streams import WIDE_FROM, stream_count, workspaces_that_fit
 from operators.ppr.metrics import ndcg_at_k, precision_at_k, top_values
@@ -45,9 +45,9 @@ def _sources(g, count, seed):
 
 
 def _kept(idx) -> int:
-    """Query workspaces kept by the index from earlier batches (``operators._gpu.streams.StreamPool``)."""
-    pool = idx.__dict__.get("_stream_pool")
-    return 0 if pool is None else pool.size
+    """Workspaces kept idle by the index from earlier batches (``operators._gpu.streams.StreamPool``)."""
+    pool = idx.cache.get("stream_pool")
+    return 0 if pool is None else pool.idle
 
 
 def _room_for(g, idx, streams: int) -> bool:
@@ -155,24 +155,28 @@ def run_graph(
             # other of 4 and 8 at once (the evidence for the default)
             other = (4 if default != 4 else 8) if device == "gpu" and g.n >= WIDE_FROM else None
             settings = (1, None) if other is None else (1, None, other)
-            rate = {}
+            rate, refused = {}, {}
             for streams in settings:
                 if other is not None and streams == other and not _room_for(g, idx, other):  # R-MAT 26: 4 fit
                     rate[streams] = None
                     continue
                 t0 = time.perf_counter()
-                with _cpu_threads(1 if device == "cpu" and streams == 1 else None):
-                    res = topk_ppr(idx, many, k=k, streams=streams)
+                try:
+                    with _cpu_threads(1 if device == "cpu" and streams == 1 else None):
+                        res = topk_ppr(idx, many, k=k, streams=streams)
+                except InsufficientMemoryError as exc:  # recorded; the other settings and k still run
+                    rate[streams], refused[str(streams or "default")] = None, str(exc)
+                    continue
                 _sync(device)
                 rate[streams] = len(many) / (time.perf_counter() - t0)
-            best = rate.get(None, rate[1])
+            best = rate.get(None) or rate[1]
             rep.emit(
                 bench="topk-batch", impl=f"kpar k={k} {device}", median=best, unit="queries/s", **common,
                 queries=len(many), seconds=len(many) / best, fallback=int(res.fallback.sum()),
                 baseline={"impl": f"kpar k={k} {device}, one source at a time", "median": rate[1]},
                 speedup=best / rate[1], exact_ppr_per_s=1.0 / exact_per_source,
                 default_streams=default,
-                by_streams={str(key or "default"): value for key, value in rate.items()},
+                by_streams={str(key or "default"): value for key, value in rate.items()}, refused=refused,
             )  # fmt: skip
             with_edges[k] = best
         if more_walks:
