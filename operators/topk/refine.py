@@ -139,7 +139,7 @@ def _smooth_cpu(
 
 def _seen(q):
     """The CPU workspace's cache of in-neighbour estimates and its stamp for this call (a new one each)."""
-    got = q.__dict__.get("refine_seen")
+    got = q.refine_seen
     if got is None or got[2] == np.iinfo(np.int32).max:
         n = q.pi0.size
         got = (np.empty(n), np.zeros(n, dtype=np.int32), 0)

@@ -85,6 +85,7 @@ class CPUQuery:
         perm = tie_order(index)[0]
         self.perm = np.zeros(0, dtype=np.int64) if perm is None else perm
         self.arrays = {}  # the index's arrays as the loops take them, by ``adaptive``
+        self.refine_seen = None  # the refinement's cache of in-neighbour estimates (``refine._seen``)
 
     def _graph(self, adaptive: bool) -> RoundArrays:
         got = self.arrays.get(adaptive)
