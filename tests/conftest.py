@@ -14,6 +14,16 @@ import graphs
 from graphs._device import gpu_available, to_host
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def child_env(**extra: str) -> dict:
+    """The environment for a Python child process of a test: this one's, with the repository first on
+    PYTHONPATH (before what is there: the GPU machine finds Dask and CuPy's wheels through it), plus
+    ``extra``."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 DATASET_DIRS = [os.environ.get("GRAPHJOBS_DATASETS", ""), ROOT.parent / "shared" / "datasets", ROOT / ".data"]
 
 # Run a test on the CPU always and, marked `gpu`, on the GPU.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import dataset_path
+from tests.conftest import child_env, dataset_path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -103,7 +103,7 @@ def test_quick_start_runs_as_a_script(tmp_path):
     shutil.copy(data, tmp_path / data.name)
     script = tmp_path / "quickstart.py"
     script.write_text("\n\n".join(blocks))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     cmd = [sys.executable, script.name]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -166,12 +166,7 @@ def test_code_blocks_run(page, tmp_path):
         for block in blocks
     ]
     (tmp_path / "blocks.json").write_text(json.dumps(spec))
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "GRAPHJOBS_PYTHON": sys.executable,
-        "CUDA_VISIBLE_DEVICES": "",
-    }
+    env = child_env(GRAPHJOBS_PYTHON=sys.executable, CUDA_VISIBLE_DEVICES="")
     shutil.copy(ROOT / "tests" / "run_blocks.py", tmp_path)  # its folder, not tests/, goes on sys.path
     cmd = [sys.executable, "run_blocks.py", "blocks.json"]
     proc = subprocess.Popen(

@@ -4,13 +4,11 @@ workers must still work (a cold Numba cache)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import child_env
 
 SCRIPT = """
 import graphjobs as gj
@@ -26,7 +24,7 @@ if __name__ == "__main__":
 
 def test_a_script_importing_graphjobs_at_its_top_runs_a_job_on_cold_workers(tmp_path):
     (tmp_path / "job.py").write_text(textwrap.dedent(SCRIPT))
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "PYTHONPATH": str(ROOT)}
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
     env.pop("NUMBA_NUM_THREADS", None)
     run = [sys.executable, "job.py"]
     out = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

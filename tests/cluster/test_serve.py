@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from distributed import Client
 from cluster import connect, make_cluster, worker_device
 from cluster.serve import tls
 from pipelines.cli import main
+from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def _ignore_sigint():  # as a shell does for a command started in the background
 def test_cluster_command_serves_jobs_until_interrupted(tmp_path, stop):
     cmd = [sys.executable, "-m", "pipelines", "cluster", "--gpus", "0", "--workers", "1", "--port", "0",
            "--dashboard", "127.0.0.1:0"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         preexec_fn=_ignore_sigint if "background" in stop else None,

@@ -3,7 +3,6 @@ whole edge list, the errors of a bad file, and a host peak far below an edge lis
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +15,7 @@ import pytest
 import graphs
 from graphs.errors import GraphFormatError
 from graphs.stream import read_parquet_dataset
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import child_env
 
 
 def _write(folder: Path, src, dst, w=None, files: int = 3, names=("src", "dst"), group: int = 5) -> Path:
@@ -125,7 +123,7 @@ def test_the_host_peak_stays_far_below_the_edge_lists_bytes(tmp_path):
     _write(tmp_path / "ds", src, dst, files=4, group=1 << 16)
     _write(tmp_path / "warm", [0, 1], [1, 0], files=1)
     done = subprocess.run([sys.executable, "-c", PEAK, str(tmp_path)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                          timeout=300, env=child_env())  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     m, grew = (int(v) for v in done.stdout.split())
     assert m == g.m

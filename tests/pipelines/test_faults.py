@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import dataset_path
+from tests.conftest import child_env, dataset_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args, cwd, env=None) -> subprocess.Popen:
     """``graphjobs ARGS`` in a new process (this source tree's packages)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    env = child_env(**(env or {}))
     cmd = [sys.executable, "-m", "pipelines", *map(str, args)]
     return subprocess.Popen(
         cmd,
@@ -219,7 +219,7 @@ def test_a_graph_too_large_for_memory_is_refused_before_allocating(tmp_path, spe
     cmd = [sys.executable, "-c", wrap, sys.executable, "-m", "pipelines", *map(str, args)]
     cmd += ["--workdir", str(tmp_path / "wd"), "--quiet"]
     t0 = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    env = child_env(**env)
     job = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     seconds = time.monotonic() - t0
     peak_kib, err = int(job.stdout.split()[-1]), job.stderr
@@ -271,7 +271,7 @@ def test_an_edge_file_too_large_for_memory_is_refused_before_parsing(tmp_path):
         pytest.skip("soc-Epinions1.txt.gz not found")
     args = ["pagerank", str(data), "--device", "cpu", "--out", str(tmp_path / "pr.parquet"), "--quiet"]
     args += ["--workdir", str(tmp_path / "wd")]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRAPHJOBS_MEMORY_LIMIT": "10MB"}
+    env = child_env(GRAPHJOBS_MEMORY_LIMIT="10MB")
     job = subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     err = job.stderr.strip().splitlines()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 import signal
 import subprocess
@@ -25,8 +24,7 @@ import pandas as pd
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import dataset_path
-from tests.pipelines.test_faults import ROOT
+from tests.conftest import child_env, dataset_path
 
 COMMON = ["--quiet"]
 SOURCES = ["--random", "40", "--chunk", "10", "-k", "10"]  # four chunks of ten sources
@@ -175,7 +173,7 @@ def test_a_job_killed_in_a_stage_is_resumed_by_a_plain_rerun(
     root = tmp_path / "run"
     args = _args(job, root, index, device)
     script = f"{KILL}\n{patch}\nfrom pipelines.cli import main\nsys.exit(main({args!r}))\n"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     killed = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, env=env, capture_output=True, text=True
     )
@@ -247,7 +245,7 @@ def test_a_partitioned_ingest_killed_in_a_stage_is_finished_by_a_plain_rerun(tmp
         f"pipelines.run(partition_files([{graph!r}], 2, {str(tmp_path / 'run' / 'pg')!r}, "
         f"workdir={str(tmp_path / 'run' / 'wd')!r}), progress=False)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     killed = subprocess.run(
         [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
     )
