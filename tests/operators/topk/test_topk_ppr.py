@@ -167,8 +167,7 @@ def test_default_streams_by_graph_size(monkeypatch):
 
 def test_a_later_batch_counts_the_workspaces_it_reuses_as_held(monkeypatch):
     """A batch's estimate holds the calling thread's workspace and the idle ones of earlier batches as
-    allocated: only new workspaces must fit (at 2**27 vertices three kept workspaces are 31.6 GiB; a
-    second batch once counted them again and was refused)."""
+    allocated: only new workspaces must fit, and a workspace kept counts once."""
     import threading
     from types import SimpleNamespace
 
