@@ -11,8 +11,6 @@ import subprocess
 import time
 from collections.abc import Callable
 
-COPY_BANDWIDTH = 3.0e12  # bytes/s read + written, device-to-device copy measured on the H100
-
 
 def commit() -> str:
     """The commit measured: $GRAPHJOBS_COMMIT (set it where the tree is a copy without git history,
@@ -35,6 +33,28 @@ def device_name(device: str) -> str:
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
         return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+def copy_rate(*, nbytes: int = 2**32, repeats: int = 20) -> float:
+    """Bytes read + written per second by a device-to-device copy of ``nbytes`` on the current GPU,
+    measured now with CUDA events (the median of ``repeats``): the yardstick a kernel's bandwidth
+    fraction is stated against, taken on the machine that ran the kernel. ``nbytes`` is capped at a
+    quarter of the free memory."""
+    import cupy as cp
+
+    free, _ = cp.cuda.runtime.memGetInfo()
+    nbytes = max(2**20, min(nbytes, free // 4))
+
+    def measure() -> float:
+        src = cp.zeros(nbytes, dtype=cp.uint8)
+        dst = cp.empty_like(src)
+        return gpu_time(lambda: dst.__setitem__(Ellipsis, src), repeats=repeats, warmup=2)[0]
+
+    try:
+        seconds = measure()
+    finally:
+        cp.get_default_memory_pool().free_all_blocks()  # the two buffers, released when measure returned
+    return 2 * nbytes / seconds
 
 
 def wall(

@@ -7,7 +7,7 @@ import numpy as np
 
 import graphs
 from benchmarks import cugraph_peer
-from benchmarks.common import COPY_BANDWIDTH, Reporter, gpu_time, wall
+from benchmarks.common import Reporter, copy_rate, gpu_time, wall
 from operators import pagerank
 from operators.pagerank import auto_method, inverse_out_weight
 from operators.pagerank.binned import TUNING as BINNED
@@ -64,6 +64,8 @@ def gpu(rep: Reporter, scales, weighted_scales) -> None:
     import cupyx.scipy.sparse as cps
 
     sync = cp.cuda.Device().synchronize
+    rate = copy_rate()
+    rep.emit(bench="copy", impl="device-to-device copy", median=rate / 1e12, unit="TB/s")
     for scale in scales:
         for weighted in (False, True) if scale in weighted_scales else (False,):
             name = f"rmat-{scale}" + ("-w" if weighted else "")
@@ -82,7 +84,7 @@ def gpu(rep: Reporter, scales, weighted_scales) -> None:
             for layout, g in (("original", G), ("degree-order", R)):
                 t_t, _ = wall(g.transpose, repeats=1, warmup=0, sync=sync)
                 rep.emit(bench="build", graph=name, layout=layout, impl="transpose", median=t_t, unit="s")
-                _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync)
+                _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync, rate)
             del G, R, g
             cp.get_default_memory_pool().free_all_blocks()
 
@@ -124,7 +126,9 @@ def _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync):
     return {"impl": cugraph_peer.NAME, "median": per * 1e3}, t_full
 
 
-def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
+def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync, rate):
+    """One layout's rows; ``rate`` is the copy rate measured in this run (bytes/s), the bandwidth
+    fractions' denominator."""
     n, m = g.n, g.m
     t_spmv, t_power = cusparse_baseline(cp, cps, g, weighted)
     bytes_spmv = 8 * m + 4 * (n + 1) + 8 * n
@@ -159,8 +163,9 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync):
             speedup=t_spmv / per,
             speedup_vs_power_iteration=t_power / per,
             bytes_per_iter=b,
-            bandwidth_fraction=b / per / COPY_BANDWIDTH,
-            baseline_bandwidth_fraction=bytes_spmv / t_spmv / COPY_BANDWIDTH,
+            copy_rate_bytes_per_s=rate,
+            bandwidth_fraction=b / per / rate,
+            baseline_bandwidth_fraction=bytes_spmv / t_spmv / rate,
             **extra,
         )
     # end to end through operators.pagerank, as it is, and with reorder=True: iterating on a
