@@ -14,6 +14,8 @@ from __future__ import annotations
 import statistics
 import time
 
+import numpy as np
+
 import graphs
 from operators import influence_maximization, influence_spread
 
@@ -68,3 +70,41 @@ def run(rep: Reporter, device: str, dataset_dir, ba_degrees, ba_n: int = 1_000_0
         g = graphs.barabasi_albert(ba_n, r, seed=0)
         run_graph(rep, f"ba-{ba_n:g}-r{r}", g, device, eps_list=(0.1,) if r < 32 else (0.05, 0.1),
                   baseline=False, repeats=2)  # fmt: skip
+
+
+def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int = 1_000) -> None:
+    """IMM (IC, weighted cascade, k = 50, eps = 0.1) on R-MAT graphs generated on the GPU from seed 0: the
+    GPU row first, then the Numba path of the same call on this machine's cores as its baseline. The
+    baseline at these sizes can run for many minutes; interrupted (SIGINT, as ``gpu.sh``'s STEP_TIMEOUT
+    sends), it is recorded as not finished after the seconds it ran, a lower bound on the speed-up."""
+    opts = dict(k=k, epsilon=eps, model="IC", weights="wc", seed=1)
+    small = graphs.rmat(16, seed=0)
+    influence_maximization(small, **opts)  # Numba's compilation, and the GPU kernels' loading, not timed
+    influence_maximization(small.to("gpu"), **opts)
+    for scale in scales:
+        gd = graphs.rmat(scale, device="gpu", seed=0)
+        t0 = time.perf_counter()
+        res = influence_maximization(gd, **opts)
+        secs = time.perf_counter() - t0
+        spread = influence_spread(gd, res.seeds, model="IC", n_sim=n_sim, seed=2)
+        row = dict(bench="influence", graph=f"rmat-{scale}", n=gd.n, m=gd.m, k=k, model="IC", epsilon=eps,
+                   unit="s", theta=res.theta, rr_sets=res.rr_sets, rr_size=res.rr_size,
+                   lower_bound=res.lower_bound, estimate=res.spread, mc_spread=spread, mc_simulations=n_sim,
+                   phases=res.seconds)  # fmt: skip
+        rep.emit(**row, impl=f"IMM IC eps={eps:g} gpu", median=secs, repeats=1)
+        g = gd.to("cpu")
+        del gd
+        impl = f"IMM numba cpu x{_cores()}"
+        t0 = time.perf_counter()
+        try:
+            bres = influence_maximization(g, **opts)
+        except KeyboardInterrupt:
+            ran = time.perf_counter() - t0
+            rep.emit(**row, impl=impl, median=float("nan"), finished=False, ran_s=ran, gpu_s=secs,
+                     speedup_at_least=ran / secs)  # fmt: skip
+            raise
+        base = time.perf_counter() - t0
+        same = bool(np.array_equal(np.asarray(bres.seeds), np.asarray(res.seeds)))
+        rep.emit(
+            **row, impl=impl, median=base, finished=True, gpu_s=secs, speedup=base / secs, same_seeds=same
+        )

@@ -45,6 +45,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ppr-scales", default="22,24", help="R-MAT scales of the push/pull PPR benchmark (GPU)")
     ap.add_argument("--ppr-methods", default="", help="these PPR methods only (comma-separated)")
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
+    ap.add_argument("--imm-scales", default="26", help="R-MAT scales of influence-rmat (GPU, IC, eps 0.1)")
     ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
     ap.add_argument("--simrank-graphs", default="soc-Slashdot0902,soc-Epinions1",
                     help="SNAP graphs of the SimRank benchmark (empty: none)")  # fmt: skip
@@ -97,6 +98,8 @@ def main(argv=None) -> None:
     if "influence" in only:
         degrees = [int(s) for s in args.ba_degrees.split(",") if s] if args.device == "gpu" else []
         influence.run(rep, args.device, dataset_dir(), degrees)
+    if "influence-rmat" in only and args.device == "gpu":
+        influence.run_rmat(rep, [int(s) for s in args.imm_scales.split(",") if s])
     if "simrank" in only:
         sscales = [int(s) for s in args.simrank_scales.split(",") if s] if args.device == "gpu" else []
         names = [g for g in args.simrank_graphs.split(",") if g]

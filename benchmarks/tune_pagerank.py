@@ -50,7 +50,7 @@ def main() -> None:
         base = graphs.rmat(scale, device="gpu")
         for layout in args.layouts.split(","):
             g = base if layout == "original" else graphs.reorder(base, by=layout)
-            t_spmv, t_power = cusparse_baseline(cp, cps, g, False)
+            t_spmv, t_power, _ = cusparse_baseline(cp, cps, g, False)
             print(f"rmat-{scale} {layout:<12} cuSPARSE {t_spmv * 1e3:.3f} ms, step {t_power * 1e3:.3f}")
             ref = None
             for threads, hot, cluster in configs:
