@@ -244,7 +244,8 @@ def scenarios(e: str) -> list[Scenario]:
 
 
 def env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "GRAPHJOBS_WORKDIR": "w", "PYTHONHASHSEED": "0"}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # keep what is there
+    return {**os.environ, "PYTHONPATH": path, "GRAPHJOBS_WORKDIR": "w", "PYTHONHASHSEED": "0"}
 
 
 def run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str, str]:
