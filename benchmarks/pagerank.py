@@ -116,26 +116,16 @@ def cusparse_baseline(cp, cps, g, weighted):
 
 def _cusparse_spmv(cp, cps, data, T):
     """``x -> T @ x`` by cuSPARSE, and its (row offset, column index) types. CuPy's CSR matrices hold
-    32-bit offsets; past 2**31 - 1 edges the generic SpMV is called with 64-bit row offsets (and 32-bit
-    column indices where this cuSPARSE accepts the mix, else 64-bit ones)."""
+    32-bit indices; past 2**31 - 1 edges cuSPARSE's generic SpMV is called with 64-bit row offsets and
+    column indices (with 32-bit column indices beside them it returned zeros on an H200, CUDA 13)."""
     import cupyx.cusparse
 
     n = T.n
+    A = cps.csr_matrix((data, T.indices, T.indptr.astype(cp.int32)), shape=(n, n))  # offsets wrap past 2**31
     if T.m < 2**31:
-        A = cps.csr_matrix((data, T.indices, T.indptr.astype(cp.int32)), shape=(n, n))
         return (lambda x: A @ x), "int32/int32"
-    A = cps.csr_matrix((data, T.indices, T.indptr.astype(cp.int32)), shape=(n, n))  # offsets wrap here
-    A.indptr = T.indptr.astype(cp.int64)
-    for indices, types in ((T.indices, "int64/int32"), (None, "int64/int64")):
-        A.indices = indices if indices is not None else T.indices.astype(cp.int64)
-        try:
-            cupyx.cusparse.spmv(A, cp.zeros(n, dtype=cp.float32))
-        except Exception:  # cuSPARSE refusing the mixed index types: try 64-bit ones
-            if indices is None:
-                raise
-            continue
-        return (lambda x: cupyx.cusparse.spmv(A, x)), types
-    raise AssertionError("unreachable")
+    A.indptr, A.indices = T.indptr.astype(cp.int64), T.indices.astype(cp.int64)
+    return (lambda x: cupyx.cusparse.spmv(A, x)), "int64/int64"
 
 
 def _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync):
