@@ -115,17 +115,40 @@ def cusparse_baseline(cp, cps, g, weighted):
 
 
 def _cusparse_spmv(cp, cps, data, T):
-    """``x -> T @ x`` by cuSPARSE, and its (row offset, column index) types. CuPy's CSR matrices hold
-    32-bit indices; past 2**31 - 1 edges cuSPARSE's generic SpMV is called with 64-bit row offsets and
-    column indices (with 32-bit column indices beside them it returned zeros on an H200, CUDA 13)."""
-    import cupyx.cusparse
+    """``x -> T @ x`` by cuSPARSE, and how: CuPy's CSR matrices hold 32-bit indices, and cuSPARSE's
+    SpMV with 64-bit ones returned zeros on an H200 (CUDA 13) past 2**31 - 1 edges, so a larger
+    matrix is cut into row blocks of fewer edges, each its own SpMV into its slice of one output."""
+    blocks = _row_blocks(T.indptr, 2**31 - 1)
+    mats = []
+    for lo, hi in blocks:
+        start, stop = int(T.indptr[lo]), int(T.indptr[hi])
+        offsets = (T.indptr[lo : hi + 1] - start).astype(cp.int32)
+        mats.append(cps.csr_matrix((data[start:stop], T.indices[start:stop], offsets), shape=(hi - lo, T.n)))
+    if len(mats) == 1:
+        return (lambda x: mats[0] @ x), "int32, one matrix"
+    y = cp.empty(T.n, dtype=cp.float32)
 
-    n = T.n
-    A = cps.csr_matrix((data, T.indices, T.indptr.astype(cp.int32)), shape=(n, n))  # offsets wrap past 2**31
-    if T.m < 2**31:
-        return (lambda x: A @ x), "int32/int32"
-    A.indptr, A.indices = T.indptr.astype(cp.int64), T.indices.astype(cp.int64)
-    return (lambda x: cupyx.cusparse.spmv(A, x)), "int64/int64"
+    def spmv(x):
+        for (lo, hi), A in zip(blocks, mats, strict=True):
+            y[lo:hi] = A @ x
+        return y
+
+    return spmv, f"int32, {len(mats)} row blocks"
+
+
+def _row_blocks(indptr, most: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges [lo, hi) covering all rows, each holding at most ``most`` entries (a row
+    holding more is a range alone)."""
+    import numpy as np
+
+    ptr = np.asarray(indptr.get() if hasattr(indptr, "get") else indptr)
+    blocks, lo, n = [], 0, len(ptr) - 1
+    while lo < n:
+        hi = int(np.searchsorted(ptr, ptr[lo] + most, side="right")) - 1
+        hi = min(max(hi, lo + 1), n)
+        blocks.append((lo, hi))
+        lo = hi
+    return blocks
 
 
 def _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync):
@@ -149,8 +172,7 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync, rate):
     fractions' denominator."""
     n, m = g.n, g.m
     t_spmv, t_power, index_types = cusparse_baseline(cp, cps, g, weighted)
-    offset_bytes, column_bytes = (8 if t == "int64" else 4 for t in index_types.split("/"))
-    bytes_spmv = (4 + column_bytes) * m + offset_bytes * (n + 1) + 8 * n
+    bytes_spmv = 8 * m + 4 * (n + 1) + 8 * n
     tol = 1e-6 / n  # an L1 change below 1e-6 (the default n * tol rule stops after one iteration here)
     peer, peer_full = _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync) if cugraph_peer.available() \
         else ({}, None)  # fmt: skip
