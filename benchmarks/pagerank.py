@@ -124,8 +124,8 @@ def _cusparse_spmv(cp, cps, data, T):
         start, stop = int(T.indptr[lo]), int(T.indptr[hi])
         offsets = (T.indptr[lo : hi + 1] - start).astype(cp.int32)
         A = cps.csr_matrix((data[start:stop], T.indices[start:stop], offsets), shape=(hi - lo, T.n))
-        # R-MAT repeats edges: SpMV adds them up as they are, where CuPy would first merge them into a copy
-        A._has_canonical_format = True
+        if len(blocks) > 1:  # R-MAT repeats edges: SpMV adds them as stored (as ours does), where CuPy
+            A._has_canonical_format = True  # would first merge them into a copy that does not fit here
         mats.append(A)
     if len(mats) == 1:
         return (lambda x: mats[0] @ x), "int32, one matrix"
