@@ -118,7 +118,7 @@ def _cusparse_spmv(cp, cps, data, T):
     """``x -> T @ x`` by cuSPARSE, and how: CuPy's CSR matrices hold 32-bit indices, and cuSPARSE's
     SpMV with 64-bit ones returned zeros on an H200 (CUDA 13) past 2**31 - 1 edges, so a larger
     matrix is cut into row blocks of fewer edges, each its own SpMV into its slice of one output."""
-    blocks = _row_blocks(T.indptr, 2**31 - 1)
+    blocks = _row_blocks(T.indptr, 2**31 - 1 if T.m < 2**31 else 2**30)  # near 2**31 cuSPARSE failed
     mats = []
     for lo, hi in blocks:
         start, stop = int(T.indptr[lo]), int(T.indptr[hi])
