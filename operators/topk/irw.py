@@ -206,11 +206,10 @@ def invert_walks(pairs: list, n: int, high_share: float):
     v = compress(v, pair_h)
     freq = compress(freq, pair_h)
     del pair_h
-    # H pairs grouped by start vertex (Fig. 4): hptr[v] starts v's (end index in H, frequency) pairs
-    order = hv.astype(np.int64)
-    order *= n
-    order += ht
-    order = xp.argsort(order)
+    # H pairs grouped by start vertex (Fig. 4): hptr[v] starts v's (end index in H, frequency) pairs.
+    # They arrive in increasing (end, start) order, so a stable sort by start alone puts them in
+    # (start, end) order: no 8-byte key per pair beside the sort's own buffers.
+    order = xp.argsort(hv, kind="stable") if xp is np else xp.argsort(hv)  # CuPy's is always stable
     ht, hv, hf = ht[order], hv[order], hf[order]
     del order
     h_store = dict(
