@@ -232,7 +232,27 @@ class PPRSummary(BatchSummary):
 
     def describe(self) -> str:
         bound = "" if self.l1_bound_max is None else f", L1 error <= {self.l1_bound_max:.3g} (certified)"
-        return f", method={self.method}{bound}, models of the first: {self.models_first}"
+        return f", method={self.method}{bound}, the first source's steps: {steps(self.models_first)}"
+
+
+STEP_NAMES = {"P": ("push", "pushes"), "L": ("pull", "pulls"), "Q": ("queue pass", "queue passes"),
+              "S": ("sweep", "sweeps")}  # fmt: skip
+
+
+def steps(models: str | None) -> str:
+    """A solver's step letters (``info["models"]``: P push, L pull, Q PowerPush queue pass, S sweep) in
+    words, runs counted: "PPPLL" -> "3 pushes, 2 pulls"."""
+    if not models:
+        return "none recorded"
+    runs, at = [], 0
+    while at < len(models):
+        end = at
+        while end < len(models) and models[end] == models[at]:
+            end += 1
+        one, many = STEP_NAMES.get(models[at], (models[at], models[at]))
+        runs.append(f"{end - at} {one if end - at == 1 else many}")
+        at = end
+    return ", ".join(runs)
 
 
 @dataclass(kw_only=True)

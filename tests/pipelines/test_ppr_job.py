@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -90,7 +92,7 @@ def test_cli(tmp_path, capsys):
         str(out),
     ]
     assert main([*args, "--workdir", str(tmp_path), "--quiet", "--device", "cpu"]) == 0
-    assert "models of the first: LL" in capsys.readouterr().out
+    assert re.search(r"the first source's steps: \d+ pulls\)", capsys.readouterr().out)
     _check(graphs.rmat(10, seed=2, device="cpu"), pd.read_parquet(out), 8, tol=1e-6)
     assert main(["ppr", "rmat:scale=8", "--random", "3", "--tol", "-1", "--quiet", "--device", "cpu",
                  "--workdir", str(tmp_path), "--out", str(tmp_path / "x")]) == 1  # fmt: skip
@@ -192,3 +194,11 @@ def test_a_chunks_memory_record_is_checked_and_names_its_worker_and_thread(monke
     with pytest.raises(InsufficientMemoryError, match=r"a chunk on the GPU needs about 4.9 KiB.*; --fewer$"):
         with job_hint("--fewer"):
             est.check("fewer sources")
+
+
+def test_a_summary_names_the_solver_steps_in_words():
+    from pipelines.summary import steps
+
+    assert steps("QSSSS") == "1 queue pass, 4 sweeps"
+    assert steps("PPPLLP") == "3 pushes, 2 pulls, 1 push"
+    assert steps("") == steps(None) == "none recorded"
