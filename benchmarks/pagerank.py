@@ -117,10 +117,11 @@ def cusparse_baseline(cp, cps, g, weighted):
 
 
 def _cusparse_spmv(cp, cps, data, T):
-    """``x -> T @ x`` by cuSPARSE, and how: CuPy's CSR matrices hold 32-bit indices, and cuSPARSE's
-    SpMV with 64-bit ones returned zeros on an H200 (CUDA 13) past 2**31 - 1 edges, so a larger
-    matrix is cut into row blocks of fewer edges, each its own SpMV into its slice of one output."""
-    blocks = _row_blocks(T.indptr, 2**31 - 1 if T.m < 2**31 else 2**30)  # near 2**31 cuSPARSE failed
+    """``x -> T @ x`` by cuSPARSE, and how: CuPy's CSR matrices hold 32-bit indices (a CuPy matrix given
+    64-bit index arrays afterwards made ``cupyx.cusparse.spmv`` return zeros at R-MAT 27 on an H200,
+    CUDA 13), so past 2**31 - 1 edges the matrix is cut into row blocks of at most 2**30 edges (one of
+    2**31 - 1 gave CUSPARSE_STATUS_INTERNAL_ERROR), each its own SpMV into its slice of one output."""
+    blocks = _row_blocks(T.indptr, 2**31 - 1 if T.m < 2**31 else 2**30)
     mats = []
     for lo, hi in blocks:
         start, stop = int(T.indptr[lo]), int(T.indptr[hi])
