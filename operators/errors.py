@@ -11,18 +11,22 @@ class ConvergenceError(UserError, RuntimeError):
     """An iterative operator did not reach its tolerance within ``max_iter`` iterations.
 
     Attributes: ``algorithm``, ``iterations`` run, the last ``error`` and the ``threshold`` it had
-    to fall below.
+    to fall below, and ``advice``: what to change (default: raise max_iter or tol).
     """
 
-    def __init__(self, algorithm: str, iterations: int, error: float, threshold: float):
+    def __init__(
+        self, algorithm: str, iterations: int, error: float, threshold: float, advice: str | None = None
+    ):
         self.algorithm = algorithm
         self.iterations = iterations
         self.error = error
         self.threshold = threshold
+        self.advice = advice
+        ran = f" in {iterations} iterations" if iterations < 2**62 else ""  # else: no limit was set
         super().__init__(
-            f"{algorithm} did not converge in {iterations} iterations: its error {error:.3g} has not "
-            f"reached the tolerance {threshold:.3g}; raise max_iter or tol"
+            f"{algorithm} did not converge{ran}: its error {error:.3g} has not reached the tolerance "
+            f"{threshold:.3g}; {advice or 'raise max_iter or tol'}"
         )
 
     def __reduce__(self):  # survive pickling (errors raised on Dask workers travel back this way)
-        return (type(self), (self.algorithm, self.iterations, self.error, self.threshold))
+        return (type(self), (self.algorithm, self.iterations, self.error, self.threshold, self.advice))

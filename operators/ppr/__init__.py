@@ -179,20 +179,34 @@ def ppr(
         method = ("hybrid" if o.r_max is not None else "power") if G.device == "gpu" else "powerpush"
     if method == "powerpush" and G.device == "gpu":
         raise OptionError("ppr: powerpush runs on the CPU; on the GPU use method='hybrid'")
-    if method == "power":
-        step = _ppr_power.power_steps(G, alpha, tol, block, max_iter, dtype)
-    elif method == "montecarlo":
-        walks = math.ceil(1.0 / tol)
-        step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
-    else:
-        step = _push_steps(G, method, o, cost, len(src))
-        if G.device == "cpu":  # several sources at once on threads
-            with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
-                warm = (method, dtype, topk, block)
-                out = _collect(G, src, step, dtype, topk, info, threads, warm=warm, progress=progress)
-            return _frame(G, src, out, topk) if as_frame else out
-    out = _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block), progress=progress)
+    try:
+        if method == "power":
+            step = _ppr_power.power_steps(G, alpha, tol, block, max_iter, dtype)
+        elif method == "montecarlo":
+            walks = math.ceil(1.0 / tol)
+            step = lambda ids: _montecarlo(G, ids, alpha, walks, seed)  # noqa: E731
+        else:
+            step = _push_steps(G, method, o, cost, len(src))
+            if G.device == "cpu":  # several sources at once on threads
+                with threads_taken(cpu_threads(G.n, CPU_SOLVE_BYTES, len(src))) as threads:
+                    warm = (method, dtype, topk, block)
+                    out = _collect(G, src, step, dtype, topk, info, threads, warm=warm, progress=progress)
+                return _frame(G, src, out, topk) if as_frame else out
+        out = _collect(G, src, step, dtype, topk, info, warm=(method, dtype, topk, block), progress=progress)
+    except ConvergenceError as e:
+        if max_iter is not None or e.advice is not None or o.r_max is not None:
+            raise
+        raise ConvergenceError(e.algorithm, e.iterations, e.error, e.threshold, ROUNDING_ADVICE) from None
     return _frame(G, src, out, topk) if as_frame else out
+
+
+# why a solve with no max_iter stops short of tol: its finest threshold (or power iteration's provable
+# count) is reached and only rounding keeps the certified bound above tol
+ROUNDING_ADVICE = (
+    "with no max_iter it stopped at its finest step, where the rounding of float64 sums (counted in the "
+    "certified bound) keeps the bound above tol on this graph; use a larger tol (on soc-Epinions1, "
+    "1e-12 is certified and 1e-14 is not)"
+)
 
 
 def _frame(G, src, out, topk):
@@ -345,8 +359,9 @@ def _push_steps(G, method, o: PPROptions, cost, count):
     def step(ids, **serial):  # serial=True: a CPU solve on a thread of a batch
         ids = ids[:block]
         x, it, models, residual, *allowance = solve(ids, limit, **serial)
-        if it is None:
-            raise ConvergenceError("ppr", limit, float(np.max(residual)), o.tol)
+        if it is None:  # the bound it could certify: the residue mass plus, where known, its rounding
+            left = [r + a for r, a in zip(residual, allowance[0], strict=True)] if allowance else residual
+            raise ConvergenceError("ppr", limit, float(np.max(left)), o.tol)
         k, res = len(ids), [float(v) for v in residual]
         allowance = allowance[0] if allowance else [rounding(it, x.dtype, o.dtype)] * k
         bound = [v + a for v, a in zip(res, allowance, strict=True)]
@@ -383,7 +398,7 @@ def _cpu_solver(G, mode, alpha, tol, r_max, cost, dtype):
             if theta is None:
                 break
         models = "".join("PL"[int(m) == PULL] for m in trace[: min(it, len(trace)), 0])
-        return p[None, :], (it if done else None), models, [residual]
+        return p[None, :], (it if done else None), models, [residual], [rounding(it, np.float64, dtype)]
 
     return run
 

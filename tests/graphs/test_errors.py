@@ -38,6 +38,12 @@ CASES = [
         {"algorithm": "pagerank", "iterations": 3, "error": 0.5, "threshold": 1e-6},
     ),
     (
+        ConvergenceError("ppr", 2**63 - 1, 5e-14, 1e-20, "use a larger tol"),
+        RuntimeError,
+        "ppr did not converge: its error 5e-14 has not reached the tolerance 1e-20; use a larger tol",
+        {"iterations": 2**63 - 1, "error": 5e-14, "advice": "use a larger tol"},
+    ),
+    (
         InsufficientMemoryError("ppr", 2**31, 2**30, "use fewer sources"),
         MemoryError,
         "ppr needs about 2.00 GiB but only 1.00 GiB are free; use fewer sources",

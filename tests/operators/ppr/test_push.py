@@ -378,3 +378,17 @@ def test_threads_stop_after_their_item_on_an_error_or_an_interrupt(how):
     finally:
         signal.signal(signal.SIGINT, before)
     assert len(done) < 30  # of 1,000: about 30 a second, stopped within 0.1 s
+
+
+@pytest.mark.parametrize("method", ["push", "pull", "hybrid", "powerpush", "power"])
+def test_a_tol_below_float64_rounding_names_the_bound_reached_and_a_larger_tol_certifies(method):
+    g = graphs.rmat(10, seed=3, device="cpu")
+    with pytest.raises(ConvergenceError, match="with no max_iter it stopped at its finest step") as e:
+        ppr(g, [1], method=method, tol=1e-20)
+    assert "9223372036854775807" not in str(e.value)
+    # the error reported is the certified bound (residue plus rounding), not the residue alone: every
+    # step's rounding counts at least float64's epsilon, and ten times the bound reached certifies
+    assert e.value.error >= np.finfo(np.float64).eps
+    info: dict = {}
+    ppr(g, [1], method=method, tol=10 * e.value.error, info=info)
+    assert info["l1_bound"][0] <= 10 * e.value.error
