@@ -26,6 +26,7 @@ import numpy as np
 from graphs import CSRGraph
 from graphs._device import array_module, free_memory, to_host
 from graphs._mix import stream_key
+from graphs.errors import OptionError
 from operators._checks import check_graph
 from operators._gpu.memory import MemoryEstimate, graph_bytes
 from operators._progress import report
@@ -187,7 +188,9 @@ def run_imm(
     ``select(k) -> (picks, gains)``, ``count``, ``size`` and ``expected``): the driver shared by one
     device (``influence_maximization``) and the workers of a cluster (``pipelines.distributed``).
     ``t_start`` is when the call began."""
-    k, eps, ell, rounds, max_rr_sets = min(o.k, G.n), o.epsilon, o.ell, o.rounds, o.max_rr_sets
+    if o.k > G.n:  # more seeds than vertices: refused, not clamped
+        raise OptionError(f"k={o.k:,} seeds is more than the graph's {G.n:,} vertices; ask for k <= {G.n:,}")
+    k, eps, ell, rounds, max_rr_sets = o.k, o.epsilon, o.ell, o.rounds, o.max_rr_sets
     kind, seed, reuse_rr_sets = o.model, o.seed, o.reuse_rr_sets
     n = G.n
     local = device is None

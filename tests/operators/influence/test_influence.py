@@ -18,6 +18,7 @@ import graphs
 import operators
 from graphs._device import to_host
 from graphs._mix import stream_key
+from graphs.errors import OptionError
 from operators import influence_maximization, influence_spread
 from operators.influence import cpu as _im_cpu
 from operators.influence import imm_bounds
@@ -202,6 +203,15 @@ def test_multi_round_picks_k_per_round_and_estimates_the_union():
     assert abs(res.spread - mc) <= 0.1 * mc
     single = influence_maximization(g, 4, epsilon=0.1, seed=2)
     assert mc > influence_spread(g, single.seeds, n_sim=20_000, seed=3)
+
+
+def test_more_seeds_than_vertices_is_refused_and_all_of_them_is_answered():
+    g = graphs.barabasi_albert(60, 2, seed=8, device="cpu")
+    with pytest.raises(OptionError, match="k=61 seeds is more than the graph's 60 vertices; ask for k <= 60"):
+        influence_maximization(g, 61, epsilon=0.3, seed=2)
+    every = influence_maximization(g, 60, epsilon=0.3, seed=2)
+    assert sorted(every.seeds.tolist()) == list(range(60))  # all vertices seeded: the spread is n
+    assert every.spread == pytest.approx(60)
 
 
 def test_reproducible_options_and_reuse():
