@@ -101,10 +101,11 @@ def sniff(path: str, *, comment, delimiter, header, id_cols, sample_lines: int =
     tokens = split(data[0], None if ragged else delimiter)
     names = None
     named = any(isinstance(c, str) for c in id_cols)
-    # a header names every column: one numeric field makes the line data ('a 1', 'a b 0.5')
-    looks_named = all(not is_float(t) for t in tokens)
     rows = [split(ln, None if ragged else delimiter) for ln in data[1:]]
     ids = [c for c in id_cols if isinstance(c, int)]
+    # a header names every column: one numeric field makes the line data ('a 1', 'a b 0.5'), and so does
+    # a line with fewer fields than the id columns need ('1,2' above space-separated lines)
+    looks_named = all(not is_float(t) for t in tokens) and len(tokens) > max(ids, default=1)
     next_numeric = bool(rows) and all(is_int(rows[0][c]) for c in ids if c < len(rows[0]))
     rest_numeric = bool(rows) and all(is_int(r[c]) for r in rows for c in ids if c < len(r))
     tabular = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith((".csv", ".tsv"))
@@ -120,7 +121,7 @@ def sniff(path: str, *, comment, delimiter, header, id_cols, sample_lines: int =
         raise GraphFormatError(
             path,
             skip + 1,
-            f"expected a header line (every field a name) or integer vertex ids as on the lines below, "
+            f"expected a header line (a name for every column) or integer vertex ids as on the lines below, "
             f"got {line!r}; fix the line, or pass header=False to read every label as text",
         )
     return Layout(skip, None if ragged else delimiter, names, string_ids, ragged, tokens)

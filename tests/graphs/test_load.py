@@ -267,13 +267,21 @@ def test_a_first_line_neither_header_nor_like_the_rest_is_refused(tmp_path, firs
     path = tmp_path / "e.txt"
     path.write_text(f"{first}\n2 3 1\n3 1 1\n")
     with pytest.raises(
-        graphs.GraphFormatError, match=r"e\.txt, line 1: expected a header line \(every field a name\)"
+        graphs.GraphFormatError, match=r"e\.txt, line 1: expected a header line \(a name for every column\)"
     ):
         graphs.read_edgelist(path)
     g = graphs.read_edgelist(path, header=False)  # asked for: every label as text
     assert g.ids.dtype == object and "a" in g.ids.tolist()
     path.write_text("src dst w\n2 3 1\n3 1 1\n")  # a header: every field a name
     assert graphs.read_edgelist(path).ids.dtype.kind == "i"
+
+
+@pytest.mark.parametrize("first", ["1,2", "name"])
+def test_a_first_line_with_fewer_fields_than_the_edge_ends_is_not_a_header(tmp_path, first):
+    path = tmp_path / "e.txt"
+    path.write_text(f"{first}\n2 3\n3 1\n")  # once read as a header, '1,2' was dropped without a word
+    with pytest.raises(graphs.GraphFormatError, match=rf"e\.txt, line 1: .* got '{first}'"):
+        graphs.read_edgelist(path)
 
 
 def test_parquet_columns_named_as_edge_ends_are_taken_by_name(tmp_path):
