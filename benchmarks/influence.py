@@ -86,10 +86,24 @@ def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int
         res = influence_maximization(gd, **opts)
         secs = time.perf_counter() - t0
         spread = influence_spread(gd, res.seeds, model="IC", n_sim=n_sim, seed=2)
-        row = dict(bench="influence", graph=f"rmat-{scale}", n=gd.n, m=gd.m, k=k, model="IC", epsilon=eps,
-                   unit="s", theta=res.theta, rr_sets=res.rr_sets, rr_size=res.rr_size,
-                   lower_bound=res.lower_bound, estimate=res.spread, mc_spread=spread, mc_simulations=n_sim,
-                   phases=res.seconds)  # fmt: skip
+        row = dict(
+            bench="influence",
+            graph=f"rmat-{scale}",
+            n=gd.n,
+            m=gd.m,
+            k=k,
+            model="IC",
+            epsilon=eps,
+            unit="s",
+            theta=res.theta,
+            rr_sets=res.rr_sets,
+            rr_size=res.rr_size,
+            lower_bound=res.lower_bound,
+            estimate=res.spread,
+            mc_spread=spread,
+            mc_simulations=n_sim,
+            phases=res.seconds,
+        )
         rep.emit(**row, impl=f"IMM IC eps={eps:g} gpu", median=secs, repeats=1)
         g = gd.to("cpu")
         del gd
@@ -100,8 +114,15 @@ def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int
             bres = influence_maximization(g, **opts)
         except KeyboardInterrupt:
             ran = time.perf_counter() - t0
-            rep.emit(**row, impl=impl, median=float("nan"), finished=False, ran_s=ran, gpu_s=secs,
-                     speedup_at_least=ran / secs)  # fmt: skip
+            rep.emit(
+                **row,
+                impl=impl,
+                median=float("nan"),
+                finished=False,
+                ran_s=ran,
+                gpu_s=secs,
+                speedup_at_least=ran / secs,
+            )
             raise
         base = time.perf_counter() - t0
         same = bool(np.array_equal(np.asarray(bres.seeds), np.asarray(res.seeds)))
