@@ -102,9 +102,9 @@ def cusparse_baseline(cp, cps, g, weighted):
     x = cp.full(n, 1.0 / n, dtype=cp.float32)
     spmv, index_types = _cusparse_spmv(cp, cps, data, T)
     # a check that the product is the graph's: each vertex with out-edges passes on all of its 1/n
-    mass = float(spmv(x).sum(dtype=cp.float64)) * n
-    if abs(mass - int((inv != 0).sum())) > 1e-3 * max(1.0, mass):
-        raise RuntimeError(f"cuSPARSE SpMV moved {mass:.6g} / n, not {int((inv != 0).sum())} / n")
+    mass, movers = float(spmv(x).sum(dtype=cp.float64)) * n, int((inv != 0).sum())
+    if abs(mass - movers) > 1e-3 * max(1.0, mass):
+        raise RuntimeError(f"cuSPARSE SpMV moved {mass:.6g} / n, not {movers} / n")
     dmask = (inv == 0).astype(cp.float32)
     t_spmv, _ = gpu_time(lambda: spmv(x))
 
@@ -117,10 +117,9 @@ def cusparse_baseline(cp, cps, g, weighted):
 
 
 def _cusparse_spmv(cp, cps, data, T):
-    """``x -> T @ x`` by cuSPARSE, and how: CuPy's CSR matrices hold 32-bit indices (a CuPy matrix given
-    64-bit index arrays afterwards made ``cupyx.cusparse.spmv`` return zeros at R-MAT 27 on an H200,
-    CUDA 13), so past 2**31 - 1 edges the matrix is cut into row blocks of at most 2**30 edges (one of
-    2**31 - 1 gave CUSPARSE_STATUS_INTERNAL_ERROR), each its own SpMV into its slice of one output."""
+    """``x -> T @ x`` by cuSPARSE, and how. CuPy's CSR matrices hold 32-bit indices, so past 2**31 - 1
+    edges the matrix is cut into row blocks of at most 2**30 edges, each its own SpMV into its slice of
+    one output (why not 64-bit indices, or blocks up to 2**31 - 1: benchmarks/RESULTS.md, PageRank)."""
     blocks = _row_blocks(T.indptr, 2**31 - 1 if T.m < 2**31 else 2**30)
     mats = []
     for lo, hi in blocks:
@@ -145,8 +144,6 @@ def _cusparse_spmv(cp, cps, data, T):
 def _row_blocks(indptr, most: int) -> list[tuple[int, int]]:
     """Consecutive row ranges [lo, hi) covering all rows, each holding at most ``most`` entries (a row
     holding more is a range alone)."""
-    import numpy as np
-
     ptr = np.asarray(indptr.get() if hasattr(indptr, "get") else indptr)
     blocks, lo, n = [], 0, len(ptr) - 1
     while lo < n:

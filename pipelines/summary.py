@@ -8,6 +8,7 @@ every field), ``to_json()`` that dict as one JSON document.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -244,14 +245,11 @@ def steps(models: str | None) -> str:
     words, runs counted: "PPPLL" -> "3 pushes, 2 pulls"."""
     if not models:
         return "none recorded"
-    runs, at = [], 0
-    while at < len(models):
-        end = at
-        while end < len(models) and models[end] == models[at]:
-            end += 1
-        one, many = STEP_NAMES.get(models[at], (models[at], models[at]))
-        runs.append(f"{end - at} {one if end - at == 1 else many}")
-        at = end
+    runs = []
+    for letter, run in itertools.groupby(models):
+        one, many = STEP_NAMES.get(letter, (letter, letter))
+        count = len(list(run))
+        runs.append(f"{count} {one if count == 1 else many}")
     return ", ".join(runs)
 
 
