@@ -48,11 +48,23 @@ def run_graph(rep: Reporter, name: str, g, device: str, *, eps_list=(0.05, 0.1),
                     (bres.seeds == res.seeds).all())}  # fmt: skip
             rep.emit(
                 bench="influence", graph=name, impl=f"IMM {model} eps={eps:g} {device}", median=secs,
-                unit="s", n=g.n, m=g.m, k=k, model=model, epsilon=eps, theta=res.theta, rr_sets=res.rr_sets,
-                rr_size=res.rr_size, lower_bound=res.lower_bound, estimate=res.spread, mc_spread=spread,
-                phases=res.seconds, repeats=repeats,
+                unit="s", n=g.n, m=g.m, k=k, model=model, epsilon=eps, **_found(res, spread), repeats=repeats,
                 **({"baseline": base, "speedup": base["median"] / secs} if base else {}),
             )  # fmt: skip
+
+
+def _found(res, spread) -> dict:
+    """What an IMM row reports of its result: RR sample counts, the bounds, the RR estimate beside the
+    Monte-Carlo ``spread`` of its seeds, and the phases' seconds."""
+    return dict(
+        theta=res.theta,
+        rr_sets=res.rr_sets,
+        rr_size=res.rr_size,
+        lower_bound=res.lower_bound,
+        estimate=res.spread,
+        mc_spread=spread,
+        phases=res.seconds,
+    )
 
 
 def _cores() -> int:
@@ -86,24 +98,8 @@ def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int
         res = influence_maximization(gd, **opts)
         secs = time.perf_counter() - t0
         spread = influence_spread(gd, res.seeds, model="IC", n_sim=n_sim, seed=2)
-        row = dict(
-            bench="influence",
-            graph=f"rmat-{scale}",
-            n=gd.n,
-            m=gd.m,
-            k=k,
-            model="IC",
-            epsilon=eps,
-            unit="s",
-            theta=res.theta,
-            rr_sets=res.rr_sets,
-            rr_size=res.rr_size,
-            lower_bound=res.lower_bound,
-            estimate=res.spread,
-            mc_spread=spread,
-            mc_simulations=n_sim,
-            phases=res.seconds,
-        )
+        row = dict(bench="influence", graph=f"rmat-{scale}", n=gd.n, m=gd.m, k=k, model="IC", epsilon=eps)
+        row.update(unit="s", **_found(res, spread), mc_simulations=n_sim)
         rep.emit(**row, impl=f"IMM IC eps={eps:g} gpu", median=secs, repeats=1)
         g = gd.to("cpu")
         del gd
