@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 import graphs
+from graphs._device import to_host
 from operators import influence_maximization, influence_spread
 
 from .common import Reporter
@@ -84,44 +85,45 @@ def run(rep: Reporter, device: str, dataset_dir, ba_degrees, ba_n: int = 1_000_0
                   baseline=False, repeats=2)  # fmt: skip
 
 
-def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int = 1_000) -> None:
+def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int = 100) -> None:
     """IMM (IC, weighted cascade, k = 50, eps = 0.1) on R-MAT graphs generated on the GPU from seed 0: the
-    GPU row first, then the Numba path of the same call on this machine's cores as its baseline. The
-    baseline at these sizes can run for many minutes; interrupted (SIGINT, as ``gpu.sh``'s STEP_TIMEOUT
-    sends), it is recorded as not finished after the seconds it ran, a lower bound on the speed-up."""
+    GPU rows of every scale first (with ``n_sim`` forward simulations of the seeds and their standard
+    error), then the Numba path of the same call on this machine's cores as their baseline, smallest
+    scale first. The baseline at these sizes can run for many minutes; interrupted (SIGINT, as
+    ``gpu.sh``'s STEP_TIMEOUT sends), it is recorded as not finished after the seconds it ran, a lower
+    bound on the speed-up."""
     opts = dict(k=k, epsilon=eps, model="IC", weights="wc", seed=1)
     small = graphs.rmat(16, seed=0)
     influence_maximization(small.to("gpu"), **opts)  # the GPU kernels' loading, not timed
+    rows = {}
     for scale in scales:
         gd = graphs.rmat(scale, device="gpu", seed=0)
         t0 = time.perf_counter()
         res = influence_maximization(gd, **opts)
         secs = time.perf_counter() - t0
-        spread = influence_spread(gd, res.seeds, model="IC", n_sim=n_sim, seed=2)
+        info: dict = {}
+        spread = influence_spread(gd, res.seeds, model="IC", n_sim=n_sim, seed=2, info=info)
         row = dict(bench="influence", graph=f"rmat-{scale}", n=gd.n, m=gd.m, k=k, model="IC", epsilon=eps)
-        row.update(unit="s", **_found(res, spread), mc_simulations=n_sim)
+        row.update(unit="s", **_found(res, spread), mc_simulations=n_sim, mc_stderr=info["stderr"])
         rep.emit(**row, impl=f"IMM IC eps={eps:g} gpu", median=secs, repeats=1)
-        g = gd.to("cpu")
-        del gd
-        influence_maximization(small, **opts)  # Numba's compilation, not timed (after the GPU row is out)
-        impl = f"IMM numba cpu x{_cores()}"
+        rows[scale] = (row, secs, np.asarray(to_host(res.seeds)))
+        del gd, res
+    influence_maximization(small, **opts)  # Numba's compilation, not timed
+    impl = f"IMM numba cpu x{_cores()}"
+    for scale in scales:
+        row, secs, seeds = rows[scale]
+        g = graphs.rmat(scale, device="gpu", seed=0).to("cpu")
         t0 = time.perf_counter()
         try:
             bres = influence_maximization(g, **opts)
         except KeyboardInterrupt:
             ran = time.perf_counter() - t0
-            rep.emit(
-                **row,
-                impl=impl,
-                median=float("nan"),
-                finished=False,
-                ran_s=ran,
-                gpu_s=secs,
-                speedup_at_least=ran / secs,
-            )
+            lower = dict(finished=False, ran_s=ran, gpu_s=secs, speedup_at_least=ran / secs)
+            rep.emit(**row, impl=impl, median=float("nan"), **lower)
             raise
         base = time.perf_counter() - t0
-        same = bool(np.array_equal(np.asarray(bres.seeds), np.asarray(res.seeds)))
+        same = bool(np.array_equal(np.asarray(bres.seeds), seeds))
         rep.emit(
             **row, impl=impl, median=base, finished=True, gpu_s=secs, speedup=base / secs, same_seeds=same
         )
+        del g, bres

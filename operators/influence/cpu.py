@@ -3,16 +3,19 @@
 Sample ``j`` (one per RR "set" of the IMM analysis) has the root ``floor(rand_unit(root_key, j) * n)``
 and, in round ``t`` of ``rounds``, the live-edge world keyed ``mix64(key + (j * rounds + t) * GOLDEN)``.
 Its members are the elements ``t * n + v`` of the vertices v reached in each round. Draws are keyed
-by edge (IC) or by vertex (LT), never by visiting order, so any traversal order (a Numba thread or a
-CUDA warp) reaches the same set.
+by edge (IC), by vertex and draw (IC rows drawn by skips, see ``model``) or by vertex (LT), never by
+visiting order, so any traversal order (a Numba thread or a CUDA warp) reaches the same set.
 """
 
 from __future__ import annotations
+
+import math
 
 import numba as nb
 import numpy as np
 
 from graphs._mix import mix64, rand_unit
+from operators.influence.model import SKIP_LIVE
 
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 # with progress, a call's samples are drawn in passes of about 1/PROGRESS_STEPS of them, at least
@@ -29,9 +32,22 @@ def _live(e, x, y, p, lo, lt, reverse, key):
     return rand_unit(key, np.uint64(e)) < p[e]
 
 
+@nb.njit(inline="always", cache=True)
+def skips(a, b, p, skip):
+    """``log1p(-q)`` when ``skip`` and the row ``a:b`` is drawn by geometric skips (its
+    one probability q in (0, 1) and ``(b - a) * q <= SKIP_LIVE``), else 0."""
+    if not skip or b <= a:
+        return 0.0
+    q = np.float64(p[a])
+    if q <= 0.0 or q >= 1.0 or np.float64(b - a) * q > SKIP_LIVE:
+        return 0.0
+    return math.log1p(-q)
+
+
 @nb.njit(cache=True)
-def bfs(indptr, indices, p, lo, lt, reverse, key, starts, mark, stamp, queue, base):
-    """Vertices reached from ``starts`` in the world ``key``, appended to ``queue[base:]``; count."""
+def bfs(indptr, indices, p, lo, lt, reverse, key, starts, mark, stamp, queue, base, skip=False):
+    """Vertices reached from ``starts`` in the world ``key``, appended to ``queue[base:]``; count.
+    ``skip``: the view's rows share one probability each (IC in-edges), drawn by skips where that pays."""
     size = base
     for s in starts:
         if mark[s] != stamp:
@@ -52,6 +68,22 @@ def bfs(indptr, indices, p, lo, lt, reverse, key, starts, mark, stamp, queue, ba
                 else:
                     b = mid
             b = a + 1
+        lq = skips(a, b, p, skip)
+        if lq != 0.0:  # the gaps between live edges, geometric with parameter q
+            pos, i = a - 1, 0
+            while True:
+                u = rand_unit(key, (np.uint64(x) << np.uint64(32)) | np.uint64(i))
+                i += 1
+                gap = np.floor(np.log(u) / lq)  # u = 0: an infinite gap
+                if not gap < b - 1 - pos:
+                    break
+                pos += np.int64(gap) + 1
+                y = indices[pos]
+                if mark[y] != stamp:
+                    mark[y] = stamp
+                    queue[size] = y
+                    size += 1
+            continue
         for e in range(a, b):
             y = indices[e]
             if mark[y] != stamp and _live(e, x, y, p, lo, lt, reverse, key):
@@ -62,7 +94,9 @@ def bfs(indptr, indices, p, lo, lt, reverse, key, starts, mark, stamp, queue, ba
 
 
 @nb.njit(parallel=True, cache=True)
-def _sample_chunks(indptr, indices, p, lo, lt, key, root_key, rounds, j0, starts, ends, buf, done, sizes):
+def _sample_chunks(
+    indptr, indices, p, lo, lt, skip, key, root_key, rounds, j0, starts, ends, buf, done, sizes
+):
     """Chunk c samples j = starts[c] .. ends[c]-1 into ``buf[c]`` while the next one surely fits."""
     n = indptr.size - 1
     cap = buf.shape[1]
@@ -79,7 +113,7 @@ def _sample_chunks(indptr, indices, p, lo, lt, key, root_key, rounds, j0, starts
             for t in range(rounds):
                 stamp += 1
                 kt = mix64(key + np.uint64(j * rounds + t) * _U_GOLDEN)
-                got = bfs(indptr, indices, p, lo, lt, True, kt, root, mark, stamp, queue, 0)
+                got = bfs(indptr, indices, p, lo, lt, True, kt, root, mark, stamp, queue, 0, skip)
                 for i in range(got):
                     buf[c, used + total + i] = np.int64(t) * n + queue[i]
                 total += got
@@ -131,6 +165,7 @@ def sample(
             rev.p,
             rev.lo,
             lt,
+            rev.equal_rows and not lt,
             np.uint64(key),
             np.uint64(root_key),
             rounds,

@@ -15,11 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from graphs._device import import_cupy
-from graphs._mix import MIX_DEFINES
 from operators._gpu.device import sm_count
 from operators._gpu.registry import Kernel
 from operators.influence.greedy import cover, cover_index, greedy  # noqa: F401  (the backend interface of _im_cpu)
-from operators.influence.kernels import IM_DEVICE
+from operators.influence.kernels import IM_DEFINES, IM_DEVICE
 
 _SCRATCH = 1 << 13  # first-pass queue capacity per warp (elements)
 _BUDGET = 4 << 30  # bytes of bitmaps and queues for all warps together
@@ -65,7 +64,7 @@ extern "C" __global__ void gj_im_gather(const int* pool, const long long* start,
 SAMPLE = Kernel(
     SAMPLE_KERNEL,
     ("gj_im_sample", "gj_im_sample_block", "gj_im_gather"),
-    defines=MIX_DEFINES,
+    defines=IM_DEFINES,
     local_budget={"gj_im_sample_block": 16},
     label="influence",
 )
@@ -96,6 +95,7 @@ def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: 
         rev.p,
         rev.lo,
         np.int32(lt),
+        np.int32(rev.equal_rows and not lt),
         np.int64(n),
         np.int32(rounds),
         np.uint64(key),
@@ -185,7 +185,7 @@ extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* in
                 }
                 __syncwarp();
             }
-            size = gj_im_bfs(GjWarp(), indptr, indices, p, lo, lt, 0, kt, q, size, n, bm);
+            size = gj_im_bfs(GjWarp(), indptr, indices, p, lo, lt, 0, 0, kt, q, size, n, bm);
             int fresh = 0;
             for (long long i = lane; i < size; i += 32) {
                 unsigned int bit = 1u << (q[i] & 31);
@@ -202,7 +202,7 @@ extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* in
 """
 )
 
-CASCADES = Kernel(CASCADE_KERNEL, ("gj_im_cascades",), defines=MIX_DEFINES, label="influence-cascades")
+CASCADES = Kernel(CASCADE_KERNEL, ("gj_im_cascades",), defines=IM_DEFINES, label="influence-cascades")
 
 
 def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):

@@ -4,7 +4,10 @@ clearing of their bitmaps, the task counter and the whole sampling of one group.
 
 from __future__ import annotations
 
-from graphs._mix import MIX_CUDA
+from graphs._mix import MIX_CUDA, MIX_DEFINES
+from operators.influence.model import SKIP_LIVE
+
+IM_DEFINES = {**MIX_DEFINES, "GJ_IM_SKIP_LIVE": repr(float(SKIP_LIVE))}  # the defines IM_DEVICE uses
 
 IM_DEVICE = (
     MIX_CUDA
@@ -17,6 +20,7 @@ struct GjWarp {
     __device__ long long id() const { return ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; }
     __device__ void sync() const { __syncwarp(); }
     __device__ long long bcast(long long v) const { return __shfl_sync(FULL, v, 0); }
+    __device__ bool any(bool v) const { return __any_sync(FULL, v); }
     // exclusive prefix sum of deg over the group (each member also offers its a and x to owner())
     __device__ long long scan(long long deg, long long, long long, long long& total) const {
         long long incl = deg;
@@ -60,6 +64,7 @@ struct GjBlock {  // blockDim.x == W; s: 3 * W + 2 shared long longs
         __syncthreads();
         return s[3 * W];
     }
+    __device__ bool any(bool v) const { return __syncthreads_or(v); }
     __device__ long long scan(long long deg, long long a, long long x, long long& total) const {
         __syncthreads();
         s[threadIdx.x] = deg;
@@ -104,10 +109,33 @@ struct GjBlock {  // blockDim.x == W; s: 3 * W + 2 shared long longs
     }
 };
 
+// log1p(-q) when `skip` and the row a..b is drawn by geometric skips (its one probability q in (0, 1) and
+// (b - a) * q <= GJ_IM_SKIP_LIVE; operators.influence.model), else 0
+__device__ __forceinline__ double gj_im_skips(long long a, long long b, const float* p, int skip) {
+    if (!skip || b <= a) return 0.0;
+    double pr = (double)p[a];
+    if (pr <= 0.0 || pr >= 1.0 || (double)(b - a) * pr > GJ_IM_SKIP_LIVE) return 0.0;
+    return log1p(-pr);
+}
+
+// appends y to q (and marks it) where fresh in the bitmap; the group's new queue size
+template <class G>
+__device__ __forceinline__ long long gj_im_visit(const G& g, bool live, int y, unsigned int* bm, int* q,
+                                                 long long size, long long cap) {
+    bool fresh = false;
+    if (live) {
+        unsigned int bit = 1u << (y & 31);
+        if (!(bm[y >> 5] & bit)) fresh = !(atomicOr(&bm[y >> 5], bit) & bit);
+    }
+    return g.append(fresh, y, q, size, cap);
+}
+
 // BFS of the live-edge world `key` from q[0..size) by group g; returns the new size, -1 on overflow.
+// skip: the rows share one probability each (IC in-edges), drawn by geometric skips where that pays:
+// each member draws its own row's live edges one after another, the rest go edge by edge below.
 template <class G>
 __device__ long long gj_im_bfs(const G& g, const long long* indptr, const int* indices, const float* p,
-                               const float* lo, int lt, int reverse, unsigned long long key, int* q,
+                               const float* lo, int lt, int reverse, int skip, unsigned long long key, int* q,
                                long long size, long long cap, unsigned int* bm) {
     int me = g.rank();
     long long head = 0;
@@ -130,26 +158,42 @@ __device__ long long gj_im_bfs(const G& g, const long long* indptr, const int* i
             }
         }
         head += take;
+        double lq = me < take ? gj_im_skips(a, b, p, skip) : 0.0;
+        bool drawing = lq != 0.0;
+        long long pos = a - 1, end = b;
+        unsigned long long draw = (unsigned long long)x << 32;
+        if (drawing) b = a;  // not scanned below
+        while (g.any(drawing)) {
+            int y = 0;
+            if (drawing) {
+                double gap = floor(log(gj_rand_unit(key, draw++)) / lq);  // a draw of 0: an infinite gap
+                if (gap < (double)(end - 1 - pos)) {
+                    pos += (long long)gap + 1;
+                    y = indices[pos];
+                } else {
+                    drawing = false;
+                }
+            }
+            size = gj_im_visit(g, drawing, y, bm, q, size, cap);
+            if (size > cap) return -1;
+        }
         long long total, excl = g.scan(b - a, a, x, total);
         for (long long base = 0; base < total; base += G::W) {
             long long i = base + me, ao, eo, xo;
             g.owner(i, a, excl, x, ao, eo, xo);
-            bool fresh = false;
+            bool live = false;
             int y = 0;
             if (i < total) {
                 long long e = ao + (i - eo);
                 y = indices[e];
-                unsigned int bit = 1u << (y & 31);
-                bool live;
                 if (lt) {
                     double r = gj_rand_unit(key, (unsigned long long)(reverse ? xo : y));
                     live = (double)lo[e] <= r && r < (double)lo[e] + (double)p[e];
                 } else {
                     live = gj_rand_unit(key, (unsigned long long)e) < (double)p[e];
                 }
-                if (live && !(bm[y >> 5] & bit)) fresh = !(atomicOr(&bm[y >> 5], bit) & bit);
             }
-            size = g.append(fresh, y, q, size, cap);
+            size = gj_im_visit(g, live, y, bm, q, size, cap);
             if (size > cap) return -1;
         }
     }
@@ -174,9 +218,9 @@ __device__ __forceinline__ long long gj_im_task(const G& g, unsigned long long* 
 
 template <class G>
 __device__ void gj_im_sample_group(const G& g, const long long* indptr, const int* indices, const float* p,
-        const float* lo, int lt, long long n, int rounds, unsigned long long key, unsigned long long root_key,
-        const long long* jobs, long long njobs, unsigned long long* next, unsigned int* bitmaps,
-        long long words, int* scratch, long long cap, int* pool, long long pool_cap,
+        const float* lo, int lt, int skip, long long n, int rounds, unsigned long long key,
+        unsigned long long root_key, const long long* jobs, long long njobs, unsigned long long* next,
+        unsigned int* bitmaps, long long words, int* scratch, long long cap, int* pool, long long pool_cap,
         unsigned long long* pool_used, long long* start, int* size) {
     int me = g.rank();
     unsigned int* bm = bitmaps + g.id() * words;
@@ -191,7 +235,7 @@ __device__ void gj_im_sample_group(const G& g, const long long* indptr, const in
             if (used < cap) {
                 if (me == 0) { q[used] = (int)root; bm[root >> 5] = 1u << (root & 31); }
                 g.sync();
-                got = gj_im_bfs(g, indptr, indices, p, lo, lt, 1, kt, q + used, 1, cap - used, bm);
+                got = gj_im_bfs(g, indptr, indices, p, lo, lt, 1, skip, kt, q + used, 1, cap - used, bm);
             }
             ok = got >= 0;
             gj_im_clear(g, bm, q + used, got, words, !ok);
@@ -215,11 +259,11 @@ __device__ void gj_im_sample_group(const G& g, const long long* indptr, const in
 }
 
 #define GJ_IM_SAMPLE_ARGS const long long* indptr, const int* indices, const float* p, const float* lo, \
-        int lt, long long n, int rounds, unsigned long long key, unsigned long long root_key, \
+        int lt, int skip, long long n, int rounds, unsigned long long key, unsigned long long root_key, \
         const long long* jobs, long long njobs, unsigned long long* next, unsigned int* bitmaps, \
         long long words, int* scratch, long long cap, int* pool, long long pool_cap, \
         unsigned long long* pool_used, long long* start, int* size
-#define GJ_IM_SAMPLE_PASS indptr, indices, p, lo, lt, n, rounds, key, root_key, jobs, njobs, next, bitmaps, \
-        words, scratch, cap, pool, pool_cap, pool_used, start, size
+#define GJ_IM_SAMPLE_PASS indptr, indices, p, lo, lt, skip, n, rounds, key, root_key, jobs, njobs, next, \
+        bitmaps, words, scratch, cap, pool, pool_cap, pool_used, start, size
 """
 )

@@ -3,7 +3,13 @@
 Every cascade in graphjobs is a reachability question in a random *live-edge graph* drawn from
 counter-based random numbers, so the CPU and the GPU draw the same worlds for the same key:
 
-- IC: edge ``e`` of the in-edge view is live when ``rand_unit(key, e) < p[e]``.
+- IC: edge ``e`` of the in-edge view is live when ``rand_unit(key, e) < p[e]``, except in a row whose
+  edges share one probability ``q`` (every row under weighted cascade or a uniform probability: the
+  view's ``equal_rows``) with ``0 < q < 1`` and ``d * q <= SKIP_LIVE`` for its ``d`` edges. Such a row
+  of vertex ``v`` draws its live edges by geometric skips (SUBSIM: Guo, Liu, Wei, Chen, SIGMOD 2020):
+  draw ``i`` is ``u = rand_unit(key, v << 32 | i)``, the gap ``floor(log(u) / log1p(-q))`` edges are
+  passed over and the next one is live, until the row ends. The live edges have the same law (each
+  edge independently with probability q), and the row costs its live edges instead of its degree.
 - LT: every vertex v picks at most one in-edge, the one whose interval ``[lo, lo + p)`` holds
   ``rand_unit(key, v)``; intervals of v's in-edges are laid end to end from 0 (Kempe et al.: the
   live-edge form of the linear threshold model).
@@ -32,6 +38,9 @@ from operators._checks import check_choice
 from operators._gpu.memory import MemoryEstimate, graph_bytes
 
 MODELS = ("IC", "LT")
+# rows of equal probability q expecting at most this many live edges (d * q) are drawn by geometric
+# skips; one lane draws them one after another, so a row expecting more is drawn edge by edge
+SKIP_LIVE = 64.0
 WEIGHTS = ("wc", "trivalency", "graph")
 TRIVALENCY = (0.1, 0.01, 0.001)
 LT_SLACK = 1e-6  # in-weight sums up to 1 + LT_SLACK pass (float32 rounding of 1/d sums)
@@ -45,6 +54,7 @@ class EdgeView:
     indices: object
     p: object  # float32, probability (IC) or LT interval length of each edge
     lo: object  # float32, LT interval start of each edge (zeros for IC)
+    equal_rows: bool = False  # every row's edges share one p (IC rows may then be drawn by skips)
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,8 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
     else:
         lo = f_lo = xp.zeros(m, dtype=np.float32)  # IC reads no interval: one array serves both views
     del r_dst
-    rev = EdgeView(r_indptr, r_indices, p, lo)
+    equal = kind == "IC" and spec not in ("trivalency", "graph")  # weighted cascade or one probability
+    rev = EdgeView(r_indptr, r_indices, p, lo, equal_rows=equal)
     f_p = xp.empty_like(p)
     f_p[perm] = p
     fwd = EdgeView(G.indptr, G.indices, f_p, f_lo)

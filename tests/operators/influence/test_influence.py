@@ -22,7 +22,7 @@ from graphs.errors import OptionError
 from operators import influence_maximization, influence_spread
 from operators.influence import cpu as _im_cpu
 from operators.influence import imm_bounds
-from operators.influence.model import diffusion_model
+from operators.influence.model import SKIP_LIVE, diffusion_model
 from tests.conftest import DEVICES, snap
 from tests.operators.influence.test_spread import Z
 
@@ -58,6 +58,33 @@ def test_rr_inclusion_frequency_equals_single_vertex_spread(model):
         mc = influence_spread(g, [v], model=model, n_sim=40_000, seed=v, info=info)
         sd = math.hypot(g.n * math.sqrt(p_hat[v] * (1 - p_hat[v]) / count), info["stderr"])
         assert abs(g.n * p_hat[v] - mc) < Z * sd, (v, g.n * p_hat[v], mc)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("q", [0.02, 0.5])  # d * q = 4: geometric skips; 100 > SKIP_LIVE: edge by edge
+def test_live_in_edges_of_a_row_are_independent_with_its_probability(device, q):
+    """Sinks 0..R-1 each with in-edges from all d leaves R..R+d-1 (leaves have none): a sample rooted at
+    a sink holds it and its live leaves, so the leaf count is Binomial(d, q) and each leaf is in a
+    fraction q of those samples, whichever way the row's live edges are drawn."""
+    sinks, d, count = 300, 200, 60_000
+    src = np.tile(np.arange(sinks, sinks + d), sinks)
+    dst = np.repeat(np.arange(sinks), d)
+    g = graphs.from_edges(src, dst, n=sinks + d, renumber=False).to(device)
+    dm = diffusion_model(g, "IC", q, 0)
+    assert dm.rev.equal_rows and (d * q <= SKIP_LIVE) == (q == 0.02)
+    backend = _im_cpu if device == "cpu" else pytest.importorskip("operators.influence.gpu")
+    members, offsets = (to_host(a) for a in backend.sample(dm.rev, False, 7, 8, 1, 0, count))
+    roots = members[offsets[:-1]]  # a sample's root is queued first
+    rooted = np.flatnonzero(roots < sinks)
+    leaves = np.diff(offsets)[rooted] - 1
+    sets = [members[offsets[j] + 1 : offsets[j + 1]] for j in rooted]
+    assert all(s.min() >= sinks and np.unique(s).size == s.size for s in sets if s.size)
+    n = rooted.size
+    assert abs(leaves.mean() - d * q) < Z * math.sqrt(d * q * (1 - q) / n)
+    assert abs(leaves.var() / (d * q * (1 - q)) - 1) < Z * math.sqrt(2 / n) * 1.5
+    freq = np.bincount(np.concatenate(sets) - sinks, minlength=d)
+    chi2 = float(((freq - n * q) ** 2 / (n * q * (1 - q))).sum())
+    assert abs(chi2 - d) < Z * math.sqrt(2 * d), chi2
 
 
 def test_samples_do_not_depend_on_chunking():
