@@ -68,6 +68,16 @@ def _found(res, spread) -> dict:
     )
 
 
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, or was raised from, a KeyboardInterrupt (a Numba function interrupted by
+    SIGINT raises SystemError from it)."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _cores() -> int:
     import os
 
@@ -116,7 +126,9 @@ def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int
         t0 = time.perf_counter()
         try:
             bres = influence_maximization(g, **opts)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemError) as exc:
+            if not _interrupted(exc):
+                raise
             ran = time.perf_counter() - t0
             lower = dict(finished=False, ran_s=ran, gpu_s=secs, speedup_at_least=ran / secs)
             rep.emit(**row, impl=impl, median=float("nan"), **lower)
