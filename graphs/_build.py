@@ -190,18 +190,39 @@ def _build_csr_gpu(src, dst, weights, n, dedupe):
     return indptr, indices, weights
 
 
-@nb.njit(cache=True)
-def _transpose_cpu(indptr, indices, w, has_w, n, out_idx, out_w):
+@nb.njit(parallel=True, cache=True)
+def _place_by_destination(indptr, indices, indptr_t, bounds, w, has_w, out_idx, out_w, out_eid):
+    """Places every edge at its destination's cursor, stable (each row in forward-edge order): sources
+    into ``out_idx``, weights into ``out_w`` when ``has_w``, forward edge ids into ``out_eid`` when it
+    has room. Thread t scans every edge and places those with destinations in ``bounds[t]:bounds[t+1]``,
+    so the output is the serial one."""
+    n = indptr.size - 1
+    ids = out_eid.size > 0
+    for t in nb.prange(bounds.size - 1):
+        lo, hi = bounds[t], bounds[t + 1]
+        cursor = indptr_t[lo:hi].copy()
+        for u in range(n):
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if lo <= v < hi:
+                    p = cursor[v - lo]
+                    cursor[v - lo] = p + 1
+                    out_idx[p] = u
+                    if has_w:
+                        out_w[p] = w[e]
+                    if ids:
+                        out_eid[p] = e
+
+
+def _transpose_cpu(indptr, indices, w, has_w, n, out_idx, out_w, out_eid):
+    """The transpose's row pointer, its rows placed by ``_place_by_destination`` over one range of
+    destinations (of about equal in-edge counts) per Numba thread."""
     indptr_t = _counts_to_ptr(indices, n)
-    cursor = indptr_t[:-1].copy()
-    for u in range(n):
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            p = cursor[v]
-            cursor[v] = p + 1
-            out_idx[p] = u
-            if has_w:
-                out_w[p] = w[e]
+    parts = nb.get_num_threads()
+    bounds = np.searchsorted(indptr_t, np.linspace(0, indices.size, parts + 1).astype(np.int64))
+    bounds = np.maximum.accumulate(np.clip(bounds, 0, n))
+    bounds[0], bounds[-1] = 0, n
+    _place_by_destination(indptr, indices, indptr_t, bounds, w, has_w, out_idx, out_w, out_eid)
     return indptr_t
 
 
@@ -215,8 +236,20 @@ def transpose_csr(indptr, indices, weights, n: int):
     out_idx = np.empty(indices.size, dtype=indices.dtype)
     out_w = np.empty(indices.size if has_w else 0, dtype=np.float32)
     w = weights if has_w else np.empty(0, dtype=np.float32)
-    indptr_t = _transpose_cpu(indptr, indices, w, has_w, n, out_idx, out_w)
+    indptr_t = _transpose_cpu(indptr, indices, w, has_w, n, out_idx, out_w, np.empty(0, dtype=np.int64))
     return indptr_t, out_idx, (out_w if has_w else None)
+
+
+def in_edge_order_cpu(indptr, indices, n: int):
+    """The in-edge view of a host CSR: its row pointer, each in-edge's source, and each in-edge's forward
+    edge id (int32 below 2**31 edges), rows by destination and each row in forward-edge order."""
+    m = indices.size
+    sources = np.empty(m, dtype=indices.dtype)
+    eids = np.empty(m, dtype=np.int32 if m < 2**31 else np.int64)
+    indptr_t = _transpose_cpu(
+        indptr, indices, np.empty(0, np.float32), False, n, sources, np.empty(0, np.float32), eids
+    )
+    return indptr_t, sources, eids
 
 
 def expand_rows(indptr, m: int):

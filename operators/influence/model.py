@@ -29,7 +29,7 @@ import numba as nb
 import numpy as np
 
 from graphs import CSRGraph
-from graphs._build import count_ids
+from graphs._build import count_ids, expand_rows, in_edge_order_cpu
 from graphs._device import array_module, to_host
 from graphs._large import cumsum
 from graphs._mix import rand_u64, stream_key
@@ -125,24 +125,28 @@ def _build(G: CSRGraph, kind: str, spec, seed: int) -> DiffusionModel:
     xp = array_module(G.indptr)
     n, m = G.n, G.m
     dst = G.indices
-    # the in-edge view orders edges by (destination, forward edge id): the keys dst * m + id are distinct,
-    # so sorting them in place gives that order, and key % m is the forward id at each place
-    key = dst.astype(np.int64)
-    key *= max(m, 1)
-    for lo_e in range(0, m, _KEY_CHUNK):
-        hi_e = min(m, lo_e + _KEY_CHUNK)
-        key[lo_e:hi_e] += xp.arange(lo_e, hi_e, dtype=np.int64)
-    key.sort()
-    key %= max(m, 1)
-    perm = key.astype(np.int32) if m < 2**31 else key  # perm maps in-edge places to forward ids
-    del key
-    in_deg = count_ids(dst, n)
-    r_indptr = xp.zeros(n + 1, dtype=np.int64)
-    xp.cumsum(in_deg, out=r_indptr[1:])
-    src = G.edges()[0]
-    r_indices = src[perm].astype(G.indices.dtype, copy=False)
-    del src
-    r_dst = dst[perm]
+    # the in-edge view orders edges by (destination, forward edge id); perm maps its places to forward ids
+    if xp is np:  # a stable counting sort by destination
+        r_indptr, r_indices, perm = in_edge_order_cpu(G.indptr, dst, n)
+        in_deg = np.diff(r_indptr)
+        r_dst = expand_rows(r_indptr, m)
+    else:  # the keys dst * m + id are distinct: sorted in place, key % m is the forward id at each place
+        key = dst.astype(np.int64)
+        key *= max(m, 1)
+        for lo_e in range(0, m, _KEY_CHUNK):
+            hi_e = min(m, lo_e + _KEY_CHUNK)
+            key[lo_e:hi_e] += xp.arange(lo_e, hi_e, dtype=np.int64)
+        key.sort()
+        key %= max(m, 1)
+        perm = key.astype(np.int32) if m < 2**31 else key
+        del key
+        in_deg = count_ids(dst, n)
+        r_indptr = xp.zeros(n + 1, dtype=np.int64)
+        xp.cumsum(in_deg, out=r_indptr[1:])
+        src = G.edges()[0]
+        r_indices = src[perm].astype(G.indices.dtype, copy=False)
+        del src
+        r_dst = dst[perm]
     if spec == "wc":
         inv = (1.0 / xp.maximum(in_deg, 1)).astype(np.float32)  # a vertex with in-edges has in_deg >= 1
         p = inv[r_dst]

@@ -27,6 +27,36 @@ def dense(g: CSRGraph) -> np.ndarray:
     return g.to_scipy().toarray()
 
 
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_in_edge_order_on_the_host_is_a_stable_sort_by_destination(threads):
+    """Each thread places one range of destinations: the result is the serial stable order whatever the
+    number of threads (more threads than rows with in-edges included), with weights carried along."""
+    import numba as nb
+
+    from graphs._build import in_edge_order_cpu, transpose_csr
+
+    src, dst, w = random_edges(n=300, m=4000, seed=3, weighted=True)
+    dst[:1500] = 7  # a hub, and rows with no in-edges
+    g = from_edges(src, dst, w, n=300, renumber=False)
+    order = np.argsort(g.indices, kind="stable")
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    before = nb.get_num_threads()
+    nb.set_num_threads(min(threads, nb.config.NUMBA_NUM_THREADS))
+    try:
+        ptr, sources, eids = in_edge_order_cpu(g.indptr, g.indices, g.n)
+        tptr, tidx, tw = transpose_csr(g.indptr, g.indices, g.weights, g.n)
+    finally:
+        nb.set_num_threads(before)
+    assert np.array_equal(ptr, np.concatenate([[0], np.cumsum(np.bincount(g.indices, minlength=g.n))]))
+    assert np.array_equal(eids, order) and np.array_equal(sources, rows[order])
+    assert (
+        np.array_equal(tptr, ptr)
+        and np.array_equal(tidx, rows[order])
+        and np.array_equal(tw, g.weights[order])
+    )
+    assert sp.csr_matrix((tw, tidx, tptr), shape=(g.n, g.n)).toarray().T.tolist() == dense(g).tolist()
+
+
 def test_from_edges_matches_scipy_coo_including_duplicates():
     src, dst, w = random_edges(weighted=True)
     g = from_edges(src, dst, w, n=200, renumber=False)
