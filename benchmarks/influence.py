@@ -56,7 +56,7 @@ def run_graph(rep: Reporter, name: str, g, device: str, *, eps_list=(0.05, 0.1),
 
 def _found(res, spread) -> dict:
     """What an IMM row reports of its result: RR sample counts, the bounds, the RR estimate beside the
-    Monte-Carlo ``spread`` of its seeds, and the phases' seconds."""
+    Monte-Carlo ``spread`` of its seeds, the phases' seconds and the estimation phase's rounds."""
     return dict(
         theta=res.theta,
         rr_sets=res.rr_sets,
@@ -65,6 +65,7 @@ def _found(res, spread) -> dict:
         estimate=res.spread,
         mc_spread=spread,
         phases=res.seconds,
+        estimation=list(res.estimation),
     )
 
 

@@ -40,9 +40,11 @@ _ESTIMATE, _ESTIMATE_ROOTS, _FINAL, _FINAL_ROOTS = range(4)  # stream 4: operato
 
 @dataclass(frozen=True)
 class InfluenceResult:
-    """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock; ``memory``:
-    the final sampling phase's estimate, ``operators._gpu.memory``, None on a cluster);
-    ``to_frame()`` and ``to_dict()`` give the seeds with their gains."""
+    """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock;
+    ``estimation``: one dict per round of the estimation phase, its ``x``, ``rr_sets`` drawn so far,
+    ``covered`` (n times the fraction its greedy seeds cover) and the seconds of its sampling and its
+    greedy; ``memory``: the final sampling phase's estimate, ``operators._gpu.memory``, None on a
+    cluster); ``to_frame()`` and ``to_dict()`` give the seeds with their gains."""
 
     seeds: np.ndarray
     seed_rounds: np.ndarray
@@ -60,6 +62,7 @@ class InfluenceResult:
     device: str = "cpu"
     workers: int = 1
     memory: dict | None = None
+    estimation: tuple = ()
 
     def to_frame(self):
         """The seeds as a pandas DataFrame, in selection order: columns ``rank`` (from 1), ``vertex``
@@ -199,14 +202,25 @@ def run_imm(
     b = imm_bounds(n, k, eps, ell, rounds)
     cap = max_rr_sets or np.iinfo(np.int64).max
     pool = make_pool(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
-    lower, capped = 1.0, False
+    lower, capped, steps = 1.0, False, []
     for i in range(1, max(2, math.ceil(math.log2(n)))):
         x = n / 2**i
         want = math.ceil(b["lambda_prime"] / x)
         capped |= want > cap
+        t0 = time.perf_counter()
         pool.grow(min(want, cap))
+        t1 = time.perf_counter()
         _, gains = pool.select(k)
         covered = n * gains.sum() / pool.count
+        steps.append(
+            dict(
+                x=x,
+                rr_sets=pool.count,
+                covered=float(covered),
+                sample_s=t1 - t0,
+                greedy_s=time.perf_counter() - t1,
+            )
+        )
         if covered >= (1 + b["eps_prime"]) * x:
             lower = covered / (1 + b["eps_prime"])
             break
@@ -247,6 +261,7 @@ def run_imm(
         device=device,
         workers=workers,
         memory=memory,
+        estimation=tuple(steps),
     )
 
 

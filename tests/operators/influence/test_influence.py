@@ -179,6 +179,22 @@ def test_imm_bounds_follow_the_formulas():
     assert imm_bounds(n, k, eps, ell, rounds=3)["log_cnk"] == pytest.approx(3 * logc)
 
 
+def test_the_estimation_rounds_halve_x_and_stop_where_the_coverage_first_clears_it():
+    """IMM's estimation phase, round i: x = n / 2^i, ceil(lambda' / x) samples in all, stop at the first
+    round whose greedy covers (1 + eps') x; the lower bound is that coverage / (1 + eps')."""
+    g = graphs.rmat(12, seed=4, device="cpu")
+    res = influence_maximization(g, 10, epsilon=0.2, model="IC", weights="wc", seed=5)
+    b = imm_bounds(g.n, 10, 0.2, 1.0)
+    steps = res.estimation
+    assert [s["x"] for s in steps] == [g.n / 2**i for i in range(1, len(steps) + 1)]
+    assert [s["rr_sets"] for s in steps] == [math.ceil(b["lambda_prime"] / s["x"]) for s in steps]
+    cleared = [s["covered"] >= (1 + b["eps_prime"]) * s["x"] for s in steps]
+    assert cleared == [False] * (len(steps) - 1) + [True]
+    assert res.lower_bound == pytest.approx(steps[-1]["covered"] / (1 + b["eps_prime"]))
+    assert res.theta == math.ceil(b["lambda_star"] / res.lower_bound)
+    assert all(s["sample_s"] >= 0 and s["greedy_s"] >= 0 for s in steps)
+
+
 def celf(g, k, model, n_sim):
     """Lazy greedy (CELF) on Monte Carlo spreads: the slow reference seed set."""
     ids = to_host(g.ids) if g.ids is not None else np.arange(g.n)
