@@ -233,19 +233,40 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
 
 
 @nb.njit(cache=True)
-def cover_index(members, offsets, n_elem):
-    """Inverted index of samples: element ``e``'s samples are ``holders[owners[e]:owners[e+1]]``."""
+def _element_counts(members, n_elem):
     owners = np.zeros(n_elem + 1, dtype=np.int64)
     for i in range(members.size):
         owners[members[i] + 1] += 1
     for e in range(n_elem):
         owners[e + 1] += owners[e]
-    fill = owners[:-1].copy()
+    return owners
+
+
+@nb.njit(parallel=True, cache=True)
+def _place_holders(members, offsets, owners, bounds, holders):
+    """Thread t scans every sample in order and files those holding an element of ``bounds[t]:bounds[t+1]``
+    under it, so each element's samples come in increasing order, as one thread would file them."""
+    for t in nb.prange(bounds.size - 1):
+        lo, hi = bounds[t], bounds[t + 1]
+        fill = owners[lo:hi].copy()
+        for j in range(offsets.size - 1):
+            for i in range(offsets[j], offsets[j + 1]):
+                e = members[i]
+                if lo <= e < hi:
+                    holders[fill[e - lo]] = j
+                    fill[e - lo] += 1
+
+
+def cover_index(members, offsets, n_elem: int):
+    """Inverted index of samples: element ``e``'s samples are ``holders[owners[e]:owners[e+1]]``, in
+    increasing order (filed on all Numba threads, one range of elements of about equal size each)."""
+    owners = _element_counts(members, n_elem)
+    parts = nb.get_num_threads()
+    bounds = np.searchsorted(owners, np.linspace(0, members.size, parts + 1).astype(np.int64))
+    bounds = np.maximum.accumulate(np.clip(bounds, 0, n_elem))
+    bounds[0], bounds[-1] = 0, n_elem
     holders = np.empty(members.size, dtype=np.int64)
-    for j in range(offsets.size - 1):
-        for i in range(offsets[j], offsets[j + 1]):
-            holders[fill[members[i]]] = j
-            fill[members[i]] += 1
+    _place_holders(members, offsets, owners, bounds, holders)
     return owners, holders
 
 
@@ -262,19 +283,33 @@ def cover(members, offsets, owners, holders, covered, counts, best):
                     counts[members[i]] -= 1
 
 
+@nb.njit(parallel=True, cache=True)
+def _best(counts, left, n, chunks):
+    """The element with the largest count among rounds with picks left, ties to the smaller element
+    (-1 if none has a count): each chunk's best, then the best of those."""
+    size = -(-counts.size // chunks)
+    best = np.full(chunks, -1, dtype=np.int64)
+    gain = np.full(chunks, -1, dtype=np.int64)
+    for c in nb.prange(chunks):
+        for e in range(c * size, min(counts.size, (c + 1) * size)):
+            if counts[e] > gain[c] and left[e // n] > 0:
+                best[c], gain[c] = e, counts[e]
+    b, g = -1, -1
+    for c in range(chunks):  # chunks in element order: a later chunk wins only with a larger count
+        if gain[c] > g:
+            b, g = best[c], gain[c]
+    return b, g
+
+
 @nb.njit(cache=True)
-def _greedy(members, offsets, n_elem, n, k, rounds, counts):
-    """Greedy maximum coverage, ``k`` elements per round; ties go to the smaller element."""
-    owners, holders = cover_index(members, offsets, n_elem)
+def _greedy(members, offsets, owners, holders, n, k, rounds, counts, chunks):
+    """Greedy maximum coverage, ``k`` elements per round; ties to the smaller element."""
     covered = np.zeros(offsets.size - 1, dtype=np.bool_)
     left = np.full(rounds, k, dtype=np.int64)
     picks = np.empty(k * rounds, dtype=np.int64)
     gains = np.empty(k * rounds, dtype=np.int64)
     for q in range(k * rounds):
-        best, gain = -1, -1
-        for e in range(n_elem):
-            if counts[e] > gain and left[e // n] > 0:
-                best, gain = e, counts[e]
+        best, gain = _best(counts, left, n, chunks)
         picks[q], gains[q] = best, gain
         left[best // n] -= 1
         cover(members, offsets, owners, holders, covered, counts, best)
@@ -283,6 +318,6 @@ def _greedy(members, offsets, n_elem, n, k, rounds, counts):
 
 def greedy(members, offsets, n: int, k: int, rounds: int):
     """Elements picked in order and the samples each newly covers."""
-    n_elem = n * rounds
-    counts = np.bincount(members, minlength=n_elem).astype(np.int64)
-    return _greedy(members, offsets, n_elem, n, k, rounds, counts)
+    owners, holders = cover_index(members, offsets, n * rounds)
+    counts = np.diff(owners)
+    return _greedy(members, offsets, owners, holders, n, k, rounds, counts, 4 * nb.get_num_threads())
