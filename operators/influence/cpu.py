@@ -212,8 +212,9 @@ def _cascades(indptr, indices, p, lo, lt, key, seeds, seed_rounds, rounds, first
         out[s] = reached
 
 
-def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
-    """Vertices active in at least one round, for each of ``count`` forward simulations."""
+def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int, first: int = 0):
+    """Vertices active in at least one round, for each of the forward simulations ``first .. first +
+    count - 1``."""
     out = np.zeros(count, dtype=np.int64)
     _cascades(
         fwd.indptr,
@@ -225,7 +226,7 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
         seeds.astype(np.int64),
         seed_rounds.astype(np.int64),
         rounds,
-        0,
+        first,
         count,
         out,
     )

@@ -162,60 +162,99 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
 CASCADE_KERNEL = (
     IM_DEVICE
     + r"""
-extern "C" __global__ void gj_im_cascades(const long long* indptr, const int* indices, const float* p,
+// Forward simulations first .. first + count - 1 by group g (taken from the counter `next`): out[s] is
+// the number of vertices active in at least one round of simulation first + s.
+template <class G>
+__device__ void gj_im_cascades_group(const G& g, const long long* indptr, const int* indices, const float* p,
         const float* lo, int lt, long long n, const int* seeds, const long long* sptr, int rounds,
-        unsigned long long key, long long count, unsigned long long* next, unsigned int* bitmaps,
-        long long words, int* scratch, long long* out) {
-    int lane = threadIdx.x & 31;
-    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    unsigned int* bm = bitmaps + warp * 2 * words;
+        unsigned long long key, long long first, long long count, unsigned long long* next,
+        unsigned int* bitmaps, long long words, int* scratch, long long* out) {
+    unsigned int* bm = bitmaps + g.id() * 2 * words;
     unsigned int* ever = bm + words;
-    int* q = scratch + warp * n;
-    for (long long s = gj_im_task(GjWarp(), next); s < count; s = gj_im_task(GjWarp(), next)) {
+    int* q = scratch + g.id() * n;
+    for (long long s = gj_im_task(g, next); s < count; s = gj_im_task(g, next)) {
         long long reached = 0;
         for (int t = 0; t < rounds; ++t) {
-            unsigned long long kt = gj_mix64(key + (unsigned long long)(s * rounds + t) * GJ_GOLDEN);
+            unsigned long long world = (unsigned long long)((first + s) * rounds + t);
+            unsigned long long kt = gj_mix64(key + world * GJ_GOLDEN);
             long long size = 0;  // distinct seeds of round t enter the queue first
             for (long long i = sptr[t]; i < sptr[t + 1]; ++i) {
                 int v = seeds[i];
-                if (!(bm[v >> 5] & (1u << (v & 31)))) {
-                    __syncwarp();
-                    if (lane == 0) { bm[v >> 5] |= 1u << (v & 31); q[size] = v; }
-                    size += 1;
-                }
-                __syncwarp();
+                bool fresh = !(bm[v >> 5] & (1u << (v & 31)));
+                g.sync();  // every member has read the bit before it is set
+                if (fresh && g.rank() == 0) { bm[v >> 5] |= 1u << (v & 31); q[size] = v; }
+                if (fresh) size += 1;
+                g.sync();
             }
-            size = gj_im_bfs(GjWarp(), indptr, indices, p, lo, lt, 0, 0, kt, q, size, n, bm);
-            int fresh = 0;
-            for (long long i = lane; i < size; i += 32) {
+            size = gj_im_bfs(g, indptr, indices, p, lo, lt, 0, 0, kt, q, size, n, bm);
+            long long fresh = 0, total;
+            for (long long i = g.rank(); i < size; i += G::W) {
                 unsigned int bit = 1u << (q[i] & 31);
                 if (rounds == 1 || !(atomicOr(&ever[q[i] >> 5], bit) & bit)) fresh += 1;
             }
-            for (int o = 16; o > 0; o >>= 1) fresh += __shfl_xor_sync(FULL, fresh, o);
-            reached += fresh;
-            gj_im_clear(GjWarp(), bm, q, size, words, false);
+            g.scan(fresh, 0, 0, total);
+            reached += total;
+            gj_im_clear(g, bm, q, size, words, false);
         }
-        if (rounds > 1) gj_im_clear(GjWarp(), ever, q, 0, words, true);
-        if (lane == 0) out[s] = reached;
+        if (rounds > 1) gj_im_clear(g, ever, q, 0, words, true);
+        if (g.rank() == 0) out[s] = reached;
     }
+}
+
+#define GJ_IM_CASCADE_ARGS const long long* indptr, const int* indices, const float* p, const float* lo, \
+        int lt, long long n, const int* seeds, const long long* sptr, int rounds, unsigned long long key, \
+        long long first, long long count, unsigned long long* next, unsigned int* bitmaps, long long words, \
+        int* scratch, long long* out
+#define GJ_IM_CASCADE_PASS indptr, indices, p, lo, lt, n, seeds, sptr, rounds, key, first, count, next, \
+        bitmaps, words, scratch, out
+
+extern "C" __global__ void gj_im_cascades(GJ_IM_CASCADE_ARGS) {
+    gj_im_cascades_group(GjWarp(), GJ_IM_CASCADE_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(512) gj_im_cascades_block(GJ_IM_CASCADE_ARGS) {
+    __shared__ long long s[3 * GjBlock::W + 2];
+    gj_im_cascades_group(GjBlock{s}, GJ_IM_CASCADE_PASS);
 }
 """
 )
 
-CASCADES = Kernel(CASCADE_KERNEL, ("gj_im_cascades",), defines=IM_DEFINES, label="influence-cascades")
+# gj_im_cascades_block: 512 threads a block cap it at 128 registers; nvcc spills 12 bytes (16-byte frame)
+CASCADES = Kernel(
+    CASCADE_KERNEL,
+    ("gj_im_cascades", "gj_im_cascades_block"),
+    defines=IM_DEFINES,
+    spill_budget={"gj_im_cascades_block": 12},
+    local_budget={"gj_im_cascades_block": 16},
+    label="influence-cascades",
+)
 
 
-def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int):
-    """Vertices active in at least one round, for each of ``count`` forward simulations."""
+def cascades(
+    fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: int, first: int = 0, block=None
+):
+    """Vertices active in at least one round, for each of the forward simulations ``first .. first +
+    count - 1``. Each simulation holds a queue of n and two bitmaps; a warp runs one, or with ``block``
+    a block of 512 threads (default: blocks when the memory budget leaves fewer than 8 warps an SM, as
+    on graphs of tens of millions of vertices, where a cascade's frontier keeps 512 threads busy)."""
     cp = import_cupy()
     n = fwd.indptr.size - 1
     order = np.argsort(seed_rounds, kind="stable")
     sptr = np.zeros(rounds + 1, dtype=np.int64)
     np.cumsum(np.bincount(seed_rounds, minlength=rounds), out=sptr[1:])
     words = (n + 31) // 32
-    warps, grid, block = _grid(words * 8 + n * 4, count)
-    bitmaps = cp.zeros(warps * 2 * words, dtype=np.uint32)
-    scratch = cp.empty(warps * n, dtype=np.int32)
+    per_group = words * 8 + n * 4
+    budget = min(_BUDGET, _free_bytes() // 4)
+    if block is None:
+        block = budget // per_group < 8 * sm_count()
+    if block:
+        groups = int(max(1, min(count, sm_count() * 4, budget // per_group)))
+        grid, threads, name = (groups,), (512,), "gj_im_cascades_block"
+    else:
+        groups, grid, threads = _grid(per_group, count)
+        name = "gj_im_cascades"
+    bitmaps = cp.zeros(groups * 2 * words, dtype=np.uint32)
+    scratch = cp.empty(groups * n, dtype=np.int32)
     out = cp.zeros(count, dtype=np.int64)
     nxt = cp.zeros(1, dtype=np.uint64)
     args = (
@@ -229,6 +268,7 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
         cp.asarray(sptr),
         np.int32(rounds),
         np.uint64(key),
+        np.int64(first),
         np.int64(count),
         nxt,
         bitmaps,
@@ -236,5 +276,5 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
         scratch,
         out,
     )
-    CASCADES.get("gj_im_cascades")(grid, block, args)
+    CASCADES.get(name)(grid, threads, args)
     return out

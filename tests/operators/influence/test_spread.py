@@ -111,3 +111,32 @@ def test_spread_of_hand_checked_graph(device, model, expected):
     assert influence_spread(g, [0, 4], model=model, weights="graph", n_sim=20_000) > got + 0.9
     both = influence_spread(g, [0, 0], model=model, weights="graph", n_sim=100_000, seed=3)
     assert both == got  # a repeated seed changes nothing, not even the random worlds
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", ["IC", "LT"])
+def test_simulations_are_numbered_so_any_split_draws_the_same_ones(device, model):
+    """Simulation s is world s of the stream whatever the call: ``first`` continues where a call ended,
+    on the GPU a warp or a block of 512 threads runs one (the same cascade either way), as on the CPU."""
+    from operators.influence import cpu as _im_cpu
+
+    g = graphs.rmat(11, seed=5, device="cpu")
+    seeds, rounds_of = np.array([3, 9, 40, 41]), np.array([0, 0, 1, 1])
+    fwd = diffusion_model(g, model, "wc", 0).fwd
+    whole = _im_cpu.cascades(fwd, model == "LT", 77, seeds, rounds_of, 2, 300)
+    split = [
+        _im_cpu.cascades(fwd, model == "LT", 77, seeds, rounds_of, 2, c, first=f)
+        for f, c in ((0, 120), (120, 180))
+    ]
+    assert np.array_equal(np.concatenate(split), whole) and whole.max() > 4
+    if device == "gpu":
+        from operators.influence import gpu as _im_gpu
+
+        gfwd = diffusion_model(g.to("gpu"), model, "wc", 0).fwd
+        for block in (False, True):
+            lt = model == "LT"
+            got = [
+                to_host(_im_gpu.cascades(gfwd, lt, 77, seeds, rounds_of, 2, c, first=f, block=block))
+                for f, c in ((0, 120), (120, 180))
+            ]
+            assert np.array_equal(np.concatenate(got), whole), block
