@@ -213,6 +213,7 @@ def _influence_job(args):
         seed=args.seed,
         max_rr_sets=args.max_rr_sets,
         n_sim=args.simulations,
+        spread_rtol=args.spread_rtol or None,
         workdir=args.workdir,
         directed=not args.undirected,
         read_options={"weighted": True} if args.weighted else None,

@@ -40,6 +40,7 @@ def influence_job(
     seed=IMMOptions.seed,
     max_rr_sets=IMMOptions.max_rr_sets,
     n_sim=10_000,
+    spread_rtol=0.001,
     workdir=None,
     directed=True,
     read_options=None,
@@ -60,7 +61,10 @@ def influence_job(
     epsilon, ell, model, weights, rounds, seed, max_rr_sets
         As in ``operators.influence_maximization``.
     n_sim : int
-        Forward simulations that estimate the seeds' spread (0: skip).
+        At most this many forward simulations estimate the seeds' spread (0: skip).
+    spread_rtol : float or None
+        They stop once the estimate's standard error is at most this fraction of it (None: all
+        ``n_sim``; ``operators.influence_spread``'s ``rtol``). The summary states the runs made.
     workdir, directed, read_options
         Artifact folder and ``read_edgelist`` options.
     distributed : bool or 'auto'
@@ -87,6 +91,8 @@ def influence_job(
         max_rr_sets=max_rr_sets,
     )
     n_sim = check_count("n_sim", n_sim, minimum=0)  # before anything runs
+    if spread_rtol is not None and not 0.0 < spread_rtol < 1.0:
+        raise OptionError(f"spread_rtol must be in (0, 1) or None, got {spread_rtol!r}")
     workdir = Path(workdir or default_workdir())
     read = {"directed": directed, **(read_options or {})}
     load, gtoken = load_stage(source, workdir=workdir, read_options=read)
@@ -95,7 +101,7 @@ def influence_job(
         raise OptionError(f"distributed must be True, False or 'auto', got {distributed!r}")
     imm = dask.delayed(_imm, pure=True)(load, options, distributed, dask_key_name=f"influence-imm-{token}")
     mc = dask.delayed(_spread, pure=True)(
-        load, imm, options, int(n_sim), dask_key_name=f"influence-mc-{token}"
+        load, imm, options, int(n_sim), spread_rtol, dask_key_name=f"influence-mc-{token}"
     )
     out = str(Path(out).resolve())
     check = functools.partial(check_result_token, out, "influence", token, bool(overwrite))
@@ -135,7 +141,7 @@ def _imm(graph: GraphHandle, options: IMMOptions, distributed) -> dict:
     )
 
 
-def _spread(graph: GraphHandle, imm: dict, options: IMMOptions, n_sim: int):
+def _spread(graph: GraphHandle, imm: dict, options: IMMOptions, n_sim: int, rtol):
     if n_sim <= 0:
         return None
     info: dict = {}
@@ -147,9 +153,10 @@ def _spread(graph: GraphHandle, imm: dict, options: IMMOptions, n_sim: int):
         n_sim=n_sim,
         seed=options.seed,
         seed_rounds=imm["rounds"],
+        rtol=rtol,
         info=info,
     )
-    return {"mean": mean, "stderr": info["stderr"], "n_sim": n_sim}
+    return {"mean": mean, "stderr": info["stderr"], "n_sim": info["n_sim"]}
 
 
 def _write(graph: GraphHandle, imm: dict, spread, out: str, check, token: str) -> InfluenceSummary:

@@ -318,7 +318,7 @@ class InfluenceSummary(Summary):
 
     def lines(self, *, seconds: float) -> list[str]:
         mc = self.mc_spread
-        check = f", simulated {mc['mean']:.1f} +- {mc['stderr']:.1f}" if mc else ""
+        check = f", simulated {mc['mean']:.1f} +- {mc['stderr']:.1f} ({mc['n_sim']:,} runs)" if mc else ""
         more = " ..." if len(self.seeds) > 10 else ""
         return [
             "",

@@ -16,6 +16,7 @@ from operators.influence import cpu as _im_cpu
 from operators.influence.model import check_model, diffusion_model
 
 _SIMULATE = 4  # the seed's random stream of simulations (operators.influence numbers the others)
+FIRST_BATCH = 100  # simulations drawn before ``rtol`` is first checked (then the count doubles)
 
 
 def influence_spread(
@@ -27,9 +28,11 @@ def influence_spread(
     n_sim: int = 10000,
     seed: int = 0,
     seed_rounds=None,
+    rtol: float | None = None,
     info: dict | None = None,
 ) -> float:
-    """Expected number of vertices a seed set activates, by ``n_sim`` forward simulations.
+    """Expected number of vertices a seed set activates, by ``n_sim`` forward simulations (with
+    ``rtol``, by as few of them as reach that precision).
 
     Parameters
     ----------
@@ -41,14 +44,19 @@ def influence_spread(
     model, weights
         The diffusion, as in ``influence_maximization``.
     n_sim : int
-        Independent cascades simulated.
+        Independent cascades simulated (with ``rtol``: at most).
     seed : int
         Seed of the simulations (and of trivalency weights).
     seed_rounds : sequence of int, optional
         Round of each seed for multi-round IM: the rounds run in independent worlds and a vertex
         counts once if it is active in any of them. Default: one round.
+    rtol : float in (0, 1), optional
+        Stop once the mean's standard error is at most ``rtol`` times the mean: FIRST_BATCH
+        simulations, then as many again until it is or ``n_sim`` are done. Simulation s is the same
+        world whenever it is drawn, so the first N simulations of any call agree.
     info : dict, optional
-        Filled with ``std`` (of one cascade's size), ``stderr`` (of the mean) and ``seconds``.
+        Filled with ``std`` (of one cascade's size), ``stderr`` (of the mean), ``n_sim`` (simulations
+        run) and ``seconds``.
 
     Returns
     -------
@@ -64,6 +72,8 @@ def influence_spread(
     """
     G = check_graph(G)
     n_sim = check_count("n_sim", n_sim)
+    if rtol is not None and not 0.0 < rtol < 1.0:
+        raise OptionError(f"rtol must be a relative standard error in (0, 1) or None, got {rtol!r}")
     kind = check_model(model)
     ids = G.internal_ids(np.atleast_1d(np.asarray(seeds, dtype=object if G.has_labels else None)))
     ids = to_host(ids).astype(np.int64)
@@ -75,13 +85,21 @@ def influence_spread(
     dm = diffusion_model(G, kind, weights, seed)
     key = stream_key(seed, _SIMULATE)
     if array_module(G.indptr) is np:
-        sizes = _im_cpu.cascades(dm.fwd, kind == "LT", key, ids, rounds_of, rounds, n_sim)
+        backend = _im_cpu
     else:
-        from operators.influence import gpu as _im_gpu
-
-        sizes = _im_gpu.cascades(dm.fwd, kind == "LT", key, ids, rounds_of, rounds, n_sim)
-    sizes = to_host(sizes).astype(np.float64)
+        from operators.influence import gpu as backend
+    parts, done = [], 0
+    batch = n_sim if rtol is None else min(n_sim, FIRST_BATCH)
+    while True:
+        got = backend.cascades(dm.fwd, kind == "LT", key, ids, rounds_of, rounds, batch, first=done)
+        parts.append(to_host(got).astype(np.float64))
+        done += batch
+        sizes = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        std = float(sizes.std(ddof=1)) if done > 1 else 0.0
+        mean = float(sizes.mean())
+        if done >= n_sim or std / math.sqrt(done) <= rtol * mean:
+            break
+        batch = min(done, n_sim - done)
     if info is not None:
-        std = float(sizes.std(ddof=1)) if n_sim > 1 else 0.0
-        info.update(std=std, stderr=std / math.sqrt(n_sim), seconds=time.perf_counter() - t0)
-    return float(sizes.mean())
+        info.update(std=std, stderr=std / math.sqrt(done), n_sim=done, seconds=time.perf_counter() - t0)
+    return mean

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -75,8 +77,19 @@ def test_on_a_real_local_cluster(tmp_path):
         job = pipelines.influence_job("ba:n=1500,m=2", 3, epsilon=0.3, out=tmp_path / "s.csv",
                                       workdir=tmp_path, n_sim=1000)  # fmt: skip
         summary = pipelines.run(job, client, progress=False)
-    assert len(summary["seeds"]) == 3 and summary["mc_spread"]["n_sim"] == 1000
+    mc = summary["mc_spread"]  # 1000 runs at most, fewer once the standard error is 0.1% of the mean
+    assert len(summary["seeds"]) == 3 and (mc["n_sim"] == 1000 or mc["stderr"] <= 0.001 * mc["mean"])
     assert summary["workers"] == 2  # 'auto' spreads the samples over both workers
     assert pd.read_csv(tmp_path / "s.csv").vertex.tolist() == summary["seeds"]
     one = influence_maximization(graphs.barabasi_albert(1500, 2), 3, epsilon=0.3)
     assert summary["seeds"] == one.seeds.tolist() and summary["rr_sets"] == one.rr_sets
+
+
+def test_cli_spread_check_runs_all_simulations_with_rtol_0_and_fewer_by_default(tmp_path, capsys):
+    opts = ["--workdir", str(tmp_path), "--quiet", "--device", "cpu", "--simulations", "3200"]
+    base = ["influence", "ba:n=2000,m=3", "-k", "5", "--epsilon", "0.3", *opts]
+    assert main([*base, "--out", str(tmp_path / "a.csv"), "--spread-rtol", "0"]) == 0
+    assert "(3,200 runs)" in capsys.readouterr().out
+    assert main([*base, "--out", str(tmp_path / "b.csv"), "--spread-rtol", "0.01", "--json"]) == 0
+    mc = json.loads(capsys.readouterr().out)["mc_spread"]
+    assert mc["n_sim"] < 3200 and mc["stderr"] <= 0.01 * mc["mean"]

@@ -21,6 +21,12 @@ BAD = {  # name: (job, positional arguments after the graph, the bad option, the
     "simrank c": ("simrank_job", ([1],), {"c": 2}, r"c must be in \(0, 1\)"),
     "influence model": ("influence_job", (2,), {"model": "x"}, "model must be one of"),
     "influence n_sim": ("influence_job", (2,), {"n_sim": -1}, "n_sim must be an integer >= 0"),
+    "influence spread_rtol": (
+        "influence_job",
+        (2,),
+        {"spread_rtol": 1.5},
+        r"spread_rtol must be in \(0, 1\)",
+    ),
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import graphs
 from graphs._device import to_host
+from graphs.errors import OptionError
 from operators import influence_maximization, influence_spread
 from operators.influence.model import diffusion_model
 from tests.conftest import DEVICES
@@ -140,3 +141,27 @@ def test_simulations_are_numbered_so_any_split_draws_the_same_ones(device, model
                 for f, c in ((0, 120), (120, 180))
             ]
             assert np.array_equal(np.concatenate(got), whole), block
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_relative_precision_stops_the_simulations_once_it_is_reached(device):
+    """With rtol the simulations double from FIRST_BATCH until the standard error is within rtol of the
+    mean: the answer is that of exactly as many simulations, and a spread with no variance stops first."""
+    from operators.influence.spread import FIRST_BATCH
+
+    g = graphs.barabasi_albert(3000, 3, seed=2).to(device)
+    info: dict = {}
+    got = influence_spread(g, [0, 1, 2], n_sim=100_000, seed=4, rtol=0.01, info=info)
+    ran = info["n_sim"]
+    assert ran in [FIRST_BATCH * 2**i for i in range(12)] and FIRST_BATCH < ran < 100_000
+    assert info["stderr"] <= 0.01 * got
+    half: dict = {}
+    influence_spread(g, [0, 1, 2], n_sim=ran // 2, seed=4, info=half)
+    assert half["stderr"] > 0.01 * influence_spread(g, [0, 1, 2], n_sim=ran // 2, seed=4)  # not enough
+    exact: dict = {}
+    assert influence_spread(g, [0, 1, 2], n_sim=ran, seed=4, info=exact) == got and exact["n_sim"] == ran
+    fixed: dict = {}
+    assert influence_spread(diamond().to(device), [4], weights="graph", rtol=1e-6, info=fixed) == 1.0
+    assert fixed["n_sim"] == FIRST_BATCH and fixed["stderr"] == 0.0
+    with pytest.raises(OptionError, match="rtol"):
+        influence_spread(g, [0], rtol=1.5)
