@@ -15,9 +15,10 @@ import numba as nb
 import numpy as np
 
 from graphs._mix import mix64, rand_unit
-from operators.influence.model import SKIP_LIVE
+from operators.influence.model import SKIP_DRAWS, SKIP_LIVE
 
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_SKIP_DRAWS = np.uint64(SKIP_DRAWS)
 # with progress, a call's samples are drawn in passes of about 1/PROGRESS_STEPS of them, at least
 # PROGRESS_MIN_SAMPLES (each pass clears a visit mark per chunk: n words)
 PROGRESS_STEPS = 16
@@ -72,7 +73,7 @@ def bfs(indptr, indices, p, lo, lt, reverse, key, starts, mark, stamp, queue, ba
         if lq != 0.0:  # the gaps between live edges, geometric with parameter q
             pos, i = a - 1, 0
             while True:
-                u = rand_unit(key, (np.uint64(x) << np.uint64(32)) | np.uint64(i))
+                u = rand_unit(key, _SKIP_DRAWS | (np.uint64(x) << np.uint64(32)) | np.uint64(i))
                 i += 1
                 gap = np.floor(np.log(u) / lq)  # u = 0: an infinite gap
                 if not gap < b - 1 - pos:

@@ -5,9 +5,13 @@ clearing of their bitmaps, the task counter and the whole sampling of one group.
 from __future__ import annotations
 
 from graphs._mix import MIX_CUDA, MIX_DEFINES
-from operators.influence.model import SKIP_LIVE
+from operators.influence.model import SKIP_DRAWS, SKIP_LIVE
 
-IM_DEFINES = {**MIX_DEFINES, "GJ_IM_SKIP_LIVE": repr(float(SKIP_LIVE))}  # the defines IM_DEVICE uses
+IM_DEFINES = {  # the defines IM_DEVICE uses
+    **MIX_DEFINES,
+    "GJ_IM_SKIP_LIVE": repr(float(SKIP_LIVE)),
+    "GJ_IM_SKIP_DRAWS": f"0x{SKIP_DRAWS:X}ULL",
+}
 
 IM_DEVICE = (
     MIX_CUDA
@@ -161,7 +165,7 @@ __device__ long long gj_im_bfs(const G& g, const long long* indptr, const int* i
         double lq = me < take ? gj_im_skips(a, b, p, skip) : 0.0;
         bool drawing = lq != 0.0;
         long long pos = a - 1, end = b;
-        unsigned long long draw = (unsigned long long)x << 32;
+        unsigned long long draw = GJ_IM_SKIP_DRAWS | ((unsigned long long)x << 32);
         if (drawing) b = a;  // not scanned below
         while (g.any(drawing)) {
             int y = 0;
