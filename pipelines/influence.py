@@ -145,17 +145,19 @@ def _spread(graph: GraphHandle, imm: dict, options: IMMOptions, n_sim: int, rtol
     if n_sim <= 0:
         return None
     info: dict = {}
-    mean = operators.influence_spread(
-        graph.get(),
-        imm["seeds"],
-        model=options.model,
-        weights=options.weights,
-        n_sim=n_sim,
-        seed=options.seed,
-        seed_rounds=imm["rounds"],
-        rtol=rtol,
-        info=info,
-    )
+    with in_task("influence-mc") as progress:
+        mean = operators.influence_spread(
+            graph.get(),
+            imm["seeds"],
+            model=options.model,
+            weights=options.weights,
+            n_sim=n_sim,
+            seed=options.seed,
+            seed_rounds=imm["rounds"],
+            rtol=rtol,
+            info=info,
+            progress=progress,
+        )
     return {"mean": mean, "stderr": info["stderr"], "n_sim": info["n_sim"]}
 
 

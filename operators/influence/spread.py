@@ -12,6 +12,7 @@ from graphs._device import array_module, to_host
 from graphs._mix import stream_key
 from graphs.errors import OptionError
 from operators._checks import check_count, check_graph
+from operators._progress import report
 from operators.influence import cpu as _im_cpu
 from operators.influence.model import check_model, diffusion_model
 
@@ -30,6 +31,7 @@ def influence_spread(
     seed_rounds=None,
     rtol: float | None = None,
     info: dict | None = None,
+    progress=None,
 ) -> float:
     """Expected number of vertices a seed set activates, by ``n_sim`` forward simulations (with
     ``rtol``, by as few of them as reach that precision).
@@ -57,6 +59,9 @@ def influence_spread(
     info : dict, optional
         Filled with ``std`` (of one cascade's size), ``stderr`` (of the mean), ``n_sim`` (simulations
         run) and ``seconds``.
+    progress : callable, optional
+        ``progress(done, total, "simulations")`` after each batch (``operators._progress``; with it the
+        simulations run in batches, FIRST_BATCH first and then as many again: the same answer).
 
     Returns
     -------
@@ -89,7 +94,7 @@ def influence_spread(
     else:
         from operators.influence import gpu as backend
     parts, done = [], 0
-    batch = n_sim if rtol is None else min(n_sim, FIRST_BATCH)
+    batch = n_sim if rtol is None and progress is None else min(n_sim, FIRST_BATCH)
     while True:
         got = backend.cascades(dm.fwd, kind == "LT", key, ids, rounds_of, rounds, batch, first=done)
         parts.append(to_host(got).astype(np.float64))
@@ -97,7 +102,9 @@ def influence_spread(
         sizes = np.concatenate(parts) if len(parts) > 1 else parts[0]
         std = float(sizes.std(ddof=1)) if done > 1 else 0.0
         mean = float(sizes.mean())
-        if done >= n_sim or std / math.sqrt(done) <= rtol * mean:
+        precise = rtol is not None and std / math.sqrt(done) <= rtol * mean
+        report(progress, done, done if precise else n_sim, "simulations")
+        if done >= n_sim or precise:
             break
         batch = min(done, n_sim - done)
     if info is not None:

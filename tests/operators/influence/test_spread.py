@@ -165,3 +165,24 @@ def test_a_relative_precision_stops_the_simulations_once_it_is_reached(device):
     assert fixed["n_sim"] == FIRST_BATCH and fixed["stderr"] == 0.0
     with pytest.raises(OptionError, match="rtol"):
         influence_spread(g, [0], rtol=1.5)
+
+
+def test_progress_counts_batches_of_the_same_simulations():
+    """With progress the simulations run in doubling batches: the same answer as one batch, ``done``
+    never decreasing, the last report complete (an early stop by rtol reports its own total)."""
+    from operators.influence.spread import FIRST_BATCH
+
+    g = graphs.barabasi_albert(2000, 3, seed=2)
+    calls: list = []
+    got = influence_spread(g, [0, 5], n_sim=1000, seed=3, progress=lambda *a: calls.append(a))
+    assert got == influence_spread(g, [0, 5], n_sim=1000, seed=3)
+    assert [c[0] for c in calls] == [FIRST_BATCH, 200, 400, 800, 1000] and {c[1:] for c in calls} == {
+        (1000, "simulations")
+    }
+    calls.clear()
+    info: dict = {}
+    influence_spread(
+        g, [0, 5], n_sim=10**6, seed=3, rtol=0.02, info=info, progress=lambda *a: calls.append(a)
+    )
+    assert calls[-1] == (info["n_sim"], info["n_sim"], "simulations") and info["n_sim"] < 10**6
+    assert all(c[1] == 10**6 for c in calls[:-1]) and [c[0] for c in calls] == sorted(c[0] for c in calls)
