@@ -100,13 +100,14 @@ def influence_job(
     if distributed not in (True, False, "auto"):
         raise OptionError(f"distributed must be True, False or 'auto', got {distributed!r}")
     imm = dask.delayed(_imm, pure=True)(load, options, distributed, dask_key_name=f"influence-imm-{token}")
+    mc_token = tokenize(token, int(n_sim), spread_rtol)  # the check's own settings name it and the summary
     mc = dask.delayed(_spread, pure=True)(
-        load, imm, options, int(n_sim), spread_rtol, dask_key_name=f"influence-mc-{token}"
+        load, imm, options, int(n_sim), spread_rtol, dask_key_name=f"influence-mc-{mc_token}"
     )
     out = str(Path(out).resolve())
     check = functools.partial(check_result_token, out, "influence", token, bool(overwrite))
     check()  # before anything runs: never over an input or another job's seeds
-    name = f"graphjobs-influence-{token}"
+    name = f"graphjobs-influence-{mc_token}"
     result = dask.delayed(_write, pure=True)(load, imm, mc, out, check, token, dask_key_name=name)
     stages = {"load": load, "imm": imm, "spread": mc, "summary": result}
     return Job("influence", result, workdir, stages=stages, out=Path(out), check_out=check)

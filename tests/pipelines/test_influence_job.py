@@ -93,3 +93,17 @@ def test_cli_spread_check_runs_all_simulations_with_rtol_0_and_fewer_by_default(
     assert main([*base, "--out", str(tmp_path / "b.csv"), "--spread-rtol", "0.01", "--json"]) == 0
     mc = json.loads(capsys.readouterr().out)["mc_spread"]
     assert mc["n_sim"] < 3200 and mc["stderr"] <= 0.01 * mc["mean"]
+
+
+def test_the_spread_checks_settings_name_its_task_and_the_summary(tmp_path):
+    """Two jobs that differ only in their Monte Carlo check share the IMM task, not the check: on a
+    long-lived cluster the second must not get the first's spread back under the same key."""
+
+    def make(**kw):
+        return pipelines.influence_job("ba:n=300,m=2", 3, out=tmp_path / "s.csv", workdir=tmp_path, **kw)
+
+    a, b, c = make(n_sim=100), make(n_sim=200), make(n_sim=100, spread_rtol=None)
+    assert a.stages["imm"].key == b.stages["imm"].key == c.stages["imm"].key
+    assert len({j.stages["spread"].key for j in (a, b, c)}) == 3
+    assert len({j.stages["summary"].key for j in (a, b, c)}) == 3
+    assert make(n_sim=100).stages["spread"].key == a.stages["spread"].key
