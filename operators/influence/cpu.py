@@ -15,8 +15,12 @@ import numba as nb
 import numpy as np
 
 from graphs._mix import mix64, rand_unit
-from operators.influence.model import SKIP_DRAWS, SKIP_LIVE
 
+# Rows of one probability q expecting at most SKIP_LIVE live edges (d * q) are drawn by geometric skips
+# (``model``); one GPU lane draws them one after another, so a row expecting more is drawn edge by edge.
+# Defined here, where the cached Numba functions read them (a cache would keep another module's value).
+SKIP_LIVE = 64.0
+SKIP_DRAWS = 1 << 63  # the counters of skip draws: this bit, the vertex above bit 32, the draw below
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SKIP_DRAWS = np.uint64(SKIP_DRAWS)
 # with progress, a call's samples are drawn in passes of about 1/PROGRESS_STEPS of them, at least

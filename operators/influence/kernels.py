@@ -5,7 +5,7 @@ clearing of their bitmaps, the task counter and the whole sampling of one group.
 from __future__ import annotations
 
 from graphs._mix import MIX_CUDA, MIX_DEFINES
-from operators.influence.model import SKIP_DRAWS, SKIP_LIVE
+from operators.influence.cpu import SKIP_DRAWS, SKIP_LIVE
 
 IM_DEFINES = {  # the defines IM_DEVICE uses
     **MIX_DEFINES,

@@ -5,12 +5,15 @@ counter-based random numbers, so the CPU and the GPU draw the same worlds for th
 
 - IC: edge ``e`` of the in-edge view is live when ``rand_unit(key, e) < p[e]``, except in a row whose
   edges share one probability ``q`` (every row under weighted cascade or a uniform probability: the
-  view's ``equal_rows``) with ``0 < q < 1`` and ``d * q <= SKIP_LIVE`` for its ``d`` edges. Such a row
+  view's ``equal_rows``) with ``0 < q < 1`` and ``d * q <= SKIP_LIVE`` for its ``d`` edges (constants of
+  ``cpu``, where Numba's cache reads them). Such a row
   of vertex ``v`` draws its live edges by geometric skips (SUBSIM: Guo, Liu, Wei, Chen, SIGMOD 2020):
   draw ``i`` is ``u = rand_unit(key, SKIP_DRAWS | v << 32 | i)`` (the top bit keeps these counters
   apart from every edge id), the gap ``floor(log(u) / log1p(-q))`` edges are passed over and the
   next one is live, until the row ends. The live edges have the same law (each edge independently
-  with probability q), and the row costs its live edges instead of its degree.
+  with probability q), and the row costs its live edges instead of its degree. The CPU's and the
+  GPU's ``log`` may differ in the last bit, so where a quotient falls that close to an integer a
+  draw lands on the next edge on one of them: about 2**-52 times the gap, per draw.
 - LT: every vertex v picks at most one in-edge, the one whose interval ``[lo, lo + p)`` holds
   ``rand_unit(key, v)``; intervals of v's in-edges are laid end to end from 0 (Kempe et al.: the
   live-edge form of the linear threshold model).
@@ -39,10 +42,6 @@ from operators._checks import check_choice
 from operators._gpu.memory import MemoryEstimate, graph_bytes
 
 MODELS = ("IC", "LT")
-# rows of equal probability q expecting at most this many live edges (d * q) are drawn by geometric
-# skips; one lane draws them one after another, so a row expecting more is drawn edge by edge
-SKIP_LIVE = 64.0
-SKIP_DRAWS = 1 << 63  # the counters of skip draws: this bit, the vertex above bit 32, the draw below
 WEIGHTS = ("wc", "trivalency", "graph")
 TRIVALENCY = (0.1, 0.01, 0.001)
 LT_SLACK = 1e-6  # in-weight sums up to 1 + LT_SLACK pass (float32 rounding of 1/d sums)

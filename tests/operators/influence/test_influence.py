@@ -22,7 +22,8 @@ from graphs.errors import OptionError
 from operators import influence_maximization, influence_spread
 from operators.influence import cpu as _im_cpu
 from operators.influence import imm_bounds
-from operators.influence.model import SKIP_LIVE, diffusion_model
+from operators.influence.cpu import SKIP_LIVE
+from operators.influence.model import diffusion_model
 from tests.conftest import DEVICES, snap
 from tests.operators.influence.test_spread import Z
 
