@@ -49,7 +49,8 @@ def test_weighted_cascade_and_trivalency_probabilities():
 def test_in_edge_view_matches_a_per_edge_reference(device, monkeypatch):
     """Every in-edge row lists its sources in forward-edge order (repeated edges too), with the edge's own
     weight; LT intervals are the row's running sums; the forward view carries the same values on the
-    same edges. The sort keys are built in chunks of 7 edges here, so that chunking is covered."""
+    same edges. The GPU build's sort keys are made in chunks of 7 edges here, so that chunking is
+    covered (the CPU build takes its order from a counting sort instead)."""
     import operators.influence.model as model
 
     monkeypatch.setattr(model, "_KEY_CHUNK", 7)
