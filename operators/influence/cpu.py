@@ -21,6 +21,12 @@ from graphs._mix import mix64, rand_unit
 # Defined here, where the cached Numba functions read them (a cache would keep another module's value).
 SKIP_LIVE = 64.0
 SKIP_DRAWS = 1 << 63  # the counters of skip draws: this bit, the vertex above bit 32, the draw below
+# The skips' logarithms in +, -, *, / and frexp alone, each rounded once (the GPU's copy in ``kernels``
+# names the same constants), so that both sides compute every gap to the same bit.
+LOG_TERMS = 12  # terms of the atanh series of log(m), m in [sqrt(1/2), sqrt(2)): 0.17**24 / 25 < 2**-60
+LOG1M_TERMS = 30  # terms of the series of log(1 - q), q < 1/4: 0.25**30 / 31 < 2**-64
+SQRT_HALF = math.sqrt(0.5)
+LN2 = math.log(2.0)
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SKIP_DRAWS = np.uint64(SKIP_DRAWS)
 # with progress, a call's samples are drawn in passes of about 1/PROGRESS_STEPS of them, at least
@@ -38,15 +44,43 @@ def _live(e, x, y, p, lo, lt, reverse, key):
 
 
 @nb.njit(inline="always", cache=True)
+def log_unit(u):
+    """log(u) for u in (0, 1], to about 1e-16 relative: u = m * 2**e with m in [sqrt(1/2), sqrt(2)),
+    log(m) = 2 atanh(s), s = (m - 1) / (m + 1), by its series."""
+    m, e = math.frexp(u)
+    if m < SQRT_HALF:
+        m = m * 2.0
+        e -= 1
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    t = 0.0
+    for k in range(LOG_TERMS - 1, -1, -1):
+        t = t * s2 + 1.0 / (2 * k + 1)
+    return e * LN2 + (2.0 * s) * t
+
+
+@nb.njit(inline="always", cache=True)
+def log_one_minus(q):
+    """log(1 - q) for q in (0, 1): its series -q (1 + q/2 + q**2/3 + ...) below 1/4, where 1 - q would
+    round, else ``log_unit(1 - q)`` (exact there: q's last bit is at least 2**-26)."""
+    if q >= 0.25:
+        return log_unit(1.0 - q)
+    t = 0.0
+    for k in range(LOG1M_TERMS, 0, -1):
+        t = t * q + 1.0 / k
+    return -(q * t)
+
+
+@nb.njit(inline="always", cache=True)
 def skips(a, b, p, skip):
-    """``log1p(-q)`` when ``skip`` and the row ``a:b`` is drawn by geometric skips (its
+    """``log(1 - q)`` when ``skip`` and the row ``a:b`` is drawn by geometric skips (its
     one probability q in (0, 1) and ``(b - a) * q <= SKIP_LIVE``), else 0."""
     if not skip or b <= a:
         return 0.0
     q = np.float64(p[a])
     if q <= 0.0 or q >= 1.0 or np.float64(b - a) * q > SKIP_LIVE:
         return 0.0
-    return math.log1p(-q)
+    return log_one_minus(q)
 
 
 @nb.njit(cache=True)
@@ -79,7 +113,9 @@ def bfs(indptr, indices, p, lo, lt, reverse, key, starts, mark, stamp, queue, ba
             while True:
                 u = rand_unit(key, _SKIP_DRAWS | (np.uint64(x) << np.uint64(32)) | np.uint64(i))
                 i += 1
-                gap = np.floor(np.log(u) / lq)  # u = 0: an infinite gap
+                if u == 0.0:  # an infinite gap
+                    break
+                gap = np.floor(log_unit(u) / lq)
                 if not gap < b - 1 - pos:
                     break
                 pos += np.int64(gap) + 1

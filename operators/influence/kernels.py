@@ -5,12 +5,16 @@ clearing of their bitmaps, the task counter and the whole sampling of one group.
 from __future__ import annotations
 
 from graphs._mix import MIX_CUDA, MIX_DEFINES
-from operators.influence.cpu import SKIP_DRAWS, SKIP_LIVE
+from operators.influence.cpu import LN2, LOG1M_TERMS, LOG_TERMS, SKIP_DRAWS, SKIP_LIVE, SQRT_HALF
 
-IM_DEFINES = {  # the defines IM_DEVICE uses
+IM_DEFINES = {  # the defines IM_DEVICE uses (a double's repr reads back as the same double)
     **MIX_DEFINES,
     "GJ_IM_SKIP_LIVE": repr(float(SKIP_LIVE)),
     "GJ_IM_SKIP_DRAWS": f"0x{SKIP_DRAWS:X}ULL",
+    "GJ_IM_LOG_TERMS": LOG_TERMS,
+    "GJ_IM_LOG1M_TERMS": LOG1M_TERMS,
+    "GJ_IM_SQRT_HALF": repr(SQRT_HALF),
+    "GJ_IM_LN2": repr(LN2),
 }
 
 IM_DEVICE = (
@@ -113,13 +117,33 @@ struct GjBlock {  // blockDim.x == W; s: 3 * W + 2 shared long longs
     }
 };
 
-// log1p(-q) when `skip` and the row a..b is drawn by geometric skips (its one probability q in (0, 1) and
+// log(u) and log(1 - q) as operators.influence.cpu's log_unit and log_one_minus compute them: the same
+// operations in the same order, each rounded once (no contraction into fused multiply-adds)
+__device__ __forceinline__ double gj_im_log_unit(double u) {
+    int e;
+    double m = frexp(u, &e);
+    if (m < GJ_IM_SQRT_HALF) { m = __dmul_rn(m, 2.0); e -= 1; }
+    double s = __ddiv_rn(__dadd_rn(m, -1.0), __dadd_rn(m, 1.0));
+    double s2 = __dmul_rn(s, s), t = 0.0;
+    for (int k = GJ_IM_LOG_TERMS - 1; k >= 0; --k)
+        t = __dadd_rn(__dmul_rn(t, s2), __ddiv_rn(1.0, (double)(2 * k + 1)));
+    return __dadd_rn(__dmul_rn((double)e, GJ_IM_LN2), __dmul_rn(__dmul_rn(2.0, s), t));
+}
+
+__device__ __forceinline__ double gj_im_log_one_minus(double q) {
+    if (q >= 0.25) return gj_im_log_unit(__dadd_rn(1.0, -q));
+    double t = 0.0;
+    for (int k = GJ_IM_LOG1M_TERMS; k >= 1; --k) t = __dadd_rn(__dmul_rn(t, q), __ddiv_rn(1.0, (double)k));
+    return -__dmul_rn(q, t);
+}
+
+// log(1 - q) when `skip` and the row a..b is drawn by geometric skips (its one probability q in (0, 1) and
 // (b - a) * q <= GJ_IM_SKIP_LIVE; operators.influence.model), else 0
 __device__ __forceinline__ double gj_im_skips(long long a, long long b, const float* p, int skip) {
     if (!skip || b <= a) return 0.0;
     double pr = (double)p[a];
-    if (pr <= 0.0 || pr >= 1.0 || (double)(b - a) * pr > GJ_IM_SKIP_LIVE) return 0.0;
-    return log1p(-pr);
+    if (pr <= 0.0 || pr >= 1.0 || __dmul_rn((double)(b - a), pr) > GJ_IM_SKIP_LIVE) return 0.0;
+    return gj_im_log_one_minus(pr);
 }
 
 // appends y to q (and marks it) where fresh in the bitmap; the group's new queue size
@@ -170,7 +194,8 @@ __device__ long long gj_im_bfs(const G& g, const long long* indptr, const int* i
         while (g.any(drawing)) {
             int y = 0;
             if (drawing) {
-                double gap = floor(log(gj_rand_unit(key, draw++)) / lq);  // a draw of 0: an infinite gap
+                double u = gj_rand_unit(key, draw++);
+                double gap = u == 0.0 ? INFINITY : floor(__ddiv_rn(gj_im_log_unit(u), lq));  // 0: no more
                 if (gap < (double)(end - 1 - pos)) {
                     pos += (long long)gap + 1;
                     y = indices[pos];

@@ -9,11 +9,11 @@ counter-based random numbers, so the CPU and the GPU draw the same worlds for th
   ``cpu``, where Numba's cache reads them). Such a row
   of vertex ``v`` draws its live edges by geometric skips (SUBSIM: Guo, Liu, Wei, Chen, SIGMOD 2020):
   draw ``i`` is ``u = rand_unit(key, SKIP_DRAWS | v << 32 | i)`` (the top bit keeps these counters
-  apart from every edge id), the gap ``floor(log(u) / log1p(-q))`` edges are passed over and the
+  apart from every edge id), the gap ``floor(log(u) / log(1 - q))`` edges are passed over and the
   next one is live, until the row ends. The live edges have the same law (each edge independently
-  with probability q), and the row costs its live edges instead of its degree. The CPU's and the
-  GPU's ``log`` may differ in the last bit, so where a quotient falls that close to an integer a
-  draw lands on the next edge on one of them: about 2**-52 times the gap, per draw.
+  with probability q), and the row costs its live edges instead of its degree. Both logarithms are
+  ``cpu.log_unit`` / ``cpu.log_one_minus`` (series in rounded +, -, *, / only, mirrored on the GPU), so
+  both sides compute every gap to the same bit.
 - LT: every vertex v picks at most one in-edge, the one whose interval ``[lo, lo + p)`` holds
   ``rand_unit(key, v)``; intervals of v's in-edges are laid end to end from 0 (Kempe et al.: the
   live-edge form of the linear threshold model).
