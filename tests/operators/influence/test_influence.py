@@ -304,3 +304,45 @@ def test_gpu_sampler_handles_samples_larger_than_its_scratch():
     gm, go = (to_host(a) for a in _im_gpu.sample(dmg.rev, False, 1, 2, 1, 0, 300))
     assert np.diff(co).max() > _im_gpu._SCRATCH
     assert np.array_equal(co, go) and np.array_equal(np.bincount(cm), np.bincount(gm))
+
+
+def test_the_skips_logarithms_are_accurate():
+    """The series that both paths use for the skips' logarithms against the C library's."""
+    from operators.influence.cpu import log_one_minus, log_unit
+
+    rng = np.random.default_rng(1)
+    us = np.concatenate([rng.random(20_000), rng.random(2_000) ** 40, [1.0, 0.5, 2.0**-53, 1 - 2.0**-53]])
+    for u in us:
+        assert log_unit(u) == pytest.approx(math.log(u), rel=2e-15, abs=1e-300)
+    qs = np.concatenate([rng.random(10_000), 10 ** rng.uniform(-12, 0, 10_000), [0.25, 0.25 - 2.0**-40]])
+    for q in qs[(qs > 0) & (qs < 1)]:
+        assert log_one_minus(q) == pytest.approx(math.log1p(-q), rel=2e-15)
+
+
+@pytest.mark.gpu
+def test_the_gpu_computes_the_skips_logarithms_to_the_same_bit():
+    """The CUDA copies of log_unit and log_one_minus give the CPU's doubles exactly (so both paths put
+    every skip on the same edge)."""
+    import cupy as cp
+
+    from graphs._kernel import Kernel
+    from operators.influence.cpu import log_one_minus, log_unit
+    from operators.influence.kernels import IM_DEFINES, IM_DEVICE
+
+    source = (
+        IM_DEVICE
+        + r"""
+extern "C" __global__ void gj_t_logs(const double* x, long long n, double* lu, double* l1) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { lu[i] = gj_im_log_unit(x[i]); l1[i] = gj_im_log_one_minus(x[i]); }
+}
+"""
+    )
+    kernel = Kernel(source, ("gj_t_logs",), defines=IM_DEFINES, label="test-skip-logs").get("gj_t_logs")
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.random(200_000), 10 ** rng.uniform(-12, 0, 100_000), [0.25, 0.5, 2.0**-53]])
+    x = x[(x > 0) & (x < 1)]
+    lu, l1 = cp.empty(x.size), cp.empty(x.size)
+    kernel(((x.size + 255) // 256,), (256,), (cp.asarray(x), np.int64(x.size), lu, l1))
+    assert np.array_equal(cp.asnumpy(lu), np.array([log_unit(v) for v in x]))
+    assert np.array_equal(cp.asnumpy(l1), np.array([log_one_minus(v) for v in x]))
