@@ -122,12 +122,23 @@ def free_memory(device: str) -> int:
     return free
 
 
+# Host arrays up to this size go to the GPU through CuPy's pinned staging copy (one pinned buffer as
+# large as the array, kept in CuPy's pinned pool); larger ones are copied from where they are.
+PINNED_COPY_MAX = 64 << 20
+
+
 def to_device(a: Any, device: str) -> Any:
-    """Move one array (or None) to ``device`` without copying when it is already there."""
+    """Move one array (or None) to ``device`` without copying when it is already there; a host array
+    beyond PINNED_COPY_MAX bytes goes to the GPU without a second host copy of itself."""
     if a is None:
         return None
     if device == "gpu":
-        return import_cupy().asarray(a)
+        cp = import_cupy()
+        if is_gpu_array(a) or not isinstance(a, np.ndarray) or a.nbytes <= PINNED_COPY_MAX:
+            return cp.asarray(a)
+        out = cp.empty(a.shape, dtype=a.dtype)
+        out.set(np.ascontiguousarray(a))
+        return out
     return a.get() if is_gpu_array(a) else np.asarray(a)
 
 

@@ -328,3 +328,32 @@ def test_count_ids_is_numpys_bincount_on_either_device(device, id_dtype, w_dtype
         np.testing.assert_allclose(to_host(got), want, rtol=1e-12)
     empty = count_ids(to_device(x[:0], device), 4)
     np.testing.assert_array_equal(to_host(empty), np.zeros(4, dtype=np.int64))
+
+
+@pytest.mark.gpu
+def test_a_large_host_array_goes_to_the_gpu_without_a_pinned_copy_of_itself():
+    """Beyond PINNED_COPY_MAX an array is copied from where it is: equal on the GPU, and the process's
+    resident memory does not grow by its size (CuPy's staging copy pins a buffer as large and keeps it)."""
+    import os
+
+    import cupy as cp
+
+    from graphs._device import PINNED_COPY_MAX, to_device
+
+    def resident() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    cp.get_default_pinned_memory_pool().free_all_blocks()
+    cp.empty(8 * PINNED_COPY_MAX, dtype=np.uint8)  # the CUDA context and the device pool exist first
+    cp.cuda.Device().synchronize()
+    big = np.arange(8 * PINNED_COPY_MAX // 4, dtype=np.int32)  # 8 x the threshold
+    before = resident()
+    got = to_device(big, "gpu")
+    cp.cuda.Device().synchronize()
+    assert resident() - before < big.nbytes // 4
+    assert np.array_equal(cp.asnumpy(got), big) and got.dtype == big.dtype
+    strided = np.arange(2 * (PINNED_COPY_MAX // 8) + 2, dtype=np.int64)[::2]  # not contiguous
+    assert np.array_equal(cp.asnumpy(to_device(strided, "gpu")), strided)
+    small = np.arange(1000, dtype=np.float32)
+    assert np.array_equal(cp.asnumpy(to_device(small, "gpu")), small)
