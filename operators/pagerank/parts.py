@@ -18,7 +18,7 @@ import time
 import numba as nb
 import numpy as np
 
-from graphs._device import import_cupy
+from graphs._device import import_cupy, to_device
 from graphs.errors import OptionError
 from operators._gpu.memory import pagerank_estimate
 
@@ -159,8 +159,8 @@ def loop_gpu(
     dtype = np.dtype(dtype)
     if exchange not in ("halo", "broadcast", "allgather"):
         raise OptionError(f"exchange must be 'halo', 'broadcast' or 'allgather', got {exchange!r}")
-    indices = cp.asarray(part.indices)
-    w = cp.asarray(part.weights) if weighted else None
+    indices = to_device(part.indices, "gpu")  # no pinned copy of a large part on the host
+    w = to_device(part.weights, "gpu") if weighted else None
     inv = inverse_out(part, weighted, cp).astype(dtype)
     dummy = cp.zeros(1, dtype=dtype)
     launch, chosen = None, method == "auto"
