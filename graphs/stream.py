@@ -144,8 +144,8 @@ def _batches(path: str, cols: list[str], batch_rows: int):
     import pyarrow.parquet as pq
 
     start = 0
-    # pre_buffer=False: pyarrow reads each row group as it decodes it instead of buffering ahead (R-MAT
-    # 24, one file of 16 row groups: pyarrow's pool 0.25 GiB at most instead of 1.2)
+    # pre_buffer=False: pyarrow reads each row group as it decodes it instead of buffering a file's row
+    # groups ahead, so the host holds about one decoded row group at a time
     for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=cols):
         arrays = []
         for k, name in enumerate(cols):
