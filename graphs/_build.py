@@ -73,8 +73,20 @@ def count_ids(x, n: int, weights=None):
     return out
 
 
+def thread_ranges(ptr):
+    """Bounds of one range of rows per Numba thread, of about equal item counts by the row pointer
+    ``ptr`` (ranges may be empty; the first starts at 0, the last ends at the last row)."""
+    rows, total = ptr.size - 1, int(ptr[-1])
+    parts = nb.get_num_threads()
+    bounds = np.searchsorted(ptr, np.linspace(0, total, parts + 1).astype(np.int64))
+    bounds = np.maximum.accumulate(np.clip(bounds, 0, rows))
+    bounds[0], bounds[-1] = 0, rows
+    return bounds
+
+
 @nb.njit(cache=True)
-def _counts_to_ptr(keys, nkeys):
+def counts_to_ptr(keys, nkeys):
+    """The row pointer of ``keys`` in ``[0, nkeys)``: ``ptr[k + 1] - ptr[k]`` is how often k occurs."""
     ptr = np.zeros(nkeys + 1, dtype=np.int64)
     for k in keys:
         ptr[k + 1] += 1
@@ -87,7 +99,7 @@ def _counts_to_ptr(keys, nkeys):
 def _coo_to_csr_cpu(src, dst, w, has_w, n, out_idx, out_w):
     m = src.size
     # pass 1: stable order by destination
-    ptr_d = _counts_to_ptr(dst, n)
+    ptr_d = counts_to_ptr(dst, n)
     tmp_src = np.empty(m, dtype=src.dtype)
     tmp_dst = np.empty(m, dtype=dst.dtype)
     tmp_w = np.empty(m if has_w else 0, dtype=np.float32)
@@ -99,7 +111,7 @@ def _coo_to_csr_cpu(src, dst, w, has_w, n, out_idx, out_w):
         if has_w:
             tmp_w[p] = w[i]
     # pass 2: stable order by source keeps destinations sorted inside each row
-    indptr = _counts_to_ptr(src, n)
+    indptr = counts_to_ptr(src, n)
     cursor = indptr[:-1].copy()
     for i in range(m):
         s = tmp_src[i]
@@ -217,11 +229,8 @@ def _place_by_destination(indptr, indices, indptr_t, bounds, w, has_w, out_idx, 
 def _transpose_cpu(indptr, indices, w, has_w, n, out_idx, out_w, out_eid):
     """The transpose's row pointer, its rows placed by ``_place_by_destination`` over one range of
     destinations (of about equal in-edge counts) per Numba thread."""
-    indptr_t = _counts_to_ptr(indices, n)
-    parts = nb.get_num_threads()
-    bounds = np.searchsorted(indptr_t, np.linspace(0, indices.size, parts + 1).astype(np.int64))
-    bounds = np.maximum.accumulate(np.clip(bounds, 0, n))
-    bounds[0], bounds[-1] = 0, n
+    indptr_t = counts_to_ptr(indices, n)
+    bounds = thread_ranges(indptr_t)
     _place_by_destination(indptr, indices, indptr_t, bounds, w, has_w, out_idx, out_w, out_eid)
     return indptr_t
 

@@ -14,6 +14,7 @@ import math
 import numba as nb
 import numpy as np
 
+from graphs._build import counts_to_ptr, thread_ranges
 from graphs._mix import mix64, rand_unit
 
 # Rows of one probability q expecting at most SKIP_LIVE live edges (d * q) are drawn by geometric skips
@@ -274,16 +275,6 @@ def cascades(fwd, lt: bool, key: int, seeds, seed_rounds, rounds: int, count: in
     return out
 
 
-@nb.njit(cache=True)
-def _element_counts(members, n_elem):
-    owners = np.zeros(n_elem + 1, dtype=np.int64)
-    for i in range(members.size):
-        owners[members[i] + 1] += 1
-    for e in range(n_elem):
-        owners[e + 1] += owners[e]
-    return owners
-
-
 @nb.njit(parallel=True, cache=True)
 def _place_holders(members, offsets, owners, bounds, holders):
     """Thread t scans every sample in order and files those holding an element of ``bounds[t]:bounds[t+1]``
@@ -302,13 +293,9 @@ def _place_holders(members, offsets, owners, bounds, holders):
 def cover_index(members, offsets, n_elem: int):
     """Inverted index of samples: element ``e``'s samples are ``holders[owners[e]:owners[e+1]]``, in
     increasing order (filed on all Numba threads, one range of elements of about equal size each)."""
-    owners = _element_counts(members, n_elem)
-    parts = nb.get_num_threads()
-    bounds = np.searchsorted(owners, np.linspace(0, members.size, parts + 1).astype(np.int64))
-    bounds = np.maximum.accumulate(np.clip(bounds, 0, n_elem))
-    bounds[0], bounds[-1] = 0, n_elem
+    owners = counts_to_ptr(members, n_elem)
     holders = np.empty(members.size, dtype=np.int64)
-    _place_holders(members, offsets, owners, bounds, holders)
+    _place_holders(members, offsets, owners, thread_ranges(owners), holders)
     return owners, holders
 
 
