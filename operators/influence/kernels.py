@@ -195,7 +195,8 @@ __device__ long long gj_im_bfs(const G& g, const long long* indptr, const int* i
             int y = 0;
             if (drawing) {
                 double u = gj_rand_unit(key, draw++);
-                double gap = u == 0.0 ? INFINITY : floor(__ddiv_rn(gj_im_log_unit(u), lq));  // 0: no more
+                double gap = u == 0.0 ? __longlong_as_double(0x7ff0000000000000LL)  // +inf: no more
+                                      : floor(__ddiv_rn(gj_im_log_unit(u), lq));
                 if (gap < (double)(end - 1 - pos)) {
                     pos += (long long)gap + 1;
                     y = indices[pos];
