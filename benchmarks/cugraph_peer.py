@@ -60,8 +60,19 @@ class Peer:
     def pagerank(self, *, alpha=0.85, epsilon=1e-6, max_iter=1000, strict=True):
         import pylibcugraph as plc
 
-        out = plc.pagerank(self.handle, self.graph, None, None, None, None, alpha, epsilon, max_iter, False,
-                           fail_on_nonconvergence=strict)  # fmt: skip
+        out = plc.pagerank(
+            self.handle,
+            self.graph,
+            None,
+            None,
+            None,
+            None,
+            alpha,
+            epsilon,
+            max_iter,
+            False,
+            fail_on_nonconvergence=strict,
+        )
         return self._dense(out)
 
     def ppr(self, source: int, *, alpha=0.8, epsilon=1e-6, max_iter=200):
@@ -71,8 +82,21 @@ class Peer:
         import pylibcugraph as plc
 
         verts, vals = cp.asarray([source], dtype=cp.int32), cp.ones(1, dtype=cp.float32)
-        out = plc.personalized_pagerank(self.handle, self.graph, None, None, None, None, verts, vals, alpha,
-                                        epsilon, max_iter, False, fail_on_nonconvergence=False)  # fmt: skip
+        out = plc.personalized_pagerank(
+            self.handle,
+            self.graph,
+            None,
+            None,
+            None,
+            None,
+            verts,
+            vals,
+            alpha,
+            epsilon,
+            max_iter,
+            False,
+            fail_on_nonconvergence=False,
+        )
         return self._dense(out)
 
     def iteration_seconds(self, repeats: int = 3) -> float:

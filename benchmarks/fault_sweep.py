@@ -222,22 +222,48 @@ def scenarios(e: str) -> list[Scenario]:
     pagerank = cli("pagerank", e, "--workdir", "w", "--out", "ranks.parquet")
     index = cli("index", e, "--out", "idx")
     return [
-        Scenario("graph (graphs.save)", [py("--save-graph", "g")], py("--consume", "graph", "g"), "stdout",
-                 ["g/*"]),
+        Scenario(
+            "graph (graphs.save)", [py("--save-graph", "g")], py("--consume", "graph", "g"), "stdout", ["g/*"]
+        ),
         Scenario("workdir graph (ppr)", [ppr], ppr, "p", ["w/graph-*/*"]),
-        Scenario("pagerank", [pagerank], pagerank, "ranks.parquet",
-                 ["w/pagerank-*", "ranks.parquet"], slow=True),
-        Scenario("ppr-index (query)", [index], py("--consume", "index", "idx"), "stdout",
-                 ["idx/ppr-index.json", "idx/ppr-index-*/*", "idx/graph-*/*"]),
-        Scenario("ppr-index (rebuild)", [index], [*index[:-1], "--quiet"], "idx/ppr-index.json",
-                 ["idx/ppr-index.json", "idx/ppr-index-*/meta.json", "idx/ppr-index-*/ip1.npy",
-                  "idx/pagerank-*", "idx/graph-*/meta.json", "idx/graph-*/indices.npy"], slow=True),
+        Scenario(
+            "pagerank", [pagerank], pagerank, "ranks.parquet", ["w/pagerank-*", "ranks.parquet"], slow=True
+        ),
+        Scenario(
+            "ppr-index (query)",
+            [index],
+            py("--consume", "index", "idx"),
+            "stdout",
+            ["idx/ppr-index.json", "idx/ppr-index-*/*", "idx/graph-*/*"],
+        ),
+        Scenario(
+            "ppr-index (rebuild)",
+            [index],
+            [*index[:-1], "--quiet"],
+            "idx/ppr-index.json",
+            [
+                "idx/ppr-index.json",
+                "idx/ppr-index-*/meta.json",
+                "idx/ppr-index-*/ip1.npy",
+                "idx/pagerank-*",
+                "idx/graph-*/meta.json",
+                "idx/graph-*/indices.npy",
+            ],
+            slow=True,
+        ),
         Scenario("ppr output", [ppr], ppr, "p", ["p/*", "p/_chunks/*"]),
-        Scenario("topk-ppr output", [cli("index", e, "--out", shared), topk], topk, "q",
-                 ["q/*", "q/_chunks/*"], slow=True, shared=True),
+        Scenario(
+            "topk-ppr output",
+            [cli("index", e, "--out", shared), topk],
+            topk,
+            "q",
+            ["q/*", "q/_chunks/*"],
+            slow=True,
+            shared=True,
+        ),
         Scenario("simrank output", [simrank], simrank, "s", ["s/*", "s/_chunks/*"], slow=True),
         Scenario("influence output", [influence], influence, "seeds.csv", ["seeds.csv"], slow=True),
-    ]  # fmt: skip
+    ]
 
 
 # -- running -----------------------------------------------------------------------------------------------
@@ -377,8 +403,15 @@ def sweep(args, runner=run, select=None, root=None) -> list[dict]:
         names = [rel.name, *([str(folder / rel.parent)] if rel.parent.name else [])]  # it, or its folder
         outcome = classify(code, err, same, names)
         message = err.strip().splitlines()[-1][:300] if err.strip() else ""
-        row = dict(kind=s.kind, file=str(rel), corruption=name, outcome=outcome, exit=code,
-                   seconds=round(seconds, 2), message=message)  # fmt: skip
+        row = dict(
+            kind=s.kind,
+            file=str(rel),
+            corruption=name,
+            outcome=outcome,
+            exit=code,
+            seconds=round(seconds, 2),
+            message=message,
+        )
         if outcome in BAD:
             row["stderr"] = err[-2000:]
         shutil.rmtree(folder, ignore_errors=True)
@@ -388,8 +421,11 @@ def sweep(args, runner=run, select=None, root=None) -> list[dict]:
         for row in pool.map(trial, jobs):
             rows.append(row)
             if row["outcome"] in BAD or args.verbose:
-                print(f"  {row['outcome']:10} {row['kind']}: {row['file']} {row['corruption']}: "
-                      f"{row['message'][:200]}", file=sys.stderr)  # fmt: skip
+                print(
+                    f"  {row['outcome']:10} {row['kind']}: {row['file']} {row['corruption']}: "
+                    f"{row['message'][:200]}",
+                    file=sys.stderr,
+                )
     if not args.keep and root is None:
         shutil.rmtree(base_root, ignore_errors=True)
     return rows

@@ -34,8 +34,19 @@ def _imm(g, repeats, **opts):
     return statistics.median(t for t, _ in runs), runs[len(runs) // 2][1]
 
 
-def run_graph(rep: Reporter, name: str, g, device: str, *, eps_list=(0.05, 0.1), models=("IC", "LT"),
-              repeats=3, baseline=True, n_sim=10_000, k=50):  # fmt: skip
+def run_graph(
+    rep: Reporter,
+    name: str,
+    g,
+    device: str,
+    *,
+    eps_list=(0.05, 0.1),
+    models=("IC", "LT"),
+    repeats=3,
+    baseline=True,
+    n_sim=10_000,
+    k=50,
+):
     gd = g.to(device)
     for model in models:
         for eps in eps_list:
@@ -45,13 +56,26 @@ def run_graph(rep: Reporter, name: str, g, device: str, *, eps_list=(0.05, 0.1),
             base = None
             if baseline and device == "gpu":
                 bsecs, bres = _imm(g, 1, **opts)
-                base = {"impl": f"IMM numba cpu x{_cores()}", "median": bsecs, "same_seeds": bool(
-                    (bres.seeds == res.seeds).all())}  # fmt: skip
+                base = {
+                    "impl": f"IMM numba cpu x{_cores()}",
+                    "median": bsecs,
+                    "same_seeds": bool((bres.seeds == res.seeds).all()),
+                }
             rep.emit(
-                bench="influence", graph=name, impl=f"IMM {model} eps={eps:g} {device}", median=secs,
-                unit="s", n=g.n, m=g.m, k=k, model=model, epsilon=eps, **_found(res, spread), repeats=repeats,
+                bench="influence",
+                graph=name,
+                impl=f"IMM {model} eps={eps:g} {device}",
+                median=secs,
+                unit="s",
+                n=g.n,
+                m=g.m,
+                k=k,
+                model=model,
+                epsilon=eps,
+                **_found(res, spread),
+                repeats=repeats,
                 **({"baseline": base, "speedup": base["median"] / secs} if base else {}),
-            )  # fmt: skip
+            )
 
 
 def _found(res, spread) -> dict:
@@ -92,8 +116,15 @@ def run(rep: Reporter, device: str, dataset_dir, ba_degrees, ba_n: int = 1_000_0
             run_graph(rep, name, graphs.read_edgelist(path), device)
     for r in ba_degrees:
         g = graphs.barabasi_albert(ba_n, r, seed=0)
-        run_graph(rep, f"ba-{ba_n:g}-r{r}", g, device, eps_list=(0.1,) if r < 32 else (0.05, 0.1),
-                  baseline=False, repeats=2)  # fmt: skip
+        run_graph(
+            rep,
+            f"ba-{ba_n:g}-r{r}",
+            g,
+            device,
+            eps_list=(0.1,) if r < 32 else (0.05, 0.1),
+            baseline=False,
+            repeats=2,
+        )
 
 
 def run_rmat(rep: Reporter, scales, *, k: int = 50, eps: float = 0.1, n_sim: int = 100) -> None:

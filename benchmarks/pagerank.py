@@ -159,14 +159,25 @@ def _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync):
     peer = cugraph_peer.Peer(g)
     per = peer.iteration_seconds()
     common = dict(bench="pagerank", graph=name, layout=layout, n=g.n, m=g.m)
-    rep.emit(**common, impl=f"{cugraph_peer.NAME} f32", median=per * 1e3, unit="ms/iter",
-             baseline={"impl": "cusparse-spmv", "median": t_spmv * 1e3}, speedup=t_spmv / per,
-             graph_build_s=peer.build_s)  # fmt: skip
+    rep.emit(
+        **common,
+        impl=f"{cugraph_peer.NAME} f32",
+        median=per * 1e3,
+        unit="ms/iter",
+        baseline={"impl": "cusparse-spmv", "median": t_spmv * 1e3},
+        speedup=t_spmv / per,
+        graph_build_s=peer.build_s,
+    )
     t_full, _ = wall(lambda: peer.pagerank(epsilon=1e-6), repeats=3, sync=sync)
     ours = pagerank(g, tol=tol, max_iter=1000)
     l1 = float(abs(peer.pagerank(epsilon=1e-6).astype(ours.dtype) - ours).sum())
-    rep.emit(**common, impl=f"{cugraph_peer.NAME} end-to-end, L1 change < 1e-6", median=t_full * 1e3,
-             unit="ms", l1_vs_graphjobs=l1)  # fmt: skip
+    rep.emit(
+        **common,
+        impl=f"{cugraph_peer.NAME} end-to-end, L1 change < 1e-6",
+        median=t_full * 1e3,
+        unit="ms",
+        l1_vs_graphjobs=l1,
+    )
     return {"impl": cugraph_peer.NAME, "median": per * 1e3}, t_full
 
 
@@ -177,8 +188,9 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync, rate):
     t_spmv, t_power, index_types = cusparse_baseline(cp, cps, g, weighted)
     bytes_spmv = 8 * m + 4 * (n + 1) + 8 * n
     tol = 1e-6 / n  # an L1 change below 1e-6 (the default n * tol rule stops after one iteration here)
-    peer, peer_full = _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync) if cugraph_peer.available() \
-        else ({}, None)  # fmt: skip
+    peer, peer_full = (
+        _cugraph_rows(rep, g, name, layout, tol, t_spmv, sync) if cugraph_peer.available() else ({}, None)
+    )
     g.transpose()  # the binned layout is built from it (timed with the graph's other builds)
     bits = BINNED[4]
 
@@ -186,8 +198,16 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync, rate):
         return binned_layout_of(g, weighted, **bits, perm=binned_order(g, keep=False))
 
     t_lay, _ = wall(build_binned, repeats=3, warmup=1, sync=sync)
-    rep.emit(bench="build", graph=name, layout=layout, impl="binned layout (float32)", median=t_lay, unit="s",
-             n=n, m=m)  # fmt: skip
+    rep.emit(
+        bench="build",
+        graph=name,
+        layout=layout,
+        impl="binned layout (float32)",
+        median=t_lay,
+        unit="s",
+        n=n,
+        m=m,
+    )
     for method in ("pull", "binned", "push"):
         per, setup = gpu_iteration_seconds(g, method=method, weighted=weighted)
         b = _bytes_ours(g, weighted, method)
@@ -225,19 +245,54 @@ def _pagerank_layout(rep, cp, cps, g, name, layout, weighted, sync, rate):
         t_ord, _ = wall(lambda: pagerank(g, tol=tol, max_iter=1000, reorder=True), repeats=3, sync=sync)
         g.forget_derived(ORDER_KEY)  # the copy's memory back before the next layout
     iters = _iterations_to_converge(g, tol, weighted)
-    extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
-                                          "speedup_vs_peer": peer_full / t_full}  # fmt: skip
-    rep.emit(bench="pagerank", graph=name, layout=layout, impl="graphjobs end-to-end, L1 change < 1e-6",
-             n=n, m=m, median=t_full * 1e3, unit="ms", iterations=iters, tol=tol,
-             method=method, **extra)  # fmt: skip
+    extra = (
+        {}
+        if peer_full is None
+        else {
+            "peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
+            "speedup_vs_peer": peer_full / t_full,
+        }
+    )
+    rep.emit(
+        bench="pagerank",
+        graph=name,
+        layout=layout,
+        impl="graphjobs end-to-end, L1 change < 1e-6",
+        n=n,
+        m=m,
+        median=t_full * 1e3,
+        unit="ms",
+        iterations=iters,
+        tol=tol,
+        method=method,
+        **extra,
+    )
     if layout != "original":
         return
-    extra = {} if peer_full is None else {"peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
-                                          "speedup_vs_peer": peer_full / t_ord}  # fmt: skip
-    rep.emit(bench="pagerank", graph=name, layout=layout, impl="graphjobs end-to-end, reorder=True",
-             n=n, m=m, median=t_ord * 1e3, unit="ms", iterations=iters, tol=tol, degree_order_build_s=t_order,
-             baseline={"impl": "graphjobs end-to-end", "median": t_full * 1e3}, speedup=t_full / t_ord,
-             **extra)  # fmt: skip
+    extra = (
+        {}
+        if peer_full is None
+        else {
+            "peer": {"impl": cugraph_peer.NAME, "median": peer_full * 1e3},
+            "speedup_vs_peer": peer_full / t_ord,
+        }
+    )
+    rep.emit(
+        bench="pagerank",
+        graph=name,
+        layout=layout,
+        impl="graphjobs end-to-end, reorder=True",
+        n=n,
+        m=m,
+        median=t_ord * 1e3,
+        unit="ms",
+        iterations=iters,
+        tol=tol,
+        degree_order_build_s=t_order,
+        baseline={"impl": "graphjobs end-to-end", "median": t_full * 1e3},
+        speedup=t_full / t_ord,
+        **extra,
+    )
 
 
 def _iterations_to_converge(g, tol, weighted):

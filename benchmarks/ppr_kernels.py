@@ -58,8 +58,10 @@ def main(argv=None) -> None:
                         hybrid_models, hybrid_trace = models, run.last_trace
                     first = float(p.sum()) if first is None else first
                 k, it = float(np.median(ms)), float(np.mean(its))
-                row.append(f"{method} {k:8.3f} ms it {it:5.1f} L {np.mean(pulls):5.1f} per-it {k / it:6.3f} "
-                           f"sum {first:.12f}")  # fmt: skip
+                row.append(
+                    f"{method} {k:8.3f} ms it {it:5.1f} L {np.mean(pulls):5.1f} per-it {k / it:6.3f} "
+                    f"sum {first:.12f}"
+                )
             print(f"{args.tag} {name} {tol:g}: " + " | ".join(row), flush=True)
             print(f"{args.tag}   hybrid models {hybrid_models}", flush=True)
             if args.trace:  # trace columns: model, Phi_rdw, Phi_sqw, frontier size, bounded

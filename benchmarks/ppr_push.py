@@ -43,8 +43,9 @@ def _exact(g, srcs) -> np.ndarray:
     which certifies an error of at most ``alpha / (1 - alpha) * 2e-12`` = 8e-12."""
     rows = []
     for s in srcs:
-        x = pagerank(g, alpha=ALPHA, personalization={s: 1.0}, tol=2e-12 / g.n, dtype=np.float64,
-                     max_iter=2000)  # fmt: skip
+        x = pagerank(
+            g, alpha=ALPHA, personalization={s: 1.0}, tol=2e-12 / g.n, dtype=np.float64, max_iter=2000
+        )
         rows.append(to_host(x))
     return np.stack(rows)
 
@@ -87,8 +88,14 @@ def _peer_matched(peer, g, srcs, exact, tol: float, alpha: float = ALPHA) -> dic
             _sync("gpu")
             ms.append((time.perf_counter() - t0) * 1e3)
             err.append(float(np.abs(to_host(x).astype(np.float64) - exact[i]).sum()))
-        run = {"impl": cugraph_peer.NAME, "median": float(np.median(ms)), "epsilon": eps, "l1": err,
-               "l1_max": max(err), "reached": max(err) <= tol}  # fmt: skip
+        run = {
+            "impl": cugraph_peer.NAME,
+            "median": float(np.median(ms)),
+            "epsilon": eps,
+            "l1": err,
+            "l1_max": max(err),
+            "reached": max(err) <= tol,
+        }
         if run["reached"]:
             return run
         best = run if best is None or run["l1_max"] < best["l1_max"] else best
@@ -107,8 +114,14 @@ def _nx_matched(h, labels, exact, tol: float, alpha: float = ALPHA) -> dict:
             d = nx.pagerank(h, alpha=alpha, personalization={s: 1}, tol=eps / n, max_iter=10_000)
             ms.append((time.perf_counter() - t0) * 1e3)
             err.append(float(np.abs(np.array([d[v] for v in h.graph["order"]]) - exact[i]).sum()))
-        run = {"impl": f"networkx {nx.__version__}", "median": float(np.median(ms)), "nx_tol": eps / n,
-               "l1": err, "l1_max": max(err), "reached": max(err) <= tol}  # fmt: skip
+        run = {
+            "impl": f"networkx {nx.__version__}",
+            "median": float(np.median(ms)),
+            "nx_tol": eps / n,
+            "l1": err,
+            "l1_max": max(err),
+            "reached": max(err) <= tol,
+        }
         if run["reached"]:
             return run
         best = run if best is None or run["l1_max"] < best["l1_max"] else best
@@ -142,15 +155,32 @@ def run_graph(rep: Reporter, name: str, g, *, sources: int = 10, batch: int = 64
             l1 = _l1(rows, exact)
             medians[method] = float(np.median(ms))
             extra = {} if base is None else {"baseline": base, "speedup": base["median"] / medians[method]}
-            rep.emit(bench="ppr", impl=f"{method} {device}", median=medians[method], unit="ms", **common,
-                     tol=tol, l1=l1, l1_max=max(l1), l1_bound_max=max(bounds), within_tol=max(l1) <= tol,
-                     iterations=iters, **extra)  # fmt: skip
+            rep.emit(
+                bench="ppr",
+                impl=f"{method} {device}",
+                median=medians[method],
+                unit="ms",
+                **common,
+                tol=tol,
+                l1=l1,
+                l1_max=max(l1),
+                l1_bound_max=max(bounds),
+                within_tol=max(l1) <= tol,
+                iterations=iters,
+                **extra,
+            )
         pure = min(medians.get("push", np.inf), medians.get("pull", np.inf))
         if "hybrid" in medians and pure < np.inf:
-            rep.emit(bench="ppr-hybrid", impl=f"hybrid vs best of push, pull {device}",
-                     median=medians["hybrid"], unit="ms", **common, tol=tol,
-                     baseline={"impl": "best pure model", "median": pure},
-                     speedup=pure / medians["hybrid"])  # fmt: skip
+            rep.emit(
+                bench="ppr-hybrid",
+                impl=f"hybrid vs best of push, pull {device}",
+                median=medians["hybrid"],
+                unit="ms",
+                **common,
+                tol=tol,
+                baseline={"impl": "best pure model", "median": pure},
+                speedup=pure / medians["hybrid"],
+            )
         for method in ("auto",) if device == "cpu" else _methods(device, methods):
             ppr(g, srcs[:2], method=method, tol=tol)  # compile the batch's shapes
             info: dict = {}
@@ -163,11 +193,24 @@ def run_graph(rep: Reporter, name: str, g, *, sources: int = 10, batch: int = 64
             extra = {}
             if base is not None:
                 peer_rate = 1e3 / base["median"]
-                extra = {"baseline": {**base, "median": peer_rate, "unit": "sources/s one at a time"},
-                         "speedup": rate / peer_rate}  # fmt: skip
-            rep.emit(bench="ppr-batch", impl=f"{method} batch {device}", median=rate, unit="sources/s",
-                     **common, batch=len(srcs), tol=tol, l1=l1, l1_max=max(l1), within_tol=max(l1) <= tol,
-                     l1_bound_max=max(b for b in info["l1_bound"] if b is not None), **extra)  # fmt: skip
+                extra = {
+                    "baseline": {**base, "median": peer_rate, "unit": "sources/s one at a time"},
+                    "speedup": rate / peer_rate,
+                }
+            rep.emit(
+                bench="ppr-batch",
+                impl=f"{method} batch {device}",
+                median=rate,
+                unit="sources/s",
+                **common,
+                batch=len(srcs),
+                tol=tol,
+                l1=l1,
+                l1_max=max(l1),
+                within_tol=max(l1) <= tol,
+                l1_bound_max=max(b for b in info["l1_bound"] if b is not None),
+                **extra,
+            )
             del x
 
 
@@ -185,8 +228,9 @@ def _networkx(g):
     labels = to_host(g.ids) if g.ids is not None else np.arange(g.n)
     h.add_nodes_from(labels.tolist())
     deg = np.diff(to_host(g.indptr))
-    h.add_edges_from(zip(labels[np.repeat(np.arange(g.n), deg)].tolist(), labels[to_host(g.indices)].tolist(),
-                         strict=True))  # fmt: skip
+    h.add_edges_from(
+        zip(labels[np.repeat(np.arange(g.n), deg)].tolist(), labels[to_host(g.indices)].tolist(), strict=True)
+    )
     h.graph["order"] = labels.tolist()
     return h
 
@@ -204,25 +248,51 @@ def run_job(rep: Reporter, name: str, source, *, sources: int = 10_000, workdir:
         for block in (None, 1):
             tag = "default" if block is None else block
             same = dict(chunk=500, block=block, workdir=workdir, overwrite=True)
-            warm = pipelines.ppr_job(source, pipelines.RandomSources(500), seed=100,
-                                     out=fresh(f"{workdir}/warm-{name}-{tag}"), **same)  # fmt: skip
+            warm = pipelines.ppr_job(
+                source,
+                pipelines.RandomSources(500),
+                seed=100,
+                out=fresh(f"{workdir}/warm-{name}-{tag}"),
+                **same,
+            )
             pipelines.run(warm, client, progress=False)
-            job = pipelines.ppr_job(source, pipelines.RandomSources(sources), seed=7,
-                                    out=fresh(f"{workdir}/batch-{name}-{tag}"), **same)  # fmt: skip
+            job = pipelines.ppr_job(
+                source,
+                pipelines.RandomSources(sources),
+                seed=7,
+                out=fresh(f"{workdir}/batch-{name}-{tag}"),
+                **same,
+            )
             t0 = time.perf_counter()
             summary = pipelines.run(job, client, progress=False)
             rates[tag] = summary["queries"] / (time.perf_counter() - t0)
-    rep.emit(bench="ppr-job", graph=name, impl="ppr job, 1 GPU worker, batches", median=rates["default"],
-             unit="queries/s", queries=sources, topk=100, tol=1e-6,
-             baseline={"impl": "same job, block=1", "median": rates[1]},
-             speedup=rates["default"] / rates[1])  # fmt: skip
+    rep.emit(
+        bench="ppr-job",
+        graph=name,
+        impl="ppr job, 1 GPU worker, batches",
+        median=rates["default"],
+        unit="queries/s",
+        queries=sources,
+        topk=100,
+        tol=1e-6,
+        baseline={"impl": "same job, block=1", "median": rates[1]},
+        speedup=rates["default"] / rates[1],
+    )
 
 
 def run(rep: Reporter, device: str, dataset_dir, scales, methods=None) -> None:
     t0 = time.perf_counter()
     model = cost_model(device)
-    rep.emit(bench="ppr-cost", impl=f"cost model {device}", median=time.perf_counter() - t0, unit="s",
-             l1=model.l1, l2=model.l2, l3=model.l3, blocks=model.blocks)  # fmt: skip
+    rep.emit(
+        bench="ppr-cost",
+        impl=f"cost model {device}",
+        median=time.perf_counter() - t0,
+        unit="s",
+        l1=model.l1,
+        l2=model.l2,
+        l3=model.l3,
+        blocks=model.blocks,
+    )
     warm = graphs.rmat(10, seed=1, device=device)
     for method in _methods(device):
         ppr(warm, _sources(warm, 2, 0), method=method)
@@ -230,12 +300,19 @@ def run(rep: Reporter, device: str, dataset_dir, scales, methods=None) -> None:
         path = None if dataset_dir is None else dataset_dir / f"{name}.txt.gz"
         if path is not None and path.is_file():
             g = graphs.read_edgelist(path, dedupe=True).to(device)
-            run_graph(rep, name, g, sources=10 if device == "gpu" else 3, batch=64 if device == "gpu" else 4,
-                      methods=methods)  # fmt: skip
+            run_graph(
+                rep,
+                name,
+                g,
+                sources=10 if device == "gpu" else 3,
+                batch=64 if device == "gpu" else 4,
+                methods=methods,
+            )
     for s in scales:
         g = graphs.rmat(s, seed=0, device=device)
-        run_graph(rep, f"rmat-{s}", g, sources=10 if s < 24 else 5, batch=64 if s < 24 else 32,
-                  methods=methods)  # fmt: skip
+        run_graph(
+            rep, f"rmat-{s}", g, sources=10 if s < 24 else 5, batch=64 if s < 24 else 32, methods=methods
+        )
         del g
 
 
@@ -279,7 +356,17 @@ def run_precision(rep: Reporter, device: str, dataset_dir, scales, sources: int 
             got = g.internal_ids(row[:count])[:kk]  # a short row lists only what the source reaches
             hits += int((want[got] >= kth - 1e-12).sum())
             wanted += kk
-        rep.emit(bench="ppr-precision", impl=f"ppr topk={k} default tol {device}", graph=name, n=g.n, m=g.m,
-                 median=hits / wanted, unit=f"precision@{k}", sources=len(srcs), tol=1e-6,
-                 l1_bound_max=max(info["l1_bound"]), seconds=seconds)  # fmt: skip
+        rep.emit(
+            bench="ppr-precision",
+            impl=f"ppr topk={k} default tol {device}",
+            graph=name,
+            n=g.n,
+            m=g.m,
+            median=hits / wanted,
+            unit=f"precision@{k}",
+            sources=len(srcs),
+            tol=1e-6,
+            l1_bound_max=max(info["l1_bound"]),
+            seconds=seconds,
+        )
         del g

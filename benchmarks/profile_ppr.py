@@ -62,9 +62,11 @@ def profile(name: str, tol: float, method: str, sources: int, blocks=None, quiet
     stop.record()
     stop.synchronize()
     ev = cp.cuda.get_elapsed_time(start, stop)
-    print(f"{name} tol={tol:g} {method} {cost.blocks} blocks: ppr() {api:.3f} ms per source, solver run "
-          f"{solve:.3f} ms (events {ev:.3f} ms, solve kernel {np.median(kernel):.3f} ms), "
-          f"{np.mean(iterations):.1f} iterations, models {models}")  # fmt: skip
+    print(
+        f"{name} tol={tol:g} {method} {cost.blocks} blocks: ppr() {api:.3f} ms per source, solver run "
+        f"{solve:.3f} ms (events {ev:.3f} ms, solve kernel {np.median(kernel):.3f} ms), "
+        f"{np.mean(iterations):.1f} iterations, models {models}"
+    )
     if quiet:
         return
     prof = cProfile.Profile()

@@ -44,15 +44,32 @@ def _num(v, digits=4) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("bench", "graph", "implementation", "median", "unit", "baseline", "baseline median", "speed-up",
-            "device")  # fmt: skip
+    head = (
+        "bench",
+        "graph",
+        "implementation",
+        "median",
+        "unit",
+        "baseline",
+        "baseline median",
+        "speed-up",
+        "device",
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         base = r.get("baseline") or {}
         graph = r.get("graph", "") + (f" ({r['layout']})" if r.get("layout") else "")
-        cells = [r.get("bench"), graph, r.get("impl", ""), _num(r.get("median")),
-                 r.get("unit", ""), base.get("impl", ""), _num(base.get("median")), _num(r.get("speedup"), 3),
-                 r.get("device_name", r.get("device", ""))]  # fmt: skip
+        cells = [
+            r.get("bench"),
+            graph,
+            r.get("impl", ""),
+            _num(r.get("median")),
+            r.get("unit", ""),
+            base.get("impl", ""),
+            _num(base.get("median")),
+            _num(r.get("speedup"), 3),
+            r.get("device_name", r.get("device", "")),
+        ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -67,8 +84,11 @@ def _figure():
 
 
 def plot_speedup(rows, path) -> bool:
-    data = [(f"{r.get('graph', '')} {r.get('impl', '')}"[:60], r["speedup"]) for r in rows
-            if isinstance(r.get("speedup"), float | int) and r["speedup"] > 0]  # fmt: skip
+    data = [
+        (f"{r.get('graph', '')} {r.get('impl', '')}"[:60], r["speedup"])
+        for r in rows
+        if isinstance(r.get("speedup"), float | int) and r["speedup"] > 0
+    ]
     return _bars(data[-40:], path, "speed-up over the same-run baseline (log)")  # the newest forty
 
 

@@ -34,9 +34,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
-    ap.add_argument("--only", default="pagerank,load",
-                    help="pagerank,load,topk,topk-refine,topk-large,ppr,ppr-precision,ppr-job,influence,simrank,pagerank-mg,"
-                         "topk-mg,imm-mg,stream-parquet")  # fmt: skip
+    ap.add_argument(
+        "--only",
+        default="pagerank,load",
+        help="pagerank,load,topk,topk-refine,topk-large,ppr,ppr-precision,ppr-job,influence,simrank,pagerank-mg,"
+        "topk-mg,imm-mg,stream-parquet",
+    )
     ap.add_argument("--topk-scales", default="22,24", help="R-MAT scales of the top-k PPR benchmark (GPU)")
     ap.add_argument("--topk-large", default="26:22", help="scale:edge_factor of the topk-large graphs (GPU)")
     ap.add_argument("--large-batch", type=int, default=2000, help="sources of topk-large's batches")
@@ -47,8 +50,11 @@ def main(argv=None) -> None:
     ap.add_argument("--ba-degrees", default="2,4,8,16,32", help="r of the n=1e6 BA graphs of IMM (GPU)")
     ap.add_argument("--imm-scales", default="26", help="R-MAT scales of influence-rmat (GPU, IC, eps 0.1)")
     ap.add_argument("--simrank-scales", default="22", help="R-MAT scales of the SimRank benchmark (GPU)")
-    ap.add_argument("--simrank-graphs", default="soc-Slashdot0902,soc-Epinions1",
-                    help="SNAP graphs of the SimRank benchmark (empty: none)")  # fmt: skip
+    ap.add_argument(
+        "--simrank-graphs",
+        default="soc-Slashdot0902,soc-Epinions1",
+        help="SNAP graphs of the SimRank benchmark (empty: none)",
+    )
     ap.add_argument("--mg-scales", default="25,26", help="R-MAT scales of the multi-GPU PageRank benchmark")
     ap.add_argument("--mg-gpus", default="1,2,4", help="GPU counts of the multi-GPU benchmarks")
     ap.add_argument("--mg-workdir", default="/tmp/graphjobs-mg", help="index and outputs of topk-mg")

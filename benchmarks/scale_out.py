@@ -29,9 +29,22 @@ def _partitioned_seconds(client, pg, repeats=3, exchange="broadcast", method="pu
     runs = []
     for _ in range(repeats + 1):  # the first run places the parts, compiles and builds the plans
         info = {}
-        pagerank_partitioned(pg, client, alpha=0.85, x0=None, p=None, dw=None, weighted=False,
-                             max_iter=ITERATIONS, threshold=-1.0, dtype=np.dtype(np.float32), device="gpu",
-                             info=info, exchange=exchange, method=method)  # fmt: skip
+        pagerank_partitioned(
+            pg,
+            client,
+            alpha=0.85,
+            x0=None,
+            p=None,
+            dw=None,
+            weighted=False,
+            max_iter=ITERATIONS,
+            threshold=-1.0,
+            dtype=np.dtype(np.float32),
+            device="gpu",
+            info=info,
+            exchange=exchange,
+            method=method,
+        )
         assert {t["method"] for t in info["timings"]} == {method}
         slowest = max(info["timings"], key=lambda t: t["loop_s"])
         runs.append((slowest["loop_s"] / ITERATIONS, max(t["comm_s"] for t in info["timings"]) / ITERATIONS))
@@ -52,19 +65,32 @@ def pagerank(rep: Reporter, scales, gpu_counts) -> None:
         t0 = time.perf_counter()
         R = graphs.reorder(graphs.rmat(scale, device="gpu"))
         n, m = R.n, R.m
-        single = {how: gpu_iteration_seconds(R, method=how, weighted=False, iterations=ITERATIONS)[0]
-                  for how in METHODS}  # fmt: skip
+        single = {
+            how: gpu_iteration_seconds(R, method=how, weighted=False, iterations=ITERATIONS)[0]
+            for how in METHODS
+        }
         t_part = time.perf_counter()
         parted = {g: graphs.partition(R, g) for g in counts}
-        rep.emit(bench="build", graph=name, impl=f"rmat+reorder+partition {counts}", n=n, m=m, unit="s",
-                 median=time.perf_counter() - t0, partition_s=time.perf_counter() - t_part)  # fmt: skip
+        rep.emit(
+            bench="build",
+            graph=name,
+            impl=f"rmat+reorder+partition {counts}",
+            n=n,
+            m=m,
+            unit="s",
+            median=time.perf_counter() - t0,
+            partition_s=time.perf_counter() - t_part,
+        )
         del R
         cp.get_default_memory_pool().free_all_blocks()
         base1 = {}
         for g in counts:
             pg = parted[g]
-            runs = [("broadcast", "pull"), ("broadcast", "binned")] if g == 1 else [
-                ("broadcast", "pull"), ("halo", "pull"), ("halo", "binned")]  # fmt: skip
+            runs = (
+                [("broadcast", "pull"), ("broadcast", "binned")]
+                if g == 1
+                else [("broadcast", "pull"), ("halo", "pull"), ("halo", "binned")]
+            )
             with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
                 timed = {
                     run: _partitioned_seconds(client, pg, exchange=run[0], method=run[1]) for run in runs
@@ -73,17 +99,29 @@ def pagerank(rep: Reporter, scales, gpu_counts) -> None:
                 base1.setdefault(how, per)  # g == 1 comes first
                 other = METHODS[1 - METHODS.index(how)]
                 rep.emit(
-                    bench="pagerank-mg", graph=name, impl=f"graphjobs NCCL {g} GPU, {exchange}, {how}",
-                    gpus=g, n=n, m=m, median=per * 1e3, unit="ms/iter", comm_ms=comm * 1e3,
+                    bench="pagerank-mg",
+                    graph=name,
+                    impl=f"graphjobs NCCL {g} GPU, {exchange}, {how}",
+                    gpus=g,
+                    n=n,
+                    m=m,
+                    median=per * 1e3,
+                    unit="ms/iter",
+                    comm_ms=comm * 1e3,
                     comm_share=comm / per,
-                    edges_per_part=pg.edge_counts().tolist(), exchange=exchange, method=how,
+                    edges_per_part=pg.edge_counts().tolist(),
+                    exchange=exchange,
+                    method=how,
                     baseline={"impl": f"graphjobs single-GPU {how} (same run)", "median": single[how] * 1e3},
-                    single_gpu_other={"impl": f"graphjobs single-GPU {other} (same run)",
-                                      "median": single[other] * 1e3},
-                    speedup=single[how] / per, speedup_vs_best_single=min(single.values()) / per,
+                    single_gpu_other={
+                        "impl": f"graphjobs single-GPU {other} (same run)",
+                        "median": single[other] * 1e3,
+                    },
+                    speedup=single[how] / per,
+                    speedup_vs_best_single=min(single.values()) / per,
                     scaling_efficiency=base1[how] / (g * per),
                     efficiency_vs_single_gpu_operator=single[how] / (g * per),
-                )  # fmt: skip
+                )
 
 
 JOB_PASSES = 3
@@ -103,8 +141,13 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
     with make_cluster(1, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
         t0 = time.perf_counter()
         pipelines.run(pipelines.index_job(f"rmat:scale={scale},seed=0", out=folder), client, progress=False)
-        rep.emit(bench="build", graph=f"rmat-{scale}", impl="topk index job", median=time.perf_counter() - t0,
-                 unit="s")  # fmt: skip
+        rep.emit(
+            bench="build",
+            graph=f"rmat-{scale}",
+            impl="topk index job",
+            median=time.perf_counter() - t0,
+            unit="s",
+        )
     base = None
     for g in counts:
         with make_cluster(g, device="gpu", dashboard_address=":0") as cl, Client(cl) as client:
@@ -135,11 +178,20 @@ def topk(rep: Reporter, scale: int, gpu_counts, batch: int, workdir: str) -> Non
         rate = float(np.median(rates))
         base = rate if g == 1 else base
         rep.emit(
-            bench="topk-mg", graph=f"rmat-{scale}", impl=f"topk-ppr job, {g} GPU workers", gpus=g,
-            median=rate, unit="queries/s", rates=rates, queries=batch, k=100, chunk=500, without_rounds=early,
+            bench="topk-mg",
+            graph=f"rmat-{scale}",
+            impl=f"topk-ppr job, {g} GPU workers",
+            gpus=g,
+            median=rate,
+            unit="queries/s",
+            rates=rates,
+            queries=batch,
+            k=100,
+            chunk=500,
+            without_rounds=early,
             baseline=None if base is None or g == 1 else {"impl": "same job, 1 GPU worker", "median": base},
             speedup=None if base is None else rate / base,
-        )  # fmt: skip
+        )
 
 
 def influence(rep: Reporter, gpu_counts, *, n: int = 1_000_000, degree: int = 16, k: int = 50, eps=0.05):
@@ -164,13 +216,24 @@ def influence(rep: Reporter, gpu_counts, *, n: int = 1_000_000, degree: int = 16
             distributed_imm(graph, k, client, epsilon=eps, seed=9)  # compile on the workers
             seconds, res = _median_run(lambda c=client: distributed_imm(graph, k, c, epsilon=eps, seed=1))
         rep.emit(
-            bench="imm-mg", graph=name, impl=f"graphjobs IMM, samples on {g} GPU workers", gpus=g,
-            median=seconds, unit="s", n=n, m=graph.m, k=k, epsilon=eps, theta=res.theta, rr_sets=res.rr_sets,
-            same_seeds=res.seeds.tolist() == one.seeds.tolist(), phases=res.seconds,
+            bench="imm-mg",
+            graph=name,
+            impl=f"graphjobs IMM, samples on {g} GPU workers",
+            gpus=g,
+            median=seconds,
+            unit="s",
+            n=n,
+            m=graph.m,
+            k=k,
+            epsilon=eps,
+            theta=res.theta,
+            rr_sets=res.rr_sets,
+            same_seeds=res.seeds.tolist() == one.seeds.tolist(),
+            phases=res.seconds,
             one_gpu_phases=one.seconds,
             baseline={"impl": "graphjobs IMM on one GPU, no Dask (same run)", "median": single},
             speedup=single / seconds,
-        )  # fmt: skip
+        )
 
 
 def _median_run(fn, repeats: int = 3):

@@ -55,8 +55,18 @@ def _accuracy(s, ref, src):
     )
 
 
-def run_graph(rep: Reporter, name: str, g, device: str, *, sources, epsilons=EPSILONS, reference=True,
-              baseline=True, bound_eps=(1e-3,)):  # fmt: skip
+def run_graph(
+    rep: Reporter,
+    name: str,
+    g,
+    device: str,
+    *,
+    sources,
+    epsilons=EPSILONS,
+    reference=True,
+    baseline=True,
+    bound_eps=(1e-3,),
+):
     gd = g.to(device)
     labels = [int(g.ids[s]) for s in sources]
     _query(gd, labels[0], epsilon=1e-2)  # compile (not timed)
@@ -66,8 +76,16 @@ def run_graph(rep: Reporter, name: str, g, device: str, *, sources, epsilons=EPS
             refs[src], _ = _query(gd, label, seed=101, **REFERENCE)
         other, _ = _query(gd, labels[0], seed=202, **REFERENCE)
         noise = float(np.abs(other - refs[sources[0]]).max())
-        rep.emit(bench="simrank", graph=name, impl=f"reference {device}", median=noise,
-                 unit="max |ref1-ref2|", n=g.n, m=g.m, reference=REFERENCE)  # fmt: skip
+        rep.emit(
+            bench="simrank",
+            graph=name,
+            impl=f"reference {device}",
+            median=noise,
+            unit="max |ref1-ref2|",
+            n=g.n,
+            m=g.m,
+            reference=REFERENCE,
+        )
     runs = [(eps, "practical", clip) for eps in epsilons for clip in (True, False)]
     runs += [(eps, "bound", True) for eps in bound_eps]
     for eps, samples, clip in runs:
@@ -79,10 +97,22 @@ def run_graph(rep: Reporter, name: str, g, device: str, *, sources, epsilons=EPS
             drawn.append(info["samples"])
             if src in refs:
                 acc.append(_accuracy(s, refs[src], src))
-        record = dict(bench="simrank", graph=name, impl=f"{'ClipSim' if clip else 'ExactSim-mode'} {samples} "
-                      f"eps={eps:g} {device}", median=statistics.median(secs), unit="s", n=g.n, m=g.m,
-                      epsilon=eps, clip=clip, samples=samples, drawn=statistics.median(drawn),
-                      levels=info["levels"], queries=len(secs), phases=info["seconds"])  # fmt: skip
+        record = dict(
+            bench="simrank",
+            graph=name,
+            impl=f"{'ClipSim' if clip else 'ExactSim-mode'} {samples} eps={eps:g} {device}",
+            median=statistics.median(secs),
+            unit="s",
+            n=g.n,
+            m=g.m,
+            epsilon=eps,
+            clip=clip,
+            samples=samples,
+            drawn=statistics.median(drawn),
+            levels=info["levels"],
+            queries=len(secs),
+            phases=info["seconds"],
+        )
         for key in ("max_error", "avg_error_at_1000", "precision_at_1000"):
             if acc:
                 record[key] = (max if key == "max_error" else statistics.mean)(a[key] for a in acc)
@@ -112,10 +142,25 @@ def run(rep: Reporter, device: str, dataset_dir, rmat_scales=(), names=SNAP, que
         if path is not None and path.is_file():
             g = graphs.read_edgelist(path)
             sources = _sources(g, queries)
-            run_graph(rep, name, g, device, sources=sources, reference=device == "gpu",
-                      bound_eps=(1e-3, 1e-4) if device == "gpu" else ())  # fmt: skip
+            run_graph(
+                rep,
+                name,
+                g,
+                device,
+                sources=sources,
+                reference=device == "gpu",
+                bound_eps=(1e-3, 1e-4) if device == "gpu" else (),
+            )
     for scale in rmat_scales:
         g = graphs.rmat(scale, seed=0, device=device)
         sources = _sources(g, queries)
-        run_graph(rep, f"rmat-{scale}", g, device, sources=sources, reference=device == "gpu", baseline=False,
-                  bound_eps=())  # fmt: skip
+        run_graph(
+            rep,
+            f"rmat-{scale}",
+            g,
+            device,
+            sources=sources,
+            reference=device == "gpu",
+            baseline=False,
+            bound_eps=(),
+        )

@@ -76,13 +76,23 @@ def run(rep: Reporter, device: str, scales, workdir: str | None = None) -> None:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         rep.emit(
-            bench="stream-parquet", impl=f"read_parquet_dataset -> {device}", graph=f"rmat-{scale}",
-            n=g.n, m=g.m,
-            median=read, unit="s", write_s=write, disk_gib=disk / 2**30, files=-(-g.m // FILE_ROWS),
-            host_peak_gib=peak, host_peak_before_read_gib=before, edge_list_gib=16 * g.m / 2**30,
-            equal=equal, speedup=generate / read,
+            bench="stream-parquet",
+            impl=f"read_parquet_dataset -> {device}",
+            graph=f"rmat-{scale}",
+            n=g.n,
+            m=g.m,
+            median=read,
+            unit="s",
+            write_s=write,
+            disk_gib=disk / 2**30,
+            files=-(-g.m // FILE_ROWS),
+            host_peak_gib=peak,
+            host_peak_before_read_gib=before,
+            edge_list_gib=16 * g.m / 2**30,
+            equal=equal,
+            speedup=generate / read,
             baseline={"impl": f"rmat generated on the {device} (same graph)", "median": generate},
-        )  # fmt: skip
+        )
         del g
         if device == "gpu":
             xp.get_default_memory_pool().free_all_blocks()

@@ -50,11 +50,23 @@ def ablation(rep: Reporter, name: str, g, *, ks=(100, 1000), queries=10) -> None
             prec = [precision_at_k(exact[i], g.internal_ids(res.row(i)[0]), k) for i in range(len(srcs))]
             base = base or {"impl": f"kpar {ABLATION[0][0]} k={k} {device}", "median": ms}
             rep.emit(
-                bench="topk-ablation", graph=name, impl=f"kpar {label} k={k} {device}", median=ms, unit="ms",
-                n=g.n, m=g.m, k=k, switches=switches, precision=float(np.mean(prec)), queries=len(srcs),
-                rounds=float(res.rounds.mean()), pushes=float(res.pushes.mean()),
-                fallback=int(res.fallback.sum()), baseline=base, speedup=base["median"] / ms,
-            )  # fmt: skip
+                bench="topk-ablation",
+                graph=name,
+                impl=f"kpar {label} k={k} {device}",
+                median=ms,
+                unit="ms",
+                n=g.n,
+                m=g.m,
+                k=k,
+                switches=switches,
+                precision=float(np.mean(prec)),
+                queries=len(srcs),
+                rounds=float(res.rounds.mean()),
+                pushes=float(res.pushes.mean()),
+                fallback=int(res.fallback.sum()),
+                baseline=base,
+                speedup=base["median"] / ms,
+            )
 
 
 def run_ablation(rep: Reporter, device: str, dataset_dir, scales) -> None:

@@ -72,9 +72,12 @@ def main() -> None:
                 t0 = time.perf_counter()
                 idx = build_ppr_index(g, seed=0)
                 cp.cuda.Device().synchronize()
-                print(f"{name} share {share}: |H|={idx.info['high']} ub={idx.omega_i_ub} "
-                      f"h_entries={int(idx.arrays['h_end'].size)} irw_pairs={idx.info['irw_pairs']} "
-                      f"build {time.perf_counter() - t0:.2f}s", flush=True)  # fmt: skip
+                print(
+                    f"{name} share {share}: |H|={idx.info['high']} ub={idx.omega_i_ub} "
+                    f"h_entries={int(idx.arrays['h_end'].size)} irw_pairs={idx.info['irw_pairs']} "
+                    f"build {time.perf_counter() - t0:.2f}s",
+                    flush=True,
+                )
                 for k in (100, 1000):
                     print(_queries(g, idx, srcs, many, exact, k, args.passes), flush=True)
                 del idx

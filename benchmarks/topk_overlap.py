@@ -30,8 +30,11 @@ def main() -> None:
     idx = build_ppr_index(g, seed=0)
     hlen = np.diff(idx.arrays["hptr"])
     total = int(hlen.sum())
-    print(f"R-MAT {scale}: index {time.perf_counter() - t0:.1f} s, |H| = {idx.info['high']}, "
-          f"H entries {total / 1e6:.2f}M", flush=True)  # fmt: skip
+    print(
+        f"R-MAT {scale}: index {time.perf_counter() - t0:.1f} s, |H| = {idx.info['high']}, "
+        f"H entries {total / 1e6:.2f}M",
+        flush=True,
+    )
     srcs = g.internal_ids(_sources(g, 4 * b, seed=1))
     for k in (100, 1000):
         delta = 1.0 / (10 * k * math.log(g.n))  # the first round, at delta_init
@@ -47,10 +50,12 @@ def main() -> None:
             union = np.unique(np.concatenate(sets))
             each = sum(int(hlen[t].sum()) for t in sets) / b
             both = int(hlen[union].sum())
-            print(f"k={k} group {group}: touched {sum(map(len, sets)) / b / g.n:.3f} n per source, "
-                  f"{union.size / g.n:.3f} n in the union of {b}; H entries read {each / 1e6:.2f}M per "
-                  f"source ({each / total:.2f} of all), {both / 1e6:.2f}M for the union ({both / total:.2f})",
-                  flush=True)  # fmt: skip
+            print(
+                f"k={k} group {group}: touched {sum(map(len, sets)) / b / g.n:.3f} n per source, "
+                f"{union.size / g.n:.3f} n in the union of {b}; H entries read {each / 1e6:.2f}M per "
+                f"source ({each / total:.2f} of all), {both / 1e6:.2f}M for the union ({both / total:.2f})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

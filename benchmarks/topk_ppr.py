@@ -72,8 +72,12 @@ def _peer_topk(g, srcs, exact, tops, ks) -> dict:
             top = cp.argpartition(-x, k)[:k].get()
             ms.append((time.perf_counter() - t0) * 1e3)
             prec.append(precision_at_k(exact[i], top, k, top=tops[i]))
-        out[k] = {"impl": f"{cugraph_peer.NAME} ppr + top-k", "median": float(np.median(ms)),
-                  "precision": float(np.mean(prec)), "queries": len(ids)}  # fmt: skip
+        out[k] = {
+            "impl": f"{cugraph_peer.NAME} ppr + top-k",
+            "median": float(np.median(ms)),
+            "precision": float(np.mean(prec)),
+            "queries": len(ids),
+        }
     return out
 
 
@@ -113,11 +117,17 @@ def run_graph(
     for k, row in peers.items():
         rep.emit(bench="topk-ppr", unit="ms", **common, k=k, **row)
     rep.emit(
-        bench="ppr-index", impl=f"kpar index {device}", median=build, unit="s", **common,
-        index_mb=idx.nbytes / 2**20, walks=idx.walks, info=idx.info,
+        bench="ppr-index",
+        impl=f"kpar index {device}",
+        median=build,
+        unit="s",
+        **common,
+        index_mb=idx.nbytes / 2**20,
+        walks=idx.walks,
+        info=idx.info,
         baseline={"impl": f"exact ppr (power, 1 source) {device}", "median": exact_per_source},
         speedup=exact_per_source / build,
-    )  # fmt: skip
+    )
     latency = {}
     for k in ks:
         topk_ppr(idx, srcs[:2], k=k)  # warm-up (compilation)
@@ -131,19 +141,34 @@ def run_graph(
         if name in FORA_TOP1000_MS and k == 1000:
             extra["reference"] = {"impl": "FORA (issue, 2-core machine)", "median": FORA_TOP1000_MS[name]}
         rep.emit(
-            bench="topk-ppr", impl=f"kpar k={k} {device}", median=float(np.median(ms)), unit="ms", **common,
-            mean_ms=float(ms.mean()), precision=float(np.mean(prec)), ndcg=float(np.mean(ndcg)),
-            rounds=float(res.rounds.mean()), fallback=int(res.fallback.sum()), exact=int(res.exact.sum()),
+            bench="topk-ppr",
+            impl=f"kpar k={k} {device}",
+            median=float(np.median(ms)),
+            unit="ms",
+            **common,
+            mean_ms=float(ms.mean()),
+            precision=float(np.mean(prec)),
+            ndcg=float(np.mean(ndcg)),
+            rounds=float(res.rounds.mean()),
+            fallback=int(res.fallback.sum()),
+            exact=int(res.exact.sum()),
             queries=len(srcs),
             baseline={"impl": f"exact ppr (power) {device}", "median": exact_per_source * 1e3},
-            speedup=exact_per_source * 1e3 / float(ms.mean()), **extra,
-        )  # fmt: skip
+            speedup=exact_per_source * 1e3 / float(ms.mean()),
+            **extra,
+        )
         _per_call(rep, idx, g, k, device, common)
         if k in peers:
             med = float(np.median(ms))
-            rep.emit(bench="topk-vs-peer", impl=f"kpar k={k} {device}", median=med, unit="ms", **common,
-                     baseline={"impl": peers[k]["impl"], "median": peers[k]["median"]},
-                     speedup=peers[k]["median"] / med)  # fmt: skip
+            rep.emit(
+                bench="topk-vs-peer",
+                impl=f"kpar k={k} {device}",
+                median=med,
+                unit="ms",
+                **common,
+                baseline={"impl": peers[k]["impl"], "median": peers[k]["median"]},
+                speedup=peers[k]["median"] / med,
+            )
     if batch:
         many = _sources(g, batch, seed=2)
         with_edges = {}
@@ -171,13 +196,21 @@ def run_graph(
                 rate[streams] = len(many) / (time.perf_counter() - t0)
             best = rate.get(None) or rate[1]
             rep.emit(
-                bench="topk-batch", impl=f"kpar k={k} {device}", median=best, unit="queries/s", **common,
-                queries=len(many), seconds=len(many) / best, fallback=int(res.fallback.sum()),
+                bench="topk-batch",
+                impl=f"kpar k={k} {device}",
+                median=best,
+                unit="queries/s",
+                **common,
+                queries=len(many),
+                seconds=len(many) / best,
+                fallback=int(res.fallback.sum()),
                 baseline={"impl": f"kpar k={k} {device}, one source at a time", "median": rate[1]},
-                speedup=best / rate[1], exact_ppr_per_s=1.0 / exact_per_source,
+                speedup=best / rate[1],
+                exact_ppr_per_s=1.0 / exact_per_source,
                 default_streams=default,
-                by_streams={str(key or "default"): value for key, value in rate.items()}, refused=refused,
-            )  # fmt: skip
+                by_streams={str(key or "default"): value for key, value in rate.items()},
+                refused=refused,
+            )
             with_edges[k] = best
         if more_walks:
             _more_walks(rep, g, idx, srcs, exact, tops, latency, many, with_edges, more_walks, common)
@@ -191,12 +224,19 @@ def run_graph(
             _sync(device)
             rate = len(labels) / (time.perf_counter() - t0)
             rep.emit(
-                bench="topk-batch-uniform", impl=f"kpar k={k} {device}", median=rate, unit="queries/s",
-                **common, queries=len(labels), without_rounds=int((res.rounds == 0).sum()),
-                baseline={"impl": f"kpar k={k} {device}, sources with out-edges (topk-batch)",
-                          "median": with_edges[k]},
+                bench="topk-batch-uniform",
+                impl=f"kpar k={k} {device}",
+                median=rate,
+                unit="queries/s",
+                **common,
+                queries=len(labels),
+                without_rounds=int((res.rounds == 0).sum()),
+                baseline={
+                    "impl": f"kpar k={k} {device}, sources with out-edges (topk-batch)",
+                    "median": with_edges[k],
+                },
                 speedup=rate / with_edges[k],
-            )  # fmt: skip
+            )
 
 
 def _per_call(rep, idx, g, k, device, common, count=200) -> None:
@@ -212,12 +252,20 @@ def _per_call(rep, idx, g, k, device, common, count=200) -> None:
         wall.append((time.perf_counter() - t0) * 1e3)
     med, own = float(np.median(wall)), float(np.median(inside))
     rep.emit(
-        bench="topk-call", impl=f"kpar k={k} {device}, a call per source", median=med, unit="ms", **common,
-        mean_ms=float(np.mean(wall)), queries=len(calls),
-        baseline={"impl": f"kpar k={k} {device}, inside one call (seconds)", "median": own,
-                  "mean_ms": float(inside.mean())},
+        bench="topk-call",
+        impl=f"kpar k={k} {device}, a call per source",
+        median=med,
+        unit="ms",
+        **common,
+        mean_ms=float(np.mean(wall)),
+        queries=len(calls),
+        baseline={
+            "impl": f"kpar k={k} {device}, inside one call (seconds)",
+            "median": own,
+            "mean_ms": float(inside.mean()),
+        },
         speedup=own / med,
-    )  # fmt: skip
+    )
 
 
 def _more_walks(rep, g, idx, srcs, exact, tops, latency, many, with_edges, mult, common) -> None:
@@ -241,14 +289,27 @@ def _more_walks(rep, g, idx, srcs, exact, tops, latency, many, with_edges, mult,
         rate = len(many) / (time.perf_counter() - t0)
         med = float(np.median(res.seconds * 1e3))
         rep.emit(
-            bench="topk-delta-min", impl=f"kpar k={k} delta_min={mult:g}/n {g.device}", median=med, unit="ms",
-            **common, precision=float(np.mean(prec)), queries=len(srcs), batch_queries_per_s=rate,
-            index_s=build, index_mb=more.nbytes / 2**20, walks=more.walks,
-            baseline={"impl": f"kpar k={k} delta_min=16/n (default)", "median": base_ms,
-                      "precision": base_prec, "batch_queries_per_s": with_edges[k],
-                      "index_mb": idx.nbytes / 2**20, "walks": idx.walks},
+            bench="topk-delta-min",
+            impl=f"kpar k={k} delta_min={mult:g}/n {g.device}",
+            median=med,
+            unit="ms",
+            **common,
+            precision=float(np.mean(prec)),
+            queries=len(srcs),
+            batch_queries_per_s=rate,
+            index_s=build,
+            index_mb=more.nbytes / 2**20,
+            walks=more.walks,
+            baseline={
+                "impl": f"kpar k={k} delta_min=16/n (default)",
+                "median": base_ms,
+                "precision": base_prec,
+                "batch_queries_per_s": with_edges[k],
+                "index_mb": idx.nbytes / 2**20,
+                "walks": idx.walks,
+            },
             speedup=base_ms / med,
-        )  # fmt: skip
+        )
     more.forget_workspaces()
     del more
 

@@ -55,8 +55,16 @@ def run_graph(rep: Reporter, name: str, g, batch: int) -> None:
     many = _sources(g, batch, seed=2)
     uniform = np.random.default_rng(3).choice(g.n, size=min(batch, g.n), replace=False)
     uniform = uniform if g.ids is None else to_host(g.ids)[uniform]
-    common = dict(graph=name, n=g.n, m=g.m, index_s=build, index_mb=idx.nbytes / 2**20, walks=idx.walks,
-                  first_call_s=first, exact_s=exact_s)  # fmt: skip
+    common = dict(
+        graph=name,
+        n=g.n,
+        m=g.m,
+        index_s=build,
+        index_mb=idx.nbytes / 2**20,
+        walks=idx.walks,
+        first_call_s=first,
+        exact_s=exact_s,
+    )
     for k in (10, 100, 1000):
         got = {}
         for refine in (False, True, True, False):  # latency in both orders; the second of each counts
@@ -66,21 +74,32 @@ def run_graph(rep: Reporter, name: str, g, batch: int) -> None:
             prec = np.array([precision_at_k(exact[i], ids[i], k) for i in range(len(srcs))])
             err = [np.abs(res.ppr[i] / np.maximum(exact[i][v], 1e-300) - 1).mean() for i, v in enumerate(ids)]
             got[refine] = dict(
-                median=float(np.median(res.seconds * 1e3)), mean_ms=float(res.seconds.mean() * 1e3),
-                precision=float(prec.mean()), precision_2se=float(2 * prec.std(ddof=1) / np.sqrt(prec.size)),
-                at_least_099=float((prec >= 0.99).mean()), rel_err=float(np.mean(err)),
-                refined=float(res.refined.mean()), rounds=float(res.rounds.mean()),
-            )  # fmt: skip
+                median=float(np.median(res.seconds * 1e3)),
+                mean_ms=float(res.seconds.mean() * 1e3),
+                precision=float(prec.mean()),
+                precision_2se=float(2 * prec.std(ddof=1) / np.sqrt(prec.size)),
+                at_least_099=float((prec >= 0.99).mean()),
+                rel_err=float(np.mean(err)),
+                refined=float(res.refined.mean()),
+                rounds=float(res.rounds.mean()),
+            )
         for refine in (False, True, True, False):
             got[refine]["batch_queries_per_s"] = _rate(idx, many, k, refine, device)
         for refine in (False, True, True, False):
             got[refine]["uniform_queries_per_s"] = _rate(idx, uniform, k, refine, device)
         base = {"impl": f"kpar k={k} {device}, refine=False (Algorithm 3)", **got[False]}
         rep.emit(
-            bench="topk-refine", impl=f"kpar k={k} {device}, refine=True", unit="ms", **common, k=k,
-            queries=len(srcs), batch_queries=len(many), **got[True], baseline=base,
+            bench="topk-refine",
+            impl=f"kpar k={k} {device}, refine=True",
+            unit="ms",
+            **common,
+            k=k,
+            queries=len(srcs),
+            batch_queries=len(many),
+            **got[True],
+            baseline=base,
             speedup=base["median"] / got[True]["median"],
-        )  # fmt: skip
+        )
     idx.forget_workspaces()
 
 

@@ -123,8 +123,17 @@ def read_parquet_dataset(
             for _, src, dst, w in _batches(f, cols, batch_rows):
                 has_w = w is not None
                 w = w if has_w else np.empty(0, dtype=np.float32)
-                _place(dst if reverse else src, src if reverse else dst, w, has_w, cursor, indices, out_w,
-                       reverse, self_loops)  # fmt: skip
+                _place(
+                    dst if reverse else src,
+                    src if reverse else dst,
+                    w,
+                    has_w,
+                    cursor,
+                    indices,
+                    out_w,
+                    reverse,
+                    self_loops,
+                )
     del cursor
     _sort_rows(indptr, indices, out_w, weighted)
     if dedupe:

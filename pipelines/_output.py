@@ -189,9 +189,11 @@ def check_reusable(out, job: str, token: str, overwrite: bool) -> None:
         fields = read_json(manifest, "the job's manifest (--overwrite replaces the folder)")
         if "checksum" in fields and meta_checksum(fields) != fields["checksum"]:  # none before checksums
             raise IntegrityError(
-                manifest, None, "expected the job's manifest as written, but its checksum differs "
-                "(damaged or edited): --overwrite replaces the folder"
-            )  # fmt: skip
+                manifest,
+                None,
+                "expected the job's manifest as written, but its checksum differs "
+                "(damaged or edited): --overwrite replaces the folder",
+            )
         theirs = fields.get("token")
     else:
         tokens = {read_json(p, "a chunk's record").get("job_token") for p in (out / CHUNKS).glob("*.json")}
@@ -287,7 +289,8 @@ def finish(out, job: str, token: str, parts: list[str], summary: dict) -> None:
         if f.name not in keep:
             f.unlink(missing_ok=True)
             _record(f).unlink(missing_ok=True)
-    fields = json.loads(json.dumps({"job": job, "token": token, "parts": sorted(keep), "summary": summary},
-                                   default=_plain))  # fmt: skip
+    fields = json.loads(
+        json.dumps({"job": job, "token": token, "parts": sorted(keep), "summary": summary}, default=_plain)
+    )
     text = json.dumps({**fields, "checksum": meta_checksum(fields)}, indent=1)
     write_atomic(out / MANIFEST, lambda tmp: Path(tmp).write_text(text))

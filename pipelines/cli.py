@@ -298,24 +298,49 @@ def _cluster(args) -> int:
 COMMANDS = {
     c.name: c
     for c in (
-        Command("demo", "every job on a generated R-MAT graph on a local cluster", _parser.demo_options,
-                action=_demo),
+        Command(
+            "demo",
+            "every job on a generated R-MAT graph on a local cluster",
+            _parser.demo_options,
+            action=_demo,
+        ),
         Command("run", "run the job a YAML spec describes", _parser.run_options, job=_spec_job),
-        Command("cluster", "start a local Dask cluster for jobs to submit to (until Ctrl-C)",
-                _parser.cluster_options, action=_cluster),
-        Command("pagerank", "PageRank of an edge list, written to Parquet", _parser.pagerank_options,
-                job=_pagerank_job),
+        Command(
+            "cluster",
+            "start a local Dask cluster for jobs to submit to (until Ctrl-C)",
+            _parser.cluster_options,
+            action=_cluster,
+        ),
+        Command(
+            "pagerank",
+            "PageRank of an edge list, written to Parquet",
+            _parser.pagerank_options,
+            job=_pagerank_job,
+        ),
         Command("index", "build the kPAR top-k PPR index of a graph", _parser.index_options, job=_index_job),
-        Command("topk-ppr", "top-k personalized PageRank of many sources", _parser.topk_ppr_options,
-                job=_topk_job),
-        Command("ppr", "personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet",
-                _parser.ppr_options, job=_ppr_job),
-        Command("influence", "influence maximization (IMM, IC or LT): k seeds to CSV",
-                _parser.influence_options, job=_influence_job),
-        Command("simrank", "single-source SimRank (ClipSim) of many sources, top-k to Parquet",
-                _parser.simrank_options, job=_simrank_job),
+        Command(
+            "topk-ppr", "top-k personalized PageRank of many sources", _parser.topk_ppr_options, job=_topk_job
+        ),
+        Command(
+            "ppr",
+            "personalized PageRank (push/pull hybrid) of many sources, top entries to Parquet",
+            _parser.ppr_options,
+            job=_ppr_job,
+        ),
+        Command(
+            "influence",
+            "influence maximization (IMM, IC or LT): k seeds to CSV",
+            _parser.influence_options,
+            job=_influence_job,
+        ),
+        Command(
+            "simrank",
+            "single-source SimRank (ClipSim) of many sources, top-k to Parquet",
+            _parser.simrank_options,
+            job=_simrank_job,
+        ),
     )
-}  # fmt: skip
+}
 
 
 def parser():

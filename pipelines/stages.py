@@ -201,8 +201,11 @@ def check_generator_memory(name: str, kwargs: dict, device: str) -> None:
     spec = f"{name}:" + ",".join(f"{k}={v}" for k, v in kwargs.items() if k != "device")
     hint = "a smaller graph"
     if name == "rmat":
-        fits = [s for s in range(int(kwargs["scale"]) - 1, 0, -1)
-                if generated_bytes(name, {**kwargs, "scale": s}) <= 0.9 * free]  # fmt: skip
+        fits = [
+            s
+            for s in range(int(kwargs["scale"]) - 1, 0, -1)
+            if generated_bytes(name, {**kwargs, "scale": s}) <= 0.9 * free
+        ]
         hint = f"rmat:{fits[0]} would fit" if fits else "no scale fits"
     raise InsufficientMemoryError(
         f"generating {spec} (n={n:,}, m={m:,}) on {device}",

@@ -236,8 +236,12 @@ class PPRSummary(BatchSummary):
         return f", method={self.method}{bound}, the first source's steps: {steps(self.models_first)}"
 
 
-STEP_NAMES = {"P": ("push", "pushes"), "L": ("pull", "pulls"), "Q": ("queue pass", "queue passes"),
-              "S": ("sweep", "sweeps")}  # fmt: skip
+STEP_NAMES = {
+    "P": ("push", "pushes"),
+    "L": ("pull", "pulls"),
+    "Q": ("queue pass", "queue passes"),
+    "S": ("sweep", "sweeps"),
+}
 
 
 def steps(models: str | None) -> str:

@@ -32,13 +32,18 @@ def test_notebook_runs(path, monkeypatch):
             assert not [o for o in cell.outputs if o.output_type == "error"], f"{path.name}: cell {i} failed"
     nb = want
     monkeypatch.setenv("MPLBACKEND", "Agg")  # the kernel inherits it: plots render to memory
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})  # fmt: skip
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     client.execute()  # a failing cell raises CellExecutionError with its traceback
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
 
 
 def test_the_four_notebooks_are_there():
-    assert [p.name for p in NOTEBOOKS] == ["01_quickstart.ipynb", "02_influence_maximization.ipynb",
-                                           "03_simrank.ipynb", "04_batch_jobs.ipynb"]  # fmt: skip
+    assert [p.name for p in NOTEBOOKS] == [
+        "01_quickstart.ipynb",
+        "02_influence_maximization.ipynb",
+        "03_simrank.ipynb",
+        "04_batch_jobs.ipynb",
+    ]

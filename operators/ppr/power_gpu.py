@@ -76,9 +76,14 @@ def _one_source(G, s, alpha, tol, max_iter, out):
     first = max(certify, F32_FLOOR)
     method = auto_method(G, np.float32, False)
     x, it32, _, _ = pagerank_gpu(
-        G, method=method, x0=e, max_iter=min(max_iter, _f32_steps(alpha, first)), threshold=first,
-        dtype=np.float32, **args,
-    )  # fmt: skip
+        G,
+        method=method,
+        x0=e,
+        max_iter=min(max_iter, _f32_steps(alpha, first)),
+        threshold=first,
+        dtype=np.float32,
+        **args,
+    )
     wide = dict(x0=x.astype(cp.float64), max_iter=max(1, max_iter - it32), threshold=certify)
     wide["dtype"] = np.float64
     # where float32 steps are binned, so are float64 ones (a second layout, kept with G), unless the

@@ -200,9 +200,17 @@ def simrank_topk(
         t0 = time.perf_counter()
         unit = within("samples", row, ids.size, "source")
         s = _single(
-            G, sid, c=c, epsilon=epsilon, clip=clip, samples=samples, seed=seed, info=None,
-            progress=progress, unit=unit,
-        )  # fmt: skip
+            G,
+            sid,
+            c=c,
+            epsilon=epsilon,
+            clip=clip,
+            samples=samples,
+            seed=seed,
+            info=None,
+            progress=progress,
+            unit=unit,
+        )
         s[sid] = -np.inf
         top = xp.argpartition(-s, k - 1)[:k] if 0 < k < G.n else xp.arange(G.n)[:k]
         order = xp.lexsort(xp.stack([top, -s[top]]))

@@ -12,21 +12,52 @@ pytest.importorskip("matplotlib")
 from benchmarks.report import latency_series, main, peer_speedups, scaling_series
 
 ROWS = [
-    {"bench": "pagerank", "graph": "rmat-22", "impl": "graphjobs-pull f32", "median": 0.41, "unit": "ms/iter",
-     "baseline": {"impl": "cusparse-spmv", "median": 0.63}, "speedup": 1.54, "device_name": "H100"},
+    {
+        "bench": "pagerank",
+        "graph": "rmat-22",
+        "impl": "graphjobs-pull f32",
+        "median": 0.41,
+        "unit": "ms/iter",
+        "baseline": {"impl": "cusparse-spmv", "median": 0.63},
+        "speedup": 1.54,
+        "device_name": "H100",
+    },
     {"bench": "topk-ppr", "graph": "g1", "impl": "kpar k=10 gpu", "median": 2.0, "unit": "ms"},
     {"bench": "topk-ppr", "graph": "g1", "impl": "kpar k=100 gpu", "median": 4.0, "unit": "ms"},
     {"bench": "pagerank-mg", "graph": "rmat-25", "gpus": 1, "median": 3.9, "unit": "ms/iter"},
     {"bench": "pagerank-mg", "graph": "rmat-25", "gpus": 2, "median": 2.7, "unit": "ms/iter"},
     {"bench": "topk-mg", "graph": "rmat-22", "gpus": 1, "median": 114.0, "unit": "queries/s"},
     {"bench": "topk-mg", "graph": "rmat-22", "gpus": 2, "median": 236.0, "unit": "queries/s"},
-    {"bench": "pagerank", "graph": "rmat-24", "layout": "original", "impl": "graphjobs-pull f32",
-     "median": 4.2, "unit": "ms/iter", "peer": {"impl": "cugraph", "median": 2.7}, "speedup_vs_peer": 0.64},
-    {"bench": "pagerank", "graph": "rmat-24", "layout": "degree-order", "impl": "graphjobs-pull f32",
-     "median": 2.0, "unit": "ms/iter", "peer": {"impl": "cugraph", "median": 2.7}, "speedup_vs_peer": 1.35},
-    {"bench": "topk-vs-peer", "graph": "g1", "impl": "kpar k=10 gpu", "median": 2.0, "unit": "ms",
-     "baseline": {"impl": "cugraph 26.10 ppr + top-k", "median": 20.0}, "speedup": 10.0},
-]  # fmt: skip
+    {
+        "bench": "pagerank",
+        "graph": "rmat-24",
+        "layout": "original",
+        "impl": "graphjobs-pull f32",
+        "median": 4.2,
+        "unit": "ms/iter",
+        "peer": {"impl": "cugraph", "median": 2.7},
+        "speedup_vs_peer": 0.64,
+    },
+    {
+        "bench": "pagerank",
+        "graph": "rmat-24",
+        "layout": "degree-order",
+        "impl": "graphjobs-pull f32",
+        "median": 2.0,
+        "unit": "ms/iter",
+        "peer": {"impl": "cugraph", "median": 2.7},
+        "speedup_vs_peer": 1.35,
+    },
+    {
+        "bench": "topk-vs-peer",
+        "graph": "g1",
+        "impl": "kpar k=10 gpu",
+        "median": 2.0,
+        "unit": "ms",
+        "baseline": {"impl": "cugraph 26.10 ppr + top-k", "median": 20.0},
+        "speedup": 10.0,
+    },
+]
 
 
 def _png_size(path):
@@ -53,8 +84,11 @@ def test_report_writes_table_and_plots(tmp_path, capsys):
 
 def test_peer_speedups_keep_both_layouts():
     got = dict(peer_speedups(ROWS))
-    assert got == {"rmat-24 (original) graphjobs-pull f32": 0.64,
-                   "rmat-24 (degree-order) graphjobs-pull f32": 1.35, "g1 kpar k=10 gpu": 10.0}  # fmt: skip
+    assert got == {
+        "rmat-24 (original) graphjobs-pull f32": 0.64,
+        "rmat-24 (degree-order) graphjobs-pull f32": 1.35,
+        "g1 kpar k=10 gpu": 10.0,
+    }
 
 
 def test_report_without_plot_data_and_bad_lines(tmp_path):

@@ -31,13 +31,30 @@ def _ignore_sigint():  # as a shell does for a command started in the background
 
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGINT from the background", "SIGTERM"])
 def test_cluster_command_serves_jobs_until_interrupted(tmp_path, stop):
-    cmd = [sys.executable, "-m", "pipelines", "cluster", "--gpus", "0", "--workers", "1", "--port", "0",
-           "--dashboard", "127.0.0.1:0"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines",
+        "cluster",
+        "--gpus",
+        "0",
+        "--workers",
+        "1",
+        "--port",
+        "0",
+        "--dashboard",
+        "127.0.0.1:0",
+    ]
     env = child_env()
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         preexec_fn=_ignore_sigint if "background" in stop else None,
-    )  # fmt: skip
+    )
     try:
         lines = []
         for line in proc.stdout:
@@ -47,8 +64,17 @@ def test_cluster_command_serves_jobs_until_interrupted(tmp_path, stop):
         address = lines[-1].rsplit(" ", 1)[-1].strip()
         assert address.startswith("tcp://127.0.0.1:"), lines
         out = str(tmp_path / "p.parquet")
-        args = ["pagerank", "rmat:scale=8,seed=1", "--scheduler", address, "--out", out, "--workdir",
-                str(tmp_path), "--quiet"]  # fmt: skip
+        args = [
+            "pagerank",
+            "rmat:scale=8,seed=1",
+            "--scheduler",
+            address,
+            "--out",
+            out,
+            "--workdir",
+            str(tmp_path),
+            "--quiet",
+        ]
         assert main(args) == 0
         assert (tmp_path / "p.parquet").is_file()
     finally:
@@ -60,8 +86,26 @@ def test_cluster_command_serves_jobs_until_interrupted(tmp_path, stop):
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a test certificate")
 def test_tls_cluster(tmp_path):
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     security = tls(str(cert), str(cert), str(key))
     with make_cluster(1, device="cpu", dashboard_address=":0", security=security) as cluster:
         assert cluster.scheduler_address.startswith("tls://127.0.0.1:")

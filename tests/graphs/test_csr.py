@@ -112,9 +112,18 @@ def test_an_unlabelled_graph_takes_whole_numbers_and_names_what_it_cannot():
     assert g.internal_ids([3.0, 1]).tolist() == [3, 1]  # 3.0 == 3, as NetworkX finds it
     assert g.internal_ids(np.array([4, 2.0], dtype=object)).tolist() == [4, 2]
     mixed = np.array([0, "x"], dtype=object)
-    for bad, shown in (([1.5], [1.5]), (["3"], ["3"]), ([True], [True]), (mixed, ["x"]), ([np.nan], None),
-                       ([0, 2**70], [2**70]), ([5, 0, -1], [5, -1]), ([np.inf, 1.0], [np.inf]),
-                       (np.array([2.0, 3.25], dtype=np.float32), [3.25]), ([1e30, 3.0], [1e30])):  # fmt: skip
+    for bad, shown in (
+        ([1.5], [1.5]),
+        (["3"], ["3"]),
+        ([True], [True]),
+        (mixed, ["x"]),
+        ([np.nan], None),
+        ([0, 2**70], [2**70]),
+        ([5, 0, -1], [5, -1]),
+        ([np.inf, 1.0], [np.inf]),
+        (np.array([2.0, 3.25], dtype=np.float32), [3.25]),
+        ([1e30, 3.0], [1e30]),
+    ):
         with pytest.raises(graphs.LabelError) as info, warnings.catch_warnings():
             warnings.simplefilter("error")  # a float too large for int64 is reported, not warned about
             g.internal_ids(bad)
@@ -129,8 +138,13 @@ def test_an_unlabelled_graph_takes_whole_numbers_and_names_what_it_cannot():
 def test_integer_labels_in_any_order_are_found_by_binary_search():
     ids = np.array([50, -3, 8, 2**40, 0], dtype=np.int64)  # internal id i has label ids[i]
     g = CSRGraph(np.zeros(6, dtype=np.int64), np.zeros(0, dtype=np.int32), ids=ids)
-    for query in ([8, 50, 0, 2**40, -3], np.array([0, 8], dtype=np.int32), np.array([8], dtype=np.uint64),
-                  np.array([2**40, 50], dtype=object), 8):  # fmt: skip
+    for query in (
+        [8, 50, 0, 2**40, -3],
+        np.array([0, 8], dtype=np.int32),
+        np.array([8], dtype=np.uint64),
+        np.array([2**40, 50], dtype=object),
+        8,
+    ):
         want = [ids.tolist().index(v) for v in np.atleast_1d(query).tolist()]
         np.testing.assert_array_equal(g.internal_ids(query), want)
     for bad in ([7], [51], [-4], [2**41], np.array([2**64 - 1], dtype=np.uint64)):

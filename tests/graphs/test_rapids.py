@@ -46,8 +46,10 @@ def test_from_dask_cudf_joins_the_partitions():
     dask_cudf = pytest.importorskip("dask_cudf")
     df = cudf.DataFrame({"s": SRC * 20, "d": DST * 20, "w": W * 20})
     ddf = dask_cudf.from_cudf(df, npartitions=3)
-    _same(graphs.from_dask_cudf(ddf, source="s", destination="d", weight="w"),
-          graphs.from_cudf(df, source="s", destination="d", weight="w"))  # fmt: skip
+    _same(
+        graphs.from_dask_cudf(ddf, source="s", destination="d", weight="w"),
+        graphs.from_cudf(df, source="s", destination="d", weight="w"),
+    )
 
 
 @pytest.mark.parametrize("gz", [False, True])

@@ -42,8 +42,9 @@ def _same(a, b):
 @pytest.mark.parametrize("directed", [True, False])
 @pytest.mark.parametrize(("dedupe", "self_loops"), [(False, True), (True, False)])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_the_csr_equals_the_one_built_from_the_whole_edge_list(tmp_path, directed, dedupe, self_loops,
-                                                                weighted):  # fmt: skip
+def test_the_csr_equals_the_one_built_from_the_whole_edge_list(
+    tmp_path, directed, dedupe, self_loops, weighted
+):
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 40, 300), rng.integers(0, 40, 300)
     src[:5], dst[:5] = 7, 7  # self-loops, and a repeated edge
@@ -54,8 +55,9 @@ def test_the_csr_equals_the_one_built_from_the_whole_edge_list(tmp_path, directe
     opts = dict(weight_col=wcol, directed=directed, dedupe=dedupe, self_loops=self_loops)
     got = read_parquet_dataset(folder, batch_rows=7, **opts)
     n = int(max(src.max(), dst.max())) + 1
-    want = graphs.from_edges(src, dst, w, n=n, renumber=False, directed=directed, dedupe=dedupe,
-                             self_loops=self_loops)  # fmt: skip
+    want = graphs.from_edges(
+        src, dst, w, n=n, renumber=False, directed=directed, dedupe=dedupe, self_loops=self_loops
+    )
     _same(got, want)
     assert not got.has_labels and got.n == n
     again = graphs.read_edgelist(folder, **opts)
@@ -122,8 +124,13 @@ def test_the_host_peak_stays_far_below_the_edge_lists_bytes(tmp_path):
     src, dst, _ = g.edges()
     _write(tmp_path / "ds", src, dst, files=4, group=1 << 16)
     _write(tmp_path / "warm", [0, 1], [1, 0], files=1)
-    done = subprocess.run([sys.executable, "-c", PEAK, str(tmp_path)], capture_output=True, text=True,
-                          timeout=300, env=child_env())  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     m, grew = (int(v) for v in done.stdout.split())
     assert m == g.m

@@ -33,8 +33,15 @@ def test_defaults():
     assert dataclasses.astuple(PageRankOptions()) == (0.85, 100, 1e-6, "auto")
     p = PPROptions()
     assert (p.alpha, p.tol, p.method, p.max_iter, p.dtype, p.topk, p.seed, p.block) == (
-        0.8, 1e-6, "auto", None, np.dtype(np.float64), None, 0, None
-    )  # fmt: skip
+        0.8,
+        1e-6,
+        "auto",
+        None,
+        np.dtype(np.float64),
+        None,
+        0,
+        None,
+    )
     assert dataclasses.astuple(IndexOptions()) == (0.8, 0.5, None, None, 0.2, 0, True, "auto")
     assert dataclasses.astuple(TopkOptions()) == (100, None, None, 10, 0, True)
     assert dataclasses.astuple(TopkTuning()) == (True, True, True, True, True)

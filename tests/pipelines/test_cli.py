@@ -141,9 +141,25 @@ def test_demo_keep_serves_the_dashboard_until_ctrl_c(tmp_path):
     import time
     import urllib.request
 
-    cmd = [sys.executable, "-m", "pipelines", "demo", "--device", "cpu", "--scale", "8", "--workers", "1",
-           "--jobs", "pagerank", "--workdir", str(tmp_path / "wd"), "--out", str(tmp_path / "out"),
-           "--keep"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines",
+        "demo",
+        "--device",
+        "cpu",
+        "--scale",
+        "8",
+        "--workers",
+        "1",
+        "--jobs",
+        "pagerank",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--out",
+        str(tmp_path / "out"),
+        "--keep",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
         deadline, link = time.monotonic() + 120, None
@@ -213,8 +229,10 @@ def test_demo_outputs_agree_on_one_and_two_workers(tmp_path, monkeypatch):
 def test_demo_refuses_an_unknown_job_before_starting_a_cluster(capsys):
     assert main(["demo", "--device", "cpu", "--jobs", "pagerank,pagerang"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["graphjobs: error: --jobs: unknown job 'pagerang'; expected some of "
-                   "pagerank, topk-ppr, ppr, influence, simrank"]  # fmt: skip
+    assert err == [
+        "graphjobs: error: --jobs: unknown job 'pagerang'; expected some of "
+        "pagerank, topk-ppr, ppr, influence, simrank"
+    ]
 
 
 def _one_error_line(err: str) -> str:
@@ -279,8 +297,19 @@ def test_a_bug_shows_its_traceback_and_exits_2(tmp_path, capsys, monkeypatch):
         raise KeyError("first")
 
     monkeypatch.setattr(pipelines.ppr, "_summary", broken)
-    args = ["ppr", "rmat:8", "--random", "2", "--device", "cpu", "--quiet", "--workdir", str(tmp_path / "wd"),
-            "--out", str(tmp_path / "o")]  # fmt: skip
+    args = [
+        "ppr",
+        "rmat:8",
+        "--random",
+        "2",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "KeyError: 'first'" in err
@@ -292,8 +321,18 @@ def test_json_prints_exactly_one_document_on_stdout(tmp_path, capsys, where):
     """With --json stdout holds the summary and nothing else, also with a local cluster (whose dashboard
     line goes to stderr)."""
     out = str(tmp_path / "p.parquet")
-    args = ["pagerank", "rmat:scale=8,seed=3", "--json", "--device", "cpu", "--out", out, "--workdir",
-            str(tmp_path / "wd"), *where]  # fmt: skip
+    args = [
+        "pagerank",
+        "rmat:scale=8,seed=3",
+        "--json",
+        "--device",
+        "cpu",
+        "--out",
+        out,
+        "--workdir",
+        str(tmp_path / "wd"),
+        *where,
+    ]
     assert main(args) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)  # the whole of stdout: one JSON document

@@ -40,10 +40,24 @@ def cli(*args, cwd, env=None) -> subprocess.Popen:
 def test_two_jobs_racing_on_one_output_folder_one_is_refused(tmp_path):
     # other workdirs, other k: only the output folder is shared
     runs = [
-        cli("ppr", "rmat:10", "--random", 100, "-k", k, "--chunk", 50, "--out", tmp_path / "out",
-            "--workdir", tmp_path / f"wd{k}", "--quiet", cwd=tmp_path)
+        cli(
+            "ppr",
+            "rmat:10",
+            "--random",
+            100,
+            "-k",
+            k,
+            "--chunk",
+            50,
+            "--out",
+            tmp_path / "out",
+            "--workdir",
+            tmp_path / f"wd{k}",
+            "--quiet",
+            cwd=tmp_path,
+        )
         for k in (10, 20)
-    ]  # fmt: skip
+    ]
     done = [(p.wait(timeout=120), p.stderr.read()) for p in runs]
     codes = sorted(code for code, _ in done)
     assert codes == [0, 1], done
@@ -272,8 +286,14 @@ def test_an_edge_file_too_large_for_memory_is_refused_before_parsing(tmp_path):
     args = ["pagerank", str(data), "--device", "cpu", "--out", str(tmp_path / "pr.parquet"), "--quiet"]
     args += ["--workdir", str(tmp_path / "wd")]
     env = child_env(GRAPHJOBS_MEMORY_LIMIT="10MB")
-    job = subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    job = subprocess.run(
+        [sys.executable, "-m", "pipelines", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     err = job.stderr.strip().splitlines()
     assert job.returncode == 1 and len(err) == 1, job.stderr
     assert f"reading {data.resolve()} (about " in err[0]  # the job reads the file's real path

@@ -15,8 +15,16 @@ from pipelines.cli import main
 
 
 def test_job_writes_the_operators_seeds(tmp_path, sync):
-    job = pipelines.influence_job("ba:n=2000,m=3,seed=4", 6, epsilon=0.2, model="LT", seed=3,
-                                  out=tmp_path / "s.csv", workdir=tmp_path, n_sim=5000)  # fmt: skip
+    job = pipelines.influence_job(
+        "ba:n=2000,m=3,seed=4",
+        6,
+        epsilon=0.2,
+        model="LT",
+        seed=3,
+        out=tmp_path / "s.csv",
+        workdir=tmp_path,
+        n_sim=5000,
+    )
     summary = pipelines.run(job, progress=False)
     ref = influence_maximization(graphs.barabasi_albert(2000, 3, seed=4), 6, epsilon=0.2, model="LT", seed=3)
     df = pd.read_csv(tmp_path / "s.csv")
@@ -58,8 +66,22 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "spread: RR estimate" in capsys.readouterr().out
     df = pd.read_csv(out)
     assert np.array_equal(np.bincount(df["round"]), [4, 4])
-    bad = ["influence", "ba:n=100,m=2", "--model", "LT", "--weights", "0.6", "--undirected", "--quiet",
-           "--device", "cpu", "--workdir", str(tmp_path), "--out", str(tmp_path / "x.csv")]  # fmt: skip
+    bad = [
+        "influence",
+        "ba:n=100,m=2",
+        "--model",
+        "LT",
+        "--weights",
+        "0.6",
+        "--undirected",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--workdir",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "x.csv"),
+    ]
     assert main(bad) == 1
     assert "sum to at most 1" in capsys.readouterr().err
     other = [*args[:3], "5", *args[4:]]  # -k 5: another job's seeds in --out, refused unless --overwrite
@@ -74,8 +96,9 @@ def test_on_a_real_local_cluster(tmp_path):
     from cluster import make_cluster
 
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
-        job = pipelines.influence_job("ba:n=1500,m=2", 3, epsilon=0.3, out=tmp_path / "s.csv",
-                                      workdir=tmp_path, n_sim=1000)  # fmt: skip
+        job = pipelines.influence_job(
+            "ba:n=1500,m=2", 3, epsilon=0.3, out=tmp_path / "s.csv", workdir=tmp_path, n_sim=1000
+        )
         summary = pipelines.run(job, client, progress=False)
     mc = summary["mc_spread"]  # 1000 runs at most, fewer once the standard error is 0.1% of the mean
     assert len(summary["seeds"]) == 3 and (mc["n_sim"] == 1000 or mc["stderr"] <= 0.001 * mc["mean"])

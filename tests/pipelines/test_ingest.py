@@ -37,8 +37,15 @@ def test_files_to_parts_equal_partition_of_the_whole(tmp_path, weighted):
     files = _split(g, tmp_path, 4, weighted)
     opts = {"src_col": "src", "dst_col": "dst", "weight_col": "w" if weighted else None}
     with dask.config.set(scheduler="sync"):
-        job = partition_files([f for f in files if f.suffix == ".parquet"], 3, tmp_path / "pg", n=g.n,
-                              read_options=opts, weighted=weighted, workdir=tmp_path)  # fmt: skip
+        job = partition_files(
+            [f for f in files if f.suffix == ".parquet"],
+            3,
+            tmp_path / "pg",
+            n=g.n,
+            read_options=opts,
+            weighted=weighted,
+            workdir=tmp_path,
+        )
         summary = run(job, progress=False)
     half = graphs.from_edges(*_parquet_edges(files, weighted), n=g.n, renumber=False)
     want = graphs.partition(half, 3)
@@ -69,8 +76,9 @@ def test_text_files_undirected_dedupe_then_pagerank(tmp_path):
     files = []
     for i in range(3):
         files.append(tmp_path / f"e{i}.txt")
-        pd.DataFrame({"a": src[half][i::3], "b": dst[half][i::3]}).to_csv(files[-1], sep=" ", header=False,
-                                                                           index=False)  # fmt: skip
+        pd.DataFrame({"a": src[half][i::3], "b": dst[half][i::3]}).to_csv(
+            files[-1], sep=" ", header=False, index=False
+        )
     files.append(tmp_path / "again.txt")
     files[-1].write_text(files[0].read_text())
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
@@ -102,8 +110,13 @@ def test_labels_are_numbered_in_sorted_order(tmp_path, directed):
     d_lab = np.concatenate([a_dst, b_dst.astype(str)])
     labels = np.unique(np.concatenate([s_lab, d_lab]))
     assert list(pg.ids) == list(labels)
-    ref = graphs.from_edges(np.searchsorted(labels, s_lab), np.searchsorted(labels, d_lab), n=labels.size,
-                            directed=directed, renumber=False)  # fmt: skip
+    ref = graphs.from_edges(
+        np.searchsorted(labels, s_lab),
+        np.searchsorted(labels, d_lab),
+        n=labels.size,
+        directed=directed,
+        renumber=False,
+    )
     for mine, theirs in zip(pg.parts, graphs.partition(ref, 3).parts, strict=True):
         assert np.array_equal(mine.indptr, theirs.indptr) and np.array_equal(mine.indices, theirs.indices)
     whole = tmp_path / "whole.txt"
@@ -137,8 +150,17 @@ def test_pagerank_job_on_a_folder_of_edge_files(tmp_path):
             pipelines.pagerank_job(folder, method="push", partitions=2, workdir=tmp_path)  # not silently pull
         opts = {"src_col": "src", "dst_col": "dst"}
         files = sorted(folder.glob("*.parquet"))  # the text files have numbered columns: one format here
-        build = lambda: pipelines.pagerank_job(files, partitions=2, tol=1e-10, read_options=opts,  # noqa: E731
-                                               out=tmp_path / "pr.parquet", workdir=tmp_path)  # fmt: skip
+
+        def build():
+            return pipelines.pagerank_job(
+                files,
+                partitions=2,
+                tol=1e-10,
+                read_options=opts,
+                out=tmp_path / "pr.parquet",
+                workdir=tmp_path,
+            )
+
         summary = pipelines.run(build(), client, progress=False)
         again = pipelines.run(build(), client, progress=False)  # ingestion and PageRank found in the workdir
         assert "ingest-degrees" not in str(build().keys())  # the finished ingestion is not planned again
@@ -217,8 +239,10 @@ def test_a_damaged_ingested_graph_is_built_again_with_a_warning_not_reused(tmp_p
 
     def ingest():
         with dask.config.set(scheduler="sync"):
-            return run(partition_files(files, 2, tmp_path / "pg", n=g.n, read_options=opts, workdir=tmp_path),
-                       progress=False)  # fmt: skip
+            return run(
+                partition_files(files, 2, tmp_path / "pg", n=g.n, read_options=opts, workdir=tmp_path),
+                progress=False,
+            )
 
     assert "cached" not in ingest()
     clean = {p: p.read_bytes() for p in (tmp_path / "pg").rglob("*.npy")}

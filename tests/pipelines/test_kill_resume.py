@@ -132,9 +132,20 @@ def _args(job: str, root: Path, index: Path, device: str) -> list[str]:
         "index": ["index", graph, "--out", root / "idx"],
         "topk-ppr": ["topk-ppr", "--index", index, *SOURCES, "--out", root / "tk"],
         "ppr": ["ppr", graph, *SOURCES, "--out", root / "ppr", *wd],
-        "influence": ["influence", graph, "-k", "5", "--epsilon", "0.5", "--simulations", "100",
-                      "--out", root / "seeds.csv", *wd],
-    }[job]  # fmt: skip
+        "influence": [
+            "influence",
+            graph,
+            "-k",
+            "5",
+            "--epsilon",
+            "0.5",
+            "--simulations",
+            "100",
+            "--out",
+            root / "seeds.csv",
+            *wd,
+        ],
+    }[job]
     return [*map(str, args), *COMMON, "--device", device]
 
 

@@ -94,8 +94,26 @@ def test_cli(tmp_path, capsys):
     assert main([*args, "--workdir", str(tmp_path), "--quiet", "--device", "cpu"]) == 0
     assert re.search(r"the first source's steps: \d+ pulls\)", capsys.readouterr().out)
     _check(graphs.rmat(10, seed=2, device="cpu"), pd.read_parquet(out), 8, tol=1e-6)
-    assert main(["ppr", "rmat:scale=8", "--random", "3", "--tol", "-1", "--quiet", "--device", "cpu",
-                 "--workdir", str(tmp_path), "--out", str(tmp_path / "x")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "ppr",
+                "rmat:scale=8",
+                "--random",
+                "3",
+                "--tol",
+                "-1",
+                "--quiet",
+                "--device",
+                "cpu",
+                "--workdir",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 1
+    )
     assert "tol must be a positive number" in capsys.readouterr().err
 
 

@@ -104,8 +104,11 @@ def test_the_index_stage_shows_its_walks(tmp_path, capsys, every_line):
 
 def test_chunks_running_at_once_add_up_their_sources(tmp_path, capsys, every_line):
     pipelines.run(ppr_job(tmp_path, sources=40, chunk=10), progress=True)  # Dask's threads: 4 at once
-    totals = {int(m.group(1)) for t in inside(capsys.readouterr().err.splitlines(), "ppr")
-              if (m := re.match(r"sources \d+/(\d+)", t))}  # fmt: skip
+    totals = {
+        int(m.group(1))
+        for t in inside(capsys.readouterr().err.splitlines(), "ppr")
+        if (m := re.match(r"sources \d+/(\d+)", t))
+    }
     assert totals and totals <= {10, 20, 30, 40}
 
 

@@ -88,8 +88,21 @@ def test_output_of_another_job_is_refused_or_replaced(tmp_path, sync, capsys):
     assert summary["resumed_parts"] == 0
     assert len(list(out.glob("part-*.parquet"))) == 2  # the earlier job's four extra parts are gone
     _every_source_once(out, 4, 3)
-    args = ["ppr", GRAPH, "--random", "5", "-k", "3", "--out", str(out), "--workdir", str(tmp_path),
-            "--quiet", "--device", "cpu"]  # fmt: skip
+    args = [
+        "ppr",
+        GRAPH,
+        "--random",
+        "5",
+        "-k",
+        "3",
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path),
+        "--quiet",
+        "--device",
+        "cpu",
+    ]
     assert main(args) == 1 and "--overwrite" in capsys.readouterr().err
     assert main([*args, "--overwrite"]) == 0
     _every_source_once(out, 5, 3)

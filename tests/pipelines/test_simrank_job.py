@@ -33,8 +33,9 @@ def test_job_from_a_labelled_undirected_file(tmp_path, sync):
     path = tmp_path / "edges.csv"
     pd.DataFrame({"a": [f"v{x}" for x in src], "b": [f"v{x}" for x in dst]}).to_csv(path, index=False)
     sources = ["v1", "v20", "v150"]
-    job = pipelines.simrank_job(path, sources, k=5, epsilon=EPS, out=tmp_path / "out", workdir=tmp_path,
-                                chunk=2, directed=False)  # fmt: skip
+    job = pipelines.simrank_job(
+        path, sources, k=5, epsilon=EPS, out=tmp_path / "out", workdir=tmp_path, chunk=2, directed=False
+    )
     assert any(key.startswith("simrank-") for key in job.keys())
     summary = pipelines.run(job, progress=False)
     assert summary["queries"] == 3 and summary["parts"] == 2
@@ -57,13 +58,41 @@ def test_unknown_source_fails_before_queries(tmp_path, sync):
 
 def test_cli(tmp_path, capsys):
     out = tmp_path / "res"
-    args = ["simrank", "rmat:scale=8,seed=2", "--source", "5", "-k", "6", "--epsilon", str(EPS), "--out",
-            str(out), "--workdir", str(tmp_path), "--quiet", "--device", "cpu"]  # fmt: skip
+    args = [
+        "simrank",
+        "rmat:scale=8,seed=2",
+        "--source",
+        "5",
+        "-k",
+        "6",
+        "--epsilon",
+        str(EPS),
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path),
+        "--quiet",
+        "--device",
+        "cpu",
+    ]
     assert main(args) == 0
     assert "first source 5:" in capsys.readouterr().out
     _check(graphs.rmat(8, seed=2, device="cpu"), pd.read_parquet(out), 6)
-    bad = ["simrank", "rmat:scale=8", "--source", "3", "--epsilon", "2", "--quiet", "--device", "cpu",
-           "--workdir", str(tmp_path), "--out", str(tmp_path / "x")]  # fmt: skip
+    bad = [
+        "simrank",
+        "rmat:scale=8",
+        "--source",
+        "3",
+        "--epsilon",
+        "2",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--workdir",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "x"),
+    ]
     assert main(bad) == 1
     assert "epsilon must be in (0, 1)" in capsys.readouterr().err
 
@@ -74,8 +103,15 @@ def test_on_a_real_local_cluster(tmp_path):
     from cluster import make_cluster
 
     with make_cluster(2, device="cpu", dashboard_address=":0") as cl, Client(cl) as client:
-        job = pipelines.simrank_job("rmat:scale=9,seed=4", pipelines.RandomSources(12), k=4, epsilon=0.05,
-                                    out=tmp_path / "o", workdir=tmp_path, chunk=3)  # fmt: skip
+        job = pipelines.simrank_job(
+            "rmat:scale=9,seed=4",
+            pipelines.RandomSources(12),
+            k=4,
+            epsilon=0.05,
+            out=tmp_path / "o",
+            workdir=tmp_path,
+            chunk=3,
+        )
         summary = pipelines.run(job, client, progress=False)
         assert summary["queries"] == 12 and summary["parts"] == 4
     df = pd.read_parquet(tmp_path / "o")

@@ -20,8 +20,11 @@ def _write(tmp_path, text, name="job.yaml"):
 
 
 def test_pagerank_spec_runs_with_json_summary(tmp_path, capsys):
-    spec = _write(tmp_path, "job: pagerank\ninput: rmat:scale=9,seed=2\nparams: {alpha: 0.9, tol: 1.0e-8}\n"
-                            "out: pr.parquet\nworkdir: wd\n")  # fmt: skip
+    spec = _write(
+        tmp_path,
+        "job: pagerank\ninput: rmat:scale=9,seed=2\nparams: {alpha: 0.9, tol: 1.0e-8}\n"
+        "out: pr.parquet\nworkdir: wd\n",
+    )
     assert main(["run", str(spec), "--json", "--device", "cpu"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["job"] == "pagerank" and summary["n"] == 512
@@ -31,8 +34,11 @@ def test_pagerank_spec_runs_with_json_summary(tmp_path, capsys):
 
 def test_batch_and_influence_specs(tmp_path, capsys):
     (tmp_path / "ids.txt").write_text("1\n7\n")
-    spec = _write(tmp_path, "job: ppr\ninput: rmat:scale=9,seed=1\nsources: {file: ids.txt}\n"
-                            "params: {k: 4, method: power}\nout: ppr\nworkdir: wd\n")  # fmt: skip
+    spec = _write(
+        tmp_path,
+        "job: ppr\ninput: rmat:scale=9,seed=1\nsources: {file: ids.txt}\n"
+        "params: {k: 4, method: power}\nout: ppr\nworkdir: wd\n",
+    )
     assert main(["run", str(spec), "--device", "cpu", "--quiet"]) == 0
     assert "first source 1" in capsys.readouterr().out
     rows = pd.read_parquet(tmp_path / "ppr")
@@ -44,8 +50,12 @@ def test_batch_and_influence_specs(tmp_path, capsys):
     spec = _write(tmp_path, "job: ppr\ninput: e.txt\nsources: [a, c]\nout: p3\nworkdir: wd\n", "m.yaml")
     assert main(["run", str(spec), "--device", "cpu", "--quiet"]) == 1
     assert "m.yaml: sources: vertex 'c' is not in the graph" in capsys.readouterr().err
-    spec = _write(tmp_path, "job: influence\ninput: ba:n=300,m=2\nk: 3\nparams: {epsilon: 0.5, n_sim: 100}\n"
-                            "out: seeds.csv\nworkdir: wd\n", "im.yaml")  # fmt: skip
+    spec = _write(
+        tmp_path,
+        "job: influence\ninput: ba:n=300,m=2\nk: 3\nparams: {epsilon: 0.5, n_sim: 100}\n"
+        "out: seeds.csv\nworkdir: wd\n",
+        "im.yaml",
+    )
     assert main(["run", str(spec), "--device", "cpu", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["seeds"]) == 3
 
@@ -103,8 +113,17 @@ def test_every_command_has_help_with_examples(command, capsys):
 
 def test_json_summary_of_a_job_command(tmp_path, capsys):
     out = str(tmp_path / "p.parquet")
-    args = ["pagerank", "rmat:scale=8,seed=3", "--json", "--device", "cpu", "--out", out, "--workdir",
-            str(tmp_path)]  # fmt: skip
+    args = [
+        "pagerank",
+        "rmat:scale=8,seed=3",
+        "--json",
+        "--device",
+        "cpu",
+        "--out",
+        out,
+        "--workdir",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["n"] == 256 and len(summary["top"]) == 10 and summary["memory"]["partitions"] == 1

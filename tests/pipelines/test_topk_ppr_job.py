@@ -158,8 +158,10 @@ def test_delta_min_per_vertex_count(tmp_path, sync, capsys):
     assert built.params.delta_min == 2 / g.n
     default = operators.build_ppr_index(g, seed=0)
     assert 2.5 < built.walks / default.walks < 3  # r_max psi / delta_min grows as delta_min^-1/2: sqrt(8)
-    summary = pipelines.run(pipelines.topk_ppr_job(sources=[1, 2], index=idx, k=5, out=tmp_path / "o",
-                                                   delta_min=2 / 512), progress=False)  # fmt: skip
+    summary = pipelines.run(
+        pipelines.topk_ppr_job(sources=[1, 2], index=idx, k=5, out=tmp_path / "o", delta_min=2 / 512),
+        progress=False,
+    )
     assert summary["queries"] == 2
     with pytest.raises(ValueError, match=r"delta_min=0.03125 differs from the delta_min of the index"):
         pipelines.topk_ppr_job(sources=[1], index=idx, out=tmp_path / "o", delta_min="16/n")
@@ -167,8 +169,10 @@ def test_delta_min_per_vertex_count(tmp_path, sync, capsys):
         with pytest.raises(ValueError, match="delta_min"):
             pipelines.index_job("rmat:scale=9,seed=3", out=tmp_path / "bad", delta_min=bad)
     with pytest.raises(ValueError, match="more than 1 for a graph of n=512"):
-        pipelines.run(pipelines.index_job("rmat:scale=9,seed=3", out=tmp_path / "big", delta_min="600/n"),
-                      progress=False)  # fmt: skip
+        pipelines.run(
+            pipelines.index_job("rmat:scale=9,seed=3", out=tmp_path / "big", delta_min="600/n"),
+            progress=False,
+        )
 
 
 def test_refine_reaches_the_operator_and_is_part_of_the_job(tmp_path, sync, capsys):

@@ -36,9 +36,17 @@ PAD = 0xFFFF  # destination offset of a padding slot
 # chunk and bin sizes by value size (shared memory: 128 KB of chunk values per fill block, bins of 32 KB
 # so three sum blocks of 512 threads share an SM; four would spill), and edges per fill / sum work item;
 # tuned on the benchmark graphs (benchmarks/RESULTS.md, PageRank section)
-TUNING = {4: {"chunk_bits": 15, "bin_bits": 13}, 8: {"chunk_bits": 14, "bin_bits": 12},
-          "fill_edges": 262_144, "sum_edges": 262_144, "min_item_edges": 16_384, "max_chunks": 4096,
-          "sum_blocks": {4: 3, 8: 2}, "hot_vertices": 32_768, "order_below": 0.2}  # fmt: skip
+TUNING = {
+    4: {"chunk_bits": 15, "bin_bits": 13},
+    8: {"chunk_bits": 14, "bin_bits": 12},
+    "fill_edges": 262_144,
+    "sum_edges": 262_144,
+    "min_item_edges": 16_384,
+    "max_chunks": 4096,
+    "sum_blocks": {4: 3, 8: 2},
+    "hot_vertices": 32_768,
+    "order_below": 0.2,
+}
 
 
 def build_bytes(m: int, weighted: bool) -> int:

@@ -58,12 +58,31 @@ def test_layout_holds_every_in_edge_once_in_segment_order(weighted, renumbered):
     perm = np.random.default_rng(4).permutation(g.n) if renumbered else np.arange(g.n)
     rank = np.empty(g.n, dtype=np.int64)
     rank[perm] = np.arange(g.n)
-    lay = pb.binned_layout(T.indptr, T.indices, wt, g.n, chunk_bits=5, bin_bits=4, fill_edges=40,
-                           sum_edges=24, rank=rank if renumbered else None)  # fmt: skip
+    lay = pb.binned_layout(
+        T.indptr,
+        T.indices,
+        wt,
+        g.n,
+        chunk_bits=5,
+        bin_bits=4,
+        fill_edges=40,
+        sum_edges=24,
+        rank=rank if renumbered else None,
+    )
     nc, nbins = lay["chunks"], lay["bins"]
-    kinds = {"src": np.uint16, "dst": np.uint16, "pre": np.int32, "segv": np.int32, "fill_group": np.int32,
-             "fill_lo": np.int64, "fill_hi": np.int64, "sum_group": np.int32, "sum_lo": np.int32,
-             "sum_hi": np.int32, "sum_count": np.int32}  # the kernels' argument types  # fmt: skip
+    kinds = {
+        "src": np.uint16,
+        "dst": np.uint16,
+        "pre": np.int32,
+        "segv": np.int32,
+        "fill_group": np.int32,
+        "fill_lo": np.int64,
+        "fill_hi": np.int64,
+        "sum_group": np.int32,
+        "sum_lo": np.int32,
+        "sum_hi": np.int32,
+        "sum_count": np.int32,
+    }  # the kernels' argument types
     assert {k: lay[k].dtype for k in kinds} == {k: np.dtype(t) for k, t in kinds.items()}
     assert (nc, nbins) == (-(-g.n // 32), -(-g.n // 16)) and lay["m_pad"] % pb.VEC == 0
     real = lay["dst"] != pb.PAD
@@ -112,13 +131,32 @@ def test_many_chunks_and_bins_equal_networkx(device, weighted, monkeypatch):
     rng = np.random.default_rng(5)
     p = {int(v): float(rng.uniform(0.5, 2)) for v in rng.choice(g.n, 20, replace=False)}
     d = {int(v): 1.0 for v in rng.choice(g.n, 3, replace=False)}
-    ref = as_vector(g, nx.pagerank(multigraph(g), alpha=0.9, personalization=p, dangling=d, tol=1e-13,
-                                   weight="weight" if weighted else None))  # fmt: skip
+    ref = as_vector(
+        g,
+        nx.pagerank(
+            multigraph(g),
+            alpha=0.9,
+            personalization=p,
+            dangling=d,
+            tol=1e-13,
+            weight="weight" if weighted else None,
+        ),
+    )
     dtypes = [np.float64, np.float32] if device == "gpu" else [None]
     for dtype in dtypes:  # float32 (sums in float32) stops at an L1 change of 3e-7, within 10 x that
         tol = 3e-7 / g.n if dtype == np.float32 else 1e-13
-        got = to_host(pagerank(g.to(device), method="binned", alpha=0.9, personalization=p, dangling=d,
-                               tol=tol, max_iter=500, dtype=dtype)).astype(np.float64)  # fmt: skip
+        got = to_host(
+            pagerank(
+                g.to(device),
+                method="binned",
+                alpha=0.9,
+                personalization=p,
+                dangling=d,
+                tol=tol,
+                max_iter=500,
+                dtype=dtype,
+            )
+        ).astype(np.float64)
         bound = 1e-10 if dtype != np.float32 else 3e-6
         assert np.abs(got - ref).sum() < bound, (dtype, np.abs(got - ref).sum())
 
@@ -208,13 +246,20 @@ def test_the_gpu_builds_the_cpu_layout(weighted, renumbered):
     rank = np.random.default_rng(6).permutation(g.n).astype(np.int64) if renumbered else None
     opts = dict(chunk_bits=5, bin_bits=4, fill_edges=40, sum_edges=24)
     cpu = pb.binned_layout(T.indptr, T.indices, T.weights if weighted else None, g.n, rank=rank, **opts)
-    gpu = pb.binned_layout(Tg.indptr, Tg.indices, Tg.weights if weighted else None, g.n,
-                           rank=None if rank is None else cp.asarray(rank), **opts)  # fmt: skip
+    gpu = pb.binned_layout(
+        Tg.indptr,
+        Tg.indices,
+        Tg.weights if weighted else None,
+        g.n,
+        rank=None if rank is None else cp.asarray(rank),
+        **opts,
+    )
     for k, v in cpu.items():
         if k != "w":
             np.testing.assert_array_equal(to_host(gpu[k]) if hasattr(gpu[k], "get") else gpu[k], v, err_msg=k)
         elif weighted:  # equal keys (duplicate edges) may take their weights in another order
             seg_of = np.repeat(np.arange(cpu["pre"].size - cpu["pre"].shape[0]), seg_lengths(cpu))
-            got, want = (sorted(zip(seg_of.tolist(), to_host(lay["w"]).tolist(), strict=True))
-                         for lay in (gpu, cpu))  # fmt: skip
+            got, want = (
+                sorted(zip(seg_of.tolist(), to_host(lay["w"]).tolist(), strict=True)) for lay in (gpu, cpu)
+            )
             assert got == want

@@ -34,8 +34,17 @@ def test_a_parts_layout_holds_its_in_edges_over_its_own_rows(weighted):
     for part in pg.parts:
         rows = part.hi - part.lo
         w = part.weights if weighted else None
-        lay = pb.binned_layout(part.indptr, part.indices, w, g.n, rows=rows, chunk_bits=5, bin_bits=4,
-                               fill_edges=40, sum_edges=24)  # fmt: skip
+        lay = pb.binned_layout(
+            part.indptr,
+            part.indices,
+            w,
+            g.n,
+            rows=rows,
+            chunk_bits=5,
+            bin_bits=4,
+            fill_edges=40,
+            sum_edges=24,
+        )
         assert (lay["rows"], lay["chunks"], lay["bins"]) == (rows, -(-g.n // 32), -(-rows // 16))
         assert lay["sum_count"].size == lay["bins"] and lay["m_pad"] % pb.VEC == 0
         dst = np.repeat(np.arange(rows), np.diff(part.indptr))  # local rows
@@ -46,8 +55,9 @@ def test_a_parts_layout_holds_its_in_edges_over_its_own_rows(weighted):
     with pytest.raises(ValueError, match="expected 5"):
         pb.binned_layout(part.indptr, part.indices, None, g.n, rows=5, chunk_bits=5, bin_bits=4)
     with pytest.raises(ValueError, match="rows == n"):
-        pb.binned_layout(part.indptr, part.indices, None, g.n, rows=rows, chunk_bits=5, bin_bits=4,
-                         rank=np.arange(g.n))  # fmt: skip
+        pb.binned_layout(
+            part.indptr, part.indices, None, g.n, rows=rows, chunk_bits=5, bin_bits=4, rank=np.arange(g.n)
+        )
 
 
 def _one_iteration(g, weighted, seed=1):
@@ -75,8 +85,21 @@ def _binned_step(device, part, x, p, dw, inv, c, dsum, weighted):
     xn, cn, acc = cp.full(part.n, -1.0), cp.full(part.n, -1.0), cp.zeros((2, 3))
     acc[0, 0], acc[0, 1] = np.inf, dsum
     x_old, inv_d, p_d, dw_d = (cp.asarray(v) for v in (x, inv, p, dw))
-    vargs = (x_old, xn, cn, inv_d, p_d, dw_d, np.int32(1), np.int32(1), acc[0], acc[1], np.float64(-1.0),
-             np.float64(0.85), np.float64(1.0 / part.n))  # fmt: skip
+    vargs = (
+        x_old,
+        xn,
+        cn,
+        inv_d,
+        p_d,
+        dw_d,
+        np.int32(1),
+        np.int32(1),
+        acc[0],
+        acc[1],
+        np.float64(-1.0),
+        np.float64(0.85),
+        np.float64(1.0 / part.n),
+    )
     layout_step(lay, weighted, np.float64, part.lo)(cp.asarray(c), vargs)
     outside = np.ones(part.n, dtype=bool)
     outside[own] = False

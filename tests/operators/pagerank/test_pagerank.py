@@ -163,8 +163,14 @@ def test_degree_order_inside_pagerank_returns_the_graph_numbering(device, method
     label-keyed personalization, dangling and start vectors; the copy is kept with the graph."""
     g = graphs.rmat(11, seed=4, weighted=True, device=device)
     label = [int(v) for v in (np.arange(g.n) if g.ids is None else to_host(g.ids))[[7, 100, 3, 9]]]
-    opts = dict(tol=1e-12, method=method, dtype=np.float64, personalization={label[0]: 2.0, label[1]: 1.0},
-                dangling={label[2]: 1.0}, nstart={label[3]: 1.0})  # fmt: skip
+    opts = dict(
+        tol=1e-12,
+        method=method,
+        dtype=np.float64,
+        personalization={label[0]: 2.0, label[1]: 1.0},
+        dangling={label[2]: 1.0},
+        nstart={label[3]: 1.0},
+    )
     info = {}
     plain = to_host(pagerank(g, reorder=False, **opts))
     ordered = to_host(pagerank(g, reorder=True, info=info, **opts))

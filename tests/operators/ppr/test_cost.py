@@ -25,9 +25,27 @@ def test_solver_statistics_follow_the_reference():
     ideg = np.diff(tr.indptr)
     trace = np.zeros((200, 5))
     p, r = np.zeros(g.n), np.zeros(g.n)
-    it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-6, PUSH, 10**6,
-                    np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), (-1, 0), p, r,
-                    trace, False, 0)  # fmt: skip
+    it, out = solve(
+        g.indptr,
+        g.indices,
+        tr.indptr,
+        tr.indices,
+        deg,
+        0,
+        0.8,
+        1e-6,
+        PUSH,
+        10**6,
+        np.array([2.3, 1.1, 1.0]),
+        (3, 2, 4),
+        pull_static(ideg, model),
+        (-1, 0),
+        p,
+        r,
+        trace,
+        False,
+        0,
+    )
     ref_p, _, history = _push_reference(g, 0, 0.8, 1e-6)
     assert out == 0 and it == len(history)
     np.testing.assert_allclose(p, ref_p, atol=1e-15)
@@ -49,8 +67,27 @@ def _hybrid_trace(g, model, tol):
     for serial in (False, True):  # pull sweeps on Numba's threads, or in the calling thread: the same
         trace = np.zeros((500, 5))
         p = np.zeros(g.n)
-        it, out = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, tol, HYBRID, 10**6, weights,
-                        layout, static, degrees, p, np.zeros(g.n), trace, serial, 0)  # fmt: skip
+        it, out = solve(
+            g.indptr,
+            g.indices,
+            tr.indptr,
+            tr.indices,
+            deg,
+            0,
+            0.8,
+            tol,
+            HYBRID,
+            10**6,
+            weights,
+            layout,
+            static,
+            degrees,
+            p,
+            np.zeros(g.n),
+            trace,
+            serial,
+            0,
+        )
         assert out == 0
         runs.append((it, trace[:it], p))
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
@@ -81,8 +118,13 @@ def test_hybrid_skips_the_statistics_only_where_bounds_prove_push():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(0, 700), max_size=80), st.integers(-1, 800), st.integers(1, 6), st.integers(1, 4),
-       st.integers(1, 8))  # fmt: skip
+@given(
+    st.lists(st.integers(0, 700), max_size=80),
+    st.integers(-1, 800),
+    st.integers(1, 6),
+    st.integers(1, 4),
+    st.integers(1, 8),
+)
 def test_rdw_bound_is_never_below_phi(out_deg, light, blocks, warps, lanes):
     model = CostModel(blocks=blocks, warps=warps, lanes=lanes)
     d = np.array(out_deg, dtype=np.int64)
@@ -148,8 +190,27 @@ def test_hybrid_decisions_follow_psi_and_switch():
     p, r = np.zeros(g.n), np.zeros(g.n)
     degrees = (light_degree(model, static[2], int(deg.max())), int(deg.max()))
     weights = np.array([20.0, 1.0, 1.0])
-    it, _ = solve(g.indptr, g.indices, tr.indptr, tr.indices, deg, 0, 0.8, 1e-9, HYBRID, 10**6,
-                  weights, (16, 8, 32), static, degrees, p, r, trace, False, 0)  # fmt: skip
+    it, _ = solve(
+        g.indptr,
+        g.indices,
+        tr.indptr,
+        tr.indices,
+        deg,
+        0,
+        0.8,
+        1e-9,
+        HYBRID,
+        10**6,
+        weights,
+        (16, 8, 32),
+        static,
+        degrees,
+        p,
+        r,
+        trace,
+        False,
+        0,
+    )
     chosen = trace[:it, 0].astype(int)
     for k in range(it):
         assert chosen[k] == model.choose(trace[k, 1], static[2], trace[k, 2])

@@ -335,8 +335,15 @@ def test_gpu_models_and_tolerances_share_one_workspace():
     g = graphs.rmat(11, seed=5, device="gpu")
     model = CostModel(2.3, 1.1, 1.0, blocks=8)  # given: every call on the same grid
     used = set()
-    for method, tol in [("push", 1e-6), ("pull", 1e-6), ("hybrid", 1e-8), ("push", 1e-8), ("hybrid", 1e-6),
-                        ("pull", 1e-8), ("hybrid", 1e-9)]:  # fmt: skip
+    for method, tol in [
+        ("push", 1e-6),
+        ("pull", 1e-6),
+        ("hybrid", 1e-8),
+        ("push", 1e-8),
+        ("hybrid", 1e-6),
+        ("pull", 1e-8),
+        ("hybrid", 1e-9),
+    ]:
         got = ppr(g, [3, 40], method=method, tol=tol, cost=model, block=2)
         used.add(id(g.derived("ppr_solver_idle", lambda _: None)[1][1]))
         alone = solver(g, MODES[method], 0.8, tol, np.float64, model, batch=2)([3, 40], 10**6)

@@ -190,11 +190,23 @@ def test_bound_smem_plan_copies_all_of_h_or_its_first_part():
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("wide", "fast", "narrow", "words"),
-    [(False, None, False, 16), (True, None, False, 16), (False, 1, False, 16), (False, None, True, 16),
-     (False, None, False, 32), (True, 1, False, 32)],
-    ids=["32-bit-places", "64-bit-places", "runs-of-32", "chunks-of-a-narrow-grid", "32-bit-entries",
-         "64-bit-places-32-bit-entries-runs-of-32"],
-)  # fmt: skip
+    [
+        (False, None, False, 16),
+        (True, None, False, 16),
+        (False, 1, False, 16),
+        (False, None, True, 16),
+        (False, None, False, 32),
+        (True, 1, False, 32),
+    ],
+    ids=[
+        "32-bit-places",
+        "64-bit-places",
+        "runs-of-32",
+        "chunks-of-a-narrow-grid",
+        "32-bit-entries",
+        "64-bit-places-32-bit-entries-runs-of-32",
+    ],
+)
 def test_gpu_candidates_and_bound_reduction(rmat16_gpu, monkeypatch, wide, fast, narrow, words):
     """One pass lists the candidates pi0 >= tau (outside H when asked) and Alg. 4 equals a direct
     NumPy sum over the touched vertices' H lists, added a list per lane or warp, or balanced over the
@@ -294,10 +306,16 @@ def test_gpu_estimates_sum_each_start_list(rmat16_gpu, monkeypatch, steps):
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("size", "offset", "k", "distinct"),
-    [(0, 0, 10, 50), (6, 2, 10, 50), (100, 30, 100, 7), (20_000, 75, 1000, 300), (5_000, 0, 10, 1),
-     (70_000, 4_000, 100, 10**9)],
+    [
+        (0, 0, 10, 50),
+        (6, 2, 10, 50),
+        (100, 30, 100, 7),
+        (20_000, 75, 1000, 300),
+        (5_000, 0, 10, 1),
+        (70_000, 4_000, 100, 10**9),
+    ],
     ids=["empty", "fewer-than-k", "exactly-k", "many-ties", "ties-beyond-the-buffer", "large"],
-)  # fmt: skip
+)
 def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
     """The round's top k on the GPU (radix select + one packed read) equals ``select_top`` over the
     whole list read back, ties at the k-th value included, and carries the round's record."""
@@ -316,8 +334,9 @@ def test_gpu_round_top_matches_select_top(size, offset, k, distinct):
     nh = 4
     cands = SimpleNamespace(  # the round's list and H's part (``Candidates``)
         est=cp.asarray(np.concatenate((est, [-1.0] * 5))),  # entries past the list are not read
-        est_h=cp.asarray([0.0] * nh + [0.125]), nh=nh,
-    )  # fmt: skip
+        est_h=cp.asarray([0.0] * nh + [0.125]),
+        nh=nh,
+    )
     push = SimpleNamespace(counts=cp.asarray(counts), stats=cp.asarray([5, 6, 7], dtype=cp.uint64))
     index = SimpleNamespace(perm=None, cache=QueryCache())  # ties by these ids (its graph's numbering)
     tops = RoundTops(index, cands, push)

@@ -141,8 +141,13 @@ def test_default_streams_by_graph_size(monkeypatch):
     monkeypatch.setattr(st, "free_memory", lambda device: 80 * 2**30)
     count = lambda n, queries=100: st.stream_count(SimpleNamespace(n=n, device="gpu"), queries, None, 81)  # noqa: E731
     assert [count(100), count(2**19), count(2**22), count(2**23 - 1), count(2**23), count(2**24)] == [
-        4, 4, 4, 4, 8, 8
-    ]  # fmt: skip
+        4,
+        4,
+        4,
+        4,
+        8,
+        8,
+    ]
     assert count(2**24, queries=3) == 3
     monkeypatch.setattr(st, "free_memory", lambda device: 3 * 2 * 81 * 2**26)  # three workspaces at 2**26
     assert count(2**26) == 3 and count(2**22) == 4

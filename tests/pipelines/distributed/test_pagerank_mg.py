@@ -75,8 +75,18 @@ def test_gpu_workers_match_single_gpu_pagerank():
         assert np.abs(x32 - to_host(operators.pagerank(g, tol=1e-8))).max() < 1e-6
         from pipelines.distributed.pagerank import pagerank_partitioned
 
-        kw = dict(alpha=0.85, x0=None, p=None, dw=None, weighted=False, max_iter=100, threshold=g.n * 1e-9,
-                  dtype=np.dtype(np.float64), device="gpu", info=None)  # fmt: skip
+        kw = dict(
+            alpha=0.85,
+            x0=None,
+            p=None,
+            dw=None,
+            weighted=False,
+            max_iter=100,
+            threshold=g.n * 1e-9,
+            dtype=np.dtype(np.float64),
+            device="gpu",
+            info=None,
+        )
         for exchange in ("broadcast", "allgather"):  # the default is 'halo'
             other, _, _ = pagerank_partitioned(pg, client, exchange=exchange, **kw)
             assert np.abs(other - single).max() < 1e-6
