@@ -81,7 +81,9 @@ def pagerank(
         Iterate on a copy of the graph renumbered by decreasing degree, built on the first call and
         kept with the graph (about twice its memory, with the transpose; ``G.forget_derived()``
         frees it and every other plan or copy kept with ``G``); the result comes back in the graph's
-        own numbering. It pays on skewed graphs over repeated runs (benchmarks/RESULTS.md).
+        own numbering. It pays on skewed graphs over repeated runs (benchmarks/RESULTS.md). With
+        ``method='auto'`` on a GPU, where binned would run on that order, no copy is made: binned
+        lays its edges out in degree order itself, at the cost of one permutation.
     info : dict, optional
         Filled with ``degree_order``: whether the iteration ran on the degree-ordered copy.
     options : PageRankOptions, optional
@@ -134,7 +136,7 @@ def pagerank(
         return vertex_frame(G, x, "pagerank") if as_frame else x
     warn_loose_tol(n, tol)
     perm = None
-    if reorder:
+    if reorder and not (chosen and _bins_in_degree_order(G, dtype, weighted)):
         G, perm = degree_ordered(G)
         p, dw, x0 = into(p, perm), into(dw, perm), into(x0, perm)
     if info is not None:
@@ -216,6 +218,21 @@ def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
     from operators.pagerank.binned.gpu import binned_pays
 
     return "binned" if binned_pays(G.n, G.m, hot_share(G), dtype, weighted) else "pull"
+
+
+def _bins_in_degree_order(G: CSRGraph, dtype, weighted: bool) -> bool:
+    """Whether ``method='auto'`` would run binned on ``G`` renumbered by degree, where ``reorder=True``
+    needs no copy of ``G``: binned lays its edges out in degree order itself (``binned_order``), and the
+    copy would only take memory the layout's build may need."""
+    if G.device != "gpu":
+        return False
+    from graphs.reorder import order_permutation
+    from operators.pagerank.binned import TUNING
+    from operators.pagerank.binned.gpu import binned_pays
+
+    first = order_permutation(G)[: TUNING["hot_vertices"]]
+    hot = int((G.indptr[first + 1] - G.indptr[first]).sum()) / G.m if G.m else 1.0
+    return binned_pays(G.n, G.m, hot, dtype, weighted)
 
 
 def inverse_out_weight(G: CSRGraph, weighted: bool):

@@ -187,6 +187,30 @@ def test_auto_method_on_the_gpu_pulls_while_the_vector_fits_in_l2():
     assert auto_method(g, np.float32, False) == "pull"
 
 
+@pytest.mark.gpu
+def test_reorder_makes_no_copy_where_auto_bins_the_degree_order(monkeypatch):
+    """``reorder=True`` with ``method='auto'``: where binned would run on the degree order (here an L2
+    made small), no renumbered copy is built and binned runs on the graph as it is (its layout orders
+    itself where needed), giving pull's vector on the copy. Where auto pulls (the real L2 holds this
+    graph's vector), the copy is built as asked."""
+    import importlib
+
+    gpu_binned = importlib.import_module("operators.pagerank.binned.gpu")
+    g = graphs.rmat(11, seed=4, device="gpu")
+    info = {}
+    pagerank(g, reorder=True, info=info, tol=1e-9)
+    assert info["degree_order"] and g.has_derived("pagerank_degree_order")  # auto pulls here
+    g.forget_derived()
+    want = to_host(pagerank(g, method="pull", reorder=True, dtype=np.float64, tol=1e-12))
+    g.forget_derived()
+    monkeypatch.setattr(gpu_binned, "l2_cache_bytes", lambda: 1024)
+    got = to_host(pagerank(g, reorder=True, info=info, tol=3e-7 / g.n))  # float32: as in the test above
+    assert not info["degree_order"] and not g.has_derived("pagerank_degree_order")
+    bits = pb.TUNING[4]
+    assert g.has_derived(f"pagerank_binned_False_{bits['chunk_bits']}_{bits['bin_bits']}")  # binned ran
+    assert np.abs(got - want).sum() < 3e-6
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_graphs_without_edges_or_with_one_vertex(device):
     empty = graphs.from_edges(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), n=5, renumber=False)
