@@ -181,8 +181,8 @@ assert again.resumed_parts == again.parts'''),
 def notebook(cells):
     """The notebook of ``cells`` (kind, text), without outputs, with stable cell ids."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell(t) if kind == "md" else nbformat.v4.new_code_cell(t)
-                for kind, t in cells]  # fmt: skip
+    new = {"md": nbformat.v4.new_markdown_cell, "code": nbformat.v4.new_code_cell}
+    nb.cells = [new.get(kind, nbformat.v4.new_code_cell)(t) for kind, t in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{i}"  # stable ids: rebuilding changes nothing that was not edited

@@ -82,8 +82,9 @@ def pagerank(
         kept with the graph (about twice its memory, with the transpose; ``G.forget_derived()``
         frees it and every other plan or copy kept with ``G``); the result comes back in the graph's
         own numbering. It pays on skewed graphs over repeated runs (benchmarks/RESULTS.md). With
-        ``method='auto'`` on a GPU, where binned would run on that order, no copy is made: binned
-        lays its edges out in degree order itself, at the cost of one permutation.
+        ``method='auto'`` on a GPU, where binned would run on that order, no copy is made and binned
+        runs on the graph as it is: its layout renumbers sources by degree itself where the graph's
+        first ids hold few of its edges (a permutation, no copy).
     info : dict, optional
         Filled with ``degree_order``: whether the iteration ran on the degree-ordered copy.
     options : PageRankOptions, optional
@@ -136,12 +137,16 @@ def pagerank(
         return vertex_frame(G, x, "pagerank") if as_frame else x
     warn_loose_tol(n, tol)
     perm = None
-    if reorder and not (chosen and _bins_in_degree_order(G, dtype, weighted)):
+    binned_instead = reorder and chosen and _bins_in_degree_order(G, dtype, weighted)
+    if reorder and not binned_instead:
         G, perm = degree_ordered(G)
         p, dw, x0 = into(p, perm), into(dw, perm), into(x0, perm)
     if info is not None:
         info["degree_order"] = perm is not None
-    method = auto_method(G, dtype, weighted) if chosen else method  # on the graph iterated: its order counts
+    if binned_instead:
+        method = "binned"
+    elif chosen:
+        method = auto_method(G, dtype, weighted)  # on the graph iterated: its order counts
     inv_out = inverse_out_weight(G, weighted)
     args = dict(
         alpha=alpha,
@@ -221,17 +226,21 @@ def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
 
 
 def _bins_in_degree_order(G: CSRGraph, dtype, weighted: bool) -> bool:
-    """Whether ``method='auto'`` would run binned on ``G`` renumbered by degree, where ``reorder=True``
-    needs no copy of ``G``: binned lays its edges out in degree order itself (``binned_order``), and the
-    copy would only take memory the layout's build may need."""
+    """Whether ``method='auto'`` would run binned on ``G`` renumbered by degree. ``reorder=True`` then
+    makes no copy and bins ``G`` as it is: the layout renumbers its sources by degree itself where
+    ``G``'s first ids hold few of its edges (``binned_order``), and the copy would take memory that the
+    layout's build may need. The degree order's hot share is kept with ``G``."""
     if G.device != "gpu":
         return False
     from graphs.reorder import order_permutation
     from operators.pagerank.binned import TUNING
     from operators.pagerank.binned.gpu import binned_pays
 
-    first = order_permutation(G)[: TUNING["hot_vertices"]]
-    hot = int((G.indptr[first + 1] - G.indptr[first]).sum()) / G.m if G.m else 1.0
+    def share(g):
+        first = order_permutation(g)[: TUNING["hot_vertices"]].copy()  # the whole order goes now
+        return int((g.indptr[first + 1] - g.indptr[first]).sum()) / g.m if g.m else 1.0
+
+    hot = G.derived(f"pagerank_degree_order_share_{TUNING['hot_vertices']}", share)
     return binned_pays(G.n, G.m, hot, dtype, weighted)
 
 

@@ -190,9 +190,9 @@ def test_auto_method_on_the_gpu_pulls_while_the_vector_fits_in_l2():
 @pytest.mark.gpu
 def test_reorder_makes_no_copy_where_auto_bins_the_degree_order(monkeypatch):
     """``reorder=True`` with ``method='auto'``: where binned would run on the degree order (here an L2
-    made small), no renumbered copy is built and binned runs on the graph as it is (its layout orders
-    itself where needed), giving pull's vector on the copy. Where auto pulls (the real L2 holds this
-    graph's vector), the copy is built as asked."""
+    made small), no renumbered copy is built and binned runs on the graph as it is - over its own
+    permutation where the graph's first ids hold few edges - giving pull's vector on the copy. Where
+    auto pulls (the real L2 holds the graph's vector), the copy is built as asked."""
     import importlib
 
     gpu_binned = importlib.import_module("operators.pagerank.binned.gpu")
@@ -208,6 +208,16 @@ def test_reorder_makes_no_copy_where_auto_bins_the_degree_order(monkeypatch):
     assert not info["degree_order"] and not g.has_derived("pagerank_degree_order")
     bits = pb.TUNING[4]
     assert g.has_derived(f"pagerank_binned_False_{bits['chunk_bits']}_{bits['bin_bits']}")  # binned ran
+    assert np.abs(got - want).sum() < 3e-6
+    # a graph whose first ids hold 4% of its edges (28% in degree order): binned renumbers its layout
+    small_tuning(monkeypatch, chunk_bits=6, bin_bits=5, fill_edges=256, sum_edges=128)
+    monkeypatch.setitem(pb.TUNING, "hot_vertices", 16)
+    s = skewed_graph(weighted=True).to("gpu")
+    want = to_host(pagerank(s, method="pull", reorder=True, dtype=np.float64, tol=1e-12))
+    s.forget_derived()
+    got = to_host(pagerank(s, reorder=True, info=info, tol=3e-7 / s.n))
+    assert not info["degree_order"] and not s.has_derived("pagerank_degree_order")
+    assert s.has_derived("pagerank_binned_order") and s.has_derived("pagerank_binned_True_6_5_ordered")
     assert np.abs(got - want).sum() < 3e-6
 
 
