@@ -1,11 +1,13 @@
-"""Device memory of each job on the GPU: the job's own estimate (its summary's ``memory``) beside the
-peak it allocated, measured.
+"""Memory of each job: the job's own estimate (its summary's ``memory``) beside the peak it allocated,
+measured (on the GPU the device's; with ``--device cpu`` the host's).
 
 Each (graph, job) runs in a fresh process (``--child``), so that nothing one job left in CuPy's pool
 or in the process's caches counts for the next. The peak is the most bytes CuPy's default pool had
 handed out at once (every device allocation of graphjobs goes through CuPy's allocator, wrapped here),
 from before the job read its graph until it returned; ``pool_bytes`` is what the pool held from the
-device at the end (the peak plus what the pool's rounding and fragmentation cost).
+device at the end (the peak plus what the pool's rounding and fragmentation cost). On the CPU the peak
+is the process's largest resident set less its resident set before the job (after the imports): it
+includes the Python objects, Numba's compilation and whatever the job reads, not only its arrays.
 
     python -m benchmarks.memory --out memory.jsonl --scales 20,22
 """
@@ -70,6 +72,7 @@ def child(args: list[str]) -> dict:
             return mem
 
         cp.cuda.set_allocator(malloc)
+    rss_before = resident_bytes()
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         code = main(args)
@@ -79,6 +82,8 @@ def child(args: list[str]) -> dict:
     except ValueError:
         summary = {"stdout": text[-2000:]}
     got = {"exit": code, "summary": summary}
+    if not gpu:  # the process's resident peak (a CPU job's allocations do not pass one allocator)
+        got["peak_bytes"] = max(0, peak_resident_bytes() - rss_before)
     if gpu:
         cp.cuda.Device().synchronize()
         got.update(peak_bytes=peak[0], pool_bytes=int(pool.total_bytes()))
@@ -143,6 +148,19 @@ class Held:
         return [{"mib": b / 2**20, "at": s} for s, b in rows if b > 0.01 * self.kept_total]
 
 
+def resident_bytes() -> int:
+    """This process's resident set now (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_resident_bytes() -> int:
+    """This process's largest resident set so far (``getrusage``; kilobytes on Linux)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def where() -> str:
     """The innermost graphjobs frames of the current stack: where an allocation was asked for."""
     frames = [
@@ -177,7 +195,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="memory.jsonl")
     parser.add_argument("--scales", default="20,22", help="R-MAT scales (edge factor 16)")
     parser.add_argument("--jobs", default=",".join(JOBS))
-    parser.add_argument("--device", default="gpu", choices=("gpu", "cpu"), help="cpu: estimates only")
+    parser.add_argument(
+        "--device", default="gpu", choices=("gpu", "cpu"), help="cpu: the peak is the resident set's growth"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
