@@ -304,8 +304,8 @@ def influence_options(p) -> None:
     add_option(p, IMMOptions, "rounds", type=int)
     add_option(p, IMMOptions, "max_rr_sets", type=int)
     p.add_argument("--simulations", type=int, default=10_000, help="at most so many Monte Carlo runs (10000)")
-    stop = "stop the Monte Carlo runs once the spread's standard error is this fraction of it (0.001; 0: all)"
-    p.add_argument("--spread-rtol", type=float, default=0.001, help=stop)
+    stop = "stop the Monte Carlo runs once the spread's standard error is this fraction of it (0.01; 0: all)"
+    p.add_argument("--spread-rtol", type=float, default=0.01, help=stop)
     p.add_argument("--undirected", action="store_true", help="store every edge in both directions")
     p.add_argument("--weighted", action="store_true", help="read edge weights (for --weights graph)")
     p.add_argument("--out", default="seeds.csv", help="CSV of the seeds (rank, vertex, round, gain)")

@@ -40,7 +40,7 @@ def influence_job(
     seed=IMMOptions.seed,
     max_rr_sets=IMMOptions.max_rr_sets,
     n_sim=10_000,
-    spread_rtol=0.001,
+    spread_rtol=0.01,
     workdir=None,
     directed=True,
     read_options=None,
