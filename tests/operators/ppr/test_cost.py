@@ -17,6 +17,29 @@ from operators.ppr.push_cpu import rdw_bound, solve
 from operators.ppr.reference import _push_reference
 
 
+def _solve(g, tr, tol, mode, costs, p, r, trace, serial):
+    """``push_cpu.solve`` from vertex 0 at alpha 0.8 with ``costs`` = (weights, layout, static, degrees)."""
+    deg = np.diff(g.indptr)
+    return solve(
+        g.indptr,
+        g.indices,
+        tr.indptr,
+        tr.indices,
+        deg,
+        0,
+        0.8,
+        tol,
+        mode,
+        10**6,
+        *costs,
+        p,
+        r,
+        trace,
+        serial,
+        0,
+    )
+
+
 def test_solver_statistics_follow_the_reference():
     """Push mode: Phi_rdw of each active list and Phi_sqw of the previous receivers, recomputed."""
     g = graphs.rmat(9, seed=2, device="cpu")
@@ -25,27 +48,8 @@ def test_solver_statistics_follow_the_reference():
     ideg = np.diff(tr.indptr)
     trace = np.zeros((200, 5))
     p, r = np.zeros(g.n), np.zeros(g.n)
-    it, out = solve(
-        g.indptr,
-        g.indices,
-        tr.indptr,
-        tr.indices,
-        deg,
-        0,
-        0.8,
-        1e-6,
-        PUSH,
-        10**6,
-        np.array([2.3, 1.1, 1.0]),
-        (3, 2, 4),
-        pull_static(ideg, model),
-        (-1, 0),
-        p,
-        r,
-        trace,
-        False,
-        0,
-    )
+    costs = (np.array([2.3, 1.1, 1.0]), (3, 2, 4), pull_static(ideg, model), (-1, 0))
+    it, out = _solve(g, tr, 1e-6, PUSH, costs, p, r, trace, False)
     ref_p, _, history = _push_reference(g, 0, 0.8, 1e-6)
     assert out == 0 and it == len(history)
     np.testing.assert_allclose(p, ref_p, atol=1e-15)
@@ -67,26 +71,8 @@ def _hybrid_trace(g, model, tol):
     for serial in (False, True):  # pull sweeps on Numba's threads, or in the calling thread: the same
         trace = np.zeros((500, 5))
         p = np.zeros(g.n)
-        it, out = solve(
-            g.indptr,
-            g.indices,
-            tr.indptr,
-            tr.indices,
-            deg,
-            0,
-            0.8,
-            tol,
-            HYBRID,
-            10**6,
-            weights,
-            layout,
-            static,
-            degrees,
-            p,
-            np.zeros(g.n),
-            trace,
-            serial,
-            0,
+        it, out = _solve(
+            g, tr, tol, HYBRID, (weights, layout, static, degrees), p, np.zeros(g.n), trace, serial
         )
         assert out == 0
         runs.append((it, trace[:it], p))
