@@ -230,7 +230,7 @@ def _bins_in_degree_order(G: CSRGraph, dtype, weighted: bool) -> bool:
     makes no copy and bins ``G`` as it is: the layout renumbers its sources by degree itself where
     ``G``'s first ids hold few of its edges (``binned_order``), and the copy would take memory that the
     layout's build may need. The degree order's hot share is kept with ``G``."""
-    if G.device != "gpu":
+    if G.device != "gpu" or np.dtype(dtype) != np.float32:  # binned runs in float32 only
         return False
     from graphs.reorder import order_permutation
     from operators.pagerank.binned import TUNING
