@@ -131,14 +131,25 @@ def _state_cost(g, labels, options: SimRankOptions, path: str) -> None:
         _output.warn(line)
 
 
+_MORE = {
+    "gpu": "a GPU with more memory, or --device cpu",
+    "cpu": "a machine with more memory, or a larger --epsilon",
+}
+
+
+def _estimate(g, options):
+    """The memory of a query on ``g``'s device (``operators._gpu.memory.simrank_estimate``)."""
+    from operators._gpu.memory import simrank_estimate
+    from operators.simrank.plan import levels
+
+    return simrank_estimate(g.n, g.m, levels(options.c, options.epsilon), g.device)
+
+
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     g = graph.get()
     labels = to_host(g.ids)[ids]
-    memory = None
-    if g.device == "gpu":  # checked before anything of the query is allocated (the cost line plans it)
-        from operators._gpu.memory import simrank_estimate
-
-        memory = chunk_memory(simrank_estimate(g.n, g.m).check("a GPU with more memory, or --device cpu"), 0)
+    # checked before anything of the query is allocated (the cost line plans it)
+    memory = chunk_memory(_estimate(g, opts["options"]).check(_MORE[g.device]), 0)
     _state_cost(g, labels, opts["options"], path)
     res = operators.simrank_topk(g, labels, options=opts["options"], progress=progress)
     first = write_ranked(labels, res.vertices, res.scores, res.counts, "simrank", path)

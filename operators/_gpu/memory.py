@@ -1,5 +1,6 @@
-"""Device memory of the operators (their GPU paths, and the index build on either device), estimated from
-the graph's size and the options before anything is allocated, and checked against what is free.
+"""Device memory of the operators (their GPU paths; the index build and SimRank on either device),
+estimated from the graph's size and the options before anything is allocated, and checked against what
+is free.
 
 Each estimate is the peak of the bytes CuPy's pool hands out at once, from the graph's arrival on the
 device to the end of the computation (what ``benchmarks/memory.py`` measures beside it). Its terms:
@@ -100,12 +101,16 @@ def ppr_power_estimate(n: int, m: int, batch: int) -> MemoryEstimate:
     )
 
 
-def simrank_estimate(n: int, m: int) -> MemoryEstimate:
-    """Single-source SimRank on the GPU: the graph, its simplified copy (no self-loops or repeated edges)
-    and that copy's build (its edge rows and the dedupe's mask beside the build), then its transpose."""
+def simrank_estimate(n: int, m: int, levels: int, device: str = "gpu") -> MemoryEstimate:
+    """Single-source SimRank (``operators.simrank``, ``levels`` = L hops) on ``device``: the graph, its
+    simplified copy (no self-loops or repeated edges), and the larger of that copy's build (its edge
+    rows and the dedupe's mask beside the build) and what a query holds after it: the copy's transpose,
+    the L + 1 hop vectors and four more vectors of n (their sum, the allocation, in-degrees, Horner's
+    iterate), float64."""
     g = graph_bytes(n, m)
+    query = g + 8 * n * (levels + 5)
     return MemoryEstimate(
-        f"SimRank of n={n:,}, m={m:,}",
-        "gpu",
-        (("graph", g), ("simplified copy", g), ("its build", build_bytes(n, m) + m)),
+        f"SimRank of n={n:,}, m={m:,} ({levels} hops)",
+        device,
+        (("graph", g), ("simplified copy", g), ("its build, or a query", max(build_bytes(n, m) + m, query))),
     )

@@ -31,7 +31,10 @@ def test_estimates_add_their_parts():
     # a batch of 32: four float64 n x 32 iterates outweigh the transpose's build
     assert ppr_power_estimate(n, m, 32).bytes == 2 * g + 4 * 8 * n * 32
     assert ppr_power_estimate(n, m, 1).bytes == 2 * g + build_bytes(n, m)
-    assert simrank_estimate(n, m).bytes == 2 * g + build_bytes(n, m) + m
+    # SimRank: the simplified copy's build, or at small epsilon a query's hop vectors (L + 1 of n float64)
+    assert simrank_estimate(n, m, 14).bytes == 2 * g + build_bytes(n, m) + m
+    assert simrank_estimate(n, m, 60).bytes == 3 * g + 8 * n * 65 > 2 * g + build_bytes(n, m) + m
+    assert simrank_estimate(n, m, 14, "cpu").device == "cpu"
 
 
 def test_check_refuses_what_does_not_fit_naming_what_would(monkeypatch):

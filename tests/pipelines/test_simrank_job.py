@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -138,3 +140,20 @@ def test_a_long_first_source_is_stated_once_per_job_and_again_for_other_options(
     assert run(0.1, "a") == 1  # four chunks, one line
     assert run(0.05, "a") == 1  # the same folder replaced by a job with another epsilon: its own cost
     assert run(0.1, "b") == 1
+
+
+def test_a_query_that_does_not_fit_the_hosts_memory_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """On the CPU too the job checks a query's memory (the simplified copy's build, or its hop vectors)
+    before allocating it: one line naming the estimate and what would fit, exit 1, nothing written."""
+    import operators._gpu.memory as memory
+
+    opts = ["--random", "2", "-k", "5", "--epsilon", "0.05", "--device", "cpu", "--quiet"]
+    args = ["simrank", "rmat:8", *opts, "--workdir", str(tmp_path / "wd")]
+    assert main([*args, "--out", str(tmp_path / "fits"), "--json"]) == 0
+    memory_record = json.loads(capsys.readouterr().out)["memory"]
+    assert memory_record["device"] == "cpu" and memory_record["estimate_bytes"] > 0
+    monkeypatch.setattr(memory, "free_memory", lambda device: memory_record["estimate_bytes"] // 2)
+    assert main([*args, "--out", str(tmp_path / "s")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "SimRank of n=256" in err[0] and "on the host" in err[0], err
+    assert "a larger --epsilon" in err[0] and not (tmp_path / "s").exists()
