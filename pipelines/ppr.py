@@ -121,10 +121,16 @@ def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dic
 
 
 def _memory(g, options, count: int) -> dict | None:
-    """The GPU power iteration's device memory estimate for this chunk, checked before it allocates
-    (``InsufficientMemoryError`` naming what would fit); None for the other methods and the CPU."""
+    """The chunk's memory estimate, checked before it allocates (``InsufficientMemoryError`` naming what
+    would fit): the GPU power iteration's, or on the CPU ``_host_estimate``'s; None for the GPU's push,
+    pull and hybrid."""
+    if g.device == "cpu":
+        hint = "a machine with more memory, or a smaller --chunk"
+        estimate = _host_estimate(g, options, count)
+        shared = ("graph", "transpose", "weighted transpose")  # kept with the graph for every chunk
+        return chunk_memory(estimate.check(hint), sum(b for p, b in estimate.parts if p not in shared))
     power = options.method == "power" or (options.method == "auto" and options.r_max is None)
-    if g.device != "gpu" or not power:
+    if not power:
         return None
     from operators._gpu.memory import ppr_power_estimate
     from operators.ppr.power_gpu import LANES, block_size
@@ -133,6 +139,37 @@ def _memory(g, options, count: int) -> dict | None:
     estimate = ppr_power_estimate(g.n, g.m, batch)
     hint = "a smaller --chunk or block (sources iterated together), or a GPU with more memory"
     return chunk_memory(estimate.check(hint), dict(estimate.parts)["transpose build or iterates"])
+
+
+def _host_estimate(g, options, count: int):
+    """A CPU chunk's memory: the graph (held), what its method derives from it (the transpose, or power
+    iteration's weighted transpose, unless kept already), the workspaces of the sources solved at once
+    (``operators._cpu_threads.cpu_threads``: a second thread only where a quarter of the free memory
+    holds its workspace) or power iteration's iterates, and the chunk's top rows."""
+    from operators._cpu_threads import cpu_threads
+    from operators._gpu.memory import MemoryEstimate, graph_bytes
+    from operators.ppr import CPU_SOLVE_BYTES, MC_CHUNK
+
+    method = "powerpush" if options.method == "auto" else options.method
+    n, m = g.n, g.m
+    gb = graph_bytes(n, m)
+    parts, held = [("graph", gb)], ["graph"]
+    if method == "power":
+        block = max(1, min(options.block or 32, count))
+        parts += [("weighted transpose", gb + 8 * m + n), ("iterates", 3 * 8 * n * block)]  # x, y, |y - x|
+        held += ["weighted transpose"] if g.has_derived("ppr_transition") else []
+    elif method == "montecarlo":  # per batch of MC_CHUNK walks: their ends (and the end counts)
+        parts.append(("a batch of walks", 8 * MC_CHUNK + 3 * 8 * (n + 1)))
+    else:
+        if method != "powerpush":
+            parts.append(("transpose", gb))
+            held += ["transpose"] if g.has_derived("transpose") else []
+        solves = cpu_threads(n, CPU_SOLVE_BYTES, count)  # what operators.ppr runs at once
+        parts.append(("the solves' workspaces", CPU_SOLVE_BYTES * n * solves))
+    parts.append(("top rows", 16 * count * (options.topk or n)))
+    return MemoryEstimate(
+        f"PPR of {count} source(s), n={n:,}, m={m:,} ({method})", "cpu", tuple(parts), tuple(held)
+    )
 
 
 def _summary(graph: GraphHandle, parts: list, out: str, opts: dict) -> PPRSummary:

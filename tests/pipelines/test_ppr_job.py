@@ -220,3 +220,31 @@ def test_a_summary_names_the_solver_steps_in_words():
     assert steps("QSSSS") == "1 queue pass, 4 sweeps"
     assert steps("PPPLLP") == "3 pushes, 2 pulls, 1 push"
     assert steps("") == steps(None) == "none recorded"
+
+
+def test_a_cpu_chunks_memory_is_stated_and_checked_against_the_hosts(tmp_path, capsys, monkeypatch):
+    """On the CPU a chunk's estimate is the graph (held), the workspaces of the sources solved at once
+    (49 bytes a vertex each) and its top rows, and the transpose for the methods that pull; past the
+    host's free memory the job refuses in one line, exit 1, nothing written."""
+    import json
+
+    import operators._gpu.memory as memory
+    from operators import PPROptions
+    from operators._cpu_threads import cpu_threads
+    from operators._gpu.memory import graph_bytes
+    from pipelines.ppr import _host_estimate
+
+    g = graphs.rmat(8, seed=0)
+    opts = ["--random", "4", "-k", "10", "--device", "cpu", "--quiet", "--workdir", str(tmp_path / "wd")]
+    assert main(["ppr", "rmat:8", *opts, "--out", str(tmp_path / "fits"), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)["memory"]
+    assert record["device"] == "cpu"
+    solves = cpu_threads(g.n, 49, 4)  # sources solved at once, as operators.ppr picks them
+    assert record["estimate_bytes"] == graph_bytes(g.n, g.m) + 49 * g.n * solves + 16 * 4 * 10
+    pull = _host_estimate(g, PPROptions(method="pull", topk=10), 4)
+    assert dict(pull.parts)["transpose"] == graph_bytes(g.n, g.m)
+    monkeypatch.setattr(memory, "free_memory", lambda device: 49 * g.n)  # not even one workspace and rows
+    assert main(["ppr", "rmat:8", *opts, "--out", str(tmp_path / "p")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "PPR of 4 source(s), n=256" in err[0] and "on the host" in err[0], err
+    assert "a smaller --chunk" in err[0] and not (tmp_path / "p").exists()
