@@ -177,7 +177,12 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
     labels = to_host(g.ids)[ids] if g.ids is not None else ids
     streams = opts.get("streams") if device == "gpu" else None
     t0 = time.perf_counter()
-    with job_hint("--no-refine, a smaller --streams, fewer chunks at once, or a GPU with more memory"):
+    more = (
+        "a smaller --streams, fewer chunks at once, or a GPU"
+        if device == "gpu"
+        else "fewer chunks at once, or a machine"
+    )
+    with job_hint(f"--no-refine, {more} with more memory"):
         res = operators.topk_ppr(idx, labels, streams=streams, options=opts["options"], progress=progress)
     memory = None
     if res.memory is not None:  # the estimate the operator checked; its share of each chunk's own

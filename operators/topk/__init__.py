@@ -40,12 +40,13 @@ import numpy as np
 
 from graphs._device import to_host
 from graphs._mix import stream_key
+from operators._cpu_threads import cpu_threads
 from operators._gpu.memory import MemoryEstimate, build_bytes, graph_bytes
 from operators._gpu.streams import exhaust, stream_count
 from operators._progress import compiling, report
 from operators._ranked import RankedRows, clear_padding, padded_labels
 from operators.options import TopkOptions, TopkTuning
-from operators.topk.batch import answer_all, workspace
+from operators.topk.batch import CPU_WORKSPACE_BYTES, answer_all, workspace
 from operators.topk.cpu import tie_order
 from operators.topk.exact import EXACT_REACH, closed_reach_topk, without_rounds
 from operators.topk.index import PPRIndex, walks_bound
@@ -222,8 +223,10 @@ def topk_ppr(
     b = src.size
     out = _empty_result(G.ids[src], k)  # the labels as the graph holds them (3.0 given is 3)
     streams, memory = query_memory(index, b, k=k, refine=refine, streams=streams)
-    if G.device == "gpu":
-        out.memory = memory.check("refine=False (no in-edges), fewer streams, or a GPU with more memory")
+    more = (
+        "fewer streams, or a GPU with more memory" if G.device == "gpu" else "or a machine with more memory"
+    )
+    out.memory = memory.check(f"refine=False (no in-edges), {more}")
     high_irw = tuning.high_irw
     ub_walks = index.omega_i_ub if high_irw else walks_bound(index.params, index.arrays, slice(None))
     opts = dict(k=k, eps=eps, delta=delta_init, max_rounds=max_rounds, adaptive=tuning.adaptive)
@@ -266,14 +269,18 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
     the graph's in-edges (a transpose, whose build's transient comes before new workspaces are made),
     on the GPU the constants the workspaces share (``CONSTANT_BYTES`` a vertex), and the query
-    workspaces: the calling thread's own and one a stream, of which those kept from earlier calls
-    and idle now are reused. The index, its graph, in-edges already made and the reused workspaces are
-    ``held``: only the rest must fit in the free memory."""
+    workspaces: on the GPU the calling thread's own and one a stream, of which those kept from earlier
+    calls and idle now are reused; on the CPU one a thread (``batch.CPU_WORKSPACE_BYTES`` a vertex; a
+    second thread only where a quarter of the free memory holds its workspace). The index, its graph,
+    in-edges already made and the reused workspaces are ``held``: only the rest must fit in the free
+    memory."""
     G = index.graph
-    per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0)
+    gpu = G.device == "gpu"
+    per_vertex = WORKSPACE_BYTES + (REFINE_BYTES if refine else 0) if gpu else CPU_WORKSPACE_BYTES
     pool = index.cache.get("stream_pool")  # workspaces of earlier batches, reused
     idle = 0 if pool is None else pool.idle
     streams = stream_count(G, queries - 1, streams, per_vertex, k, idle)
+    at_once = 1 + streams if gpu else cpu_threads(G.n, CPU_WORKSPACE_BYTES, queries)
     own = threading.get_ident() in index.cache.get("workspaces", {})
     kept = (1 if own else 0) + (min(idle, streams) if streams > 1 else 0)
     g = graph_bytes(G.n, G.m)
@@ -282,9 +289,9 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
         ("index", index.nbytes),
         ("graph", g),
         ("in-edges", g if refine else 0),
-        ("constants", CONSTANT_BYTES * G.n if G.device == "gpu" else 0),
+        ("constants", CONSTANT_BYTES * G.n if gpu else 0),
         ("workspaces kept", kept * per_vertex * G.n),
-        ("in-edges build or new workspaces", max(build, (1 + streams - kept) * per_vertex * G.n)),
+        ("in-edges build or new workspaces", max(build, max(at_once - kept, 0) * per_vertex * G.n)),
     )
     held = ("index", "graph", "workspaces kept") + (("in-edges",) if G.has_derived("transpose") else ())
     return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts, held)

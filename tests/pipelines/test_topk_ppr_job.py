@@ -400,3 +400,34 @@ def test_a_gpu_job_reports_the_estimate_its_queries_were_checked_against(tmp_pat
     flags = r"top-10 PPR .*; --no-refine, a smaller --streams"
     with pytest.raises(operators.InsufficientMemoryError, match=flags):
         pipelines.run(job, progress=False)
+
+
+def test_a_cpu_job_reports_and_checks_its_queries_host_memory(tmp_path, sync, monkeypatch):
+    """On the CPU too the queries' memory is estimated (a workspace of ``CPU_WORKSPACE_BYTES`` a vertex
+    per thread answering at once, the in-edges for refine) and checked before they allocate; the job's
+    refusal names the job's flags for a CPU."""
+    import operators._gpu.memory as mem
+    from cluster.worker import set_worker_device
+    from operators._cpu_threads import cpu_threads
+    from operators.topk.batch import CPU_WORKSPACE_BYTES
+
+    set_worker_device("cpu")  # this process's jobs on the CPU, on a GPU machine too
+    try:
+        g = graphs.barabasi_albert(3000, 4, seed=2)
+        opts = dict(k=10, workdir=tmp_path / "wd", chunk=10)
+        job = pipelines.topk_ppr_job(g, pipelines.RandomSources(20), out=tmp_path / "a", **opts)
+        memory = pipelines.run(job, progress=False)["memory"]
+        parts = memory["parts"]
+        assert memory["device"] == "cpu" and memory["estimate_bytes"] == sum(parts.values())
+        threads = cpu_threads(g.n, CPU_WORKSPACE_BYTES, 10)
+        assert parts["workspaces kept"] + parts["in-edges build or new workspaces"] >= (
+            threads * CPU_WORKSPACE_BYTES * g.n
+        )
+        monkeypatch.setattr(mem, "free_memory", lambda device: 1000)
+        job = pipelines.topk_ppr_job(g, pipelines.RandomSources(20), out=tmp_path / "b", **opts)
+        with pytest.raises(
+            operators.InsufficientMemoryError, match=r"on the host .*--no-refine, fewer chunks"
+        ):
+            pipelines.run(job, progress=False)
+    finally:
+        set_worker_device(None)
