@@ -267,7 +267,8 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     """``(streams, estimate)``: how many of ``queries`` sources ``topk_ppr`` answers at once on the index's
     device (``operators._gpu.streams.stream_count``: the workspaces that fit) and its device memory
     estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
-    the graph's in-edges (a transpose, whose build's transient comes before new workspaces are made),
+    the graph's in-edges (a transpose, whose build's transient - on the host its counts and cursors -
+    comes before new workspaces are made),
     on the GPU the constants the workspaces share (``CONSTANT_BYTES`` a vertex), and the query
     workspaces: on the GPU the calling thread's own and one a stream, of which those kept from earlier
     calls and idle now are reused; on the CPU one a thread (``batch.CPU_WORKSPACE_BYTES`` a vertex; a
@@ -284,7 +285,9 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     own = threading.get_ident() in index.cache.get("workspaces", {})
     kept = (1 if own else 0) + (min(idle, streams) if streams > 1 else 0)
     g = graph_bytes(G.n, G.m)
-    build = build_bytes(G.n, G.m) if refine and not G.has_derived("transpose") else 0
+    # the in-edges' build beyond its result: the GPU's sort keys and temporary; the host's counts
+    transient = build_bytes(G.n, G.m) if gpu else 16 * (G.n + 1)
+    build = transient if refine and not G.has_derived("transpose") else 0
     parts = (
         ("index", index.nbytes),
         ("graph", g),
