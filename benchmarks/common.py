@@ -75,6 +75,13 @@ def wall(
     return statistics.median(times), times
 
 
+def peak_resident_bytes() -> int:
+    """This process's largest resident set so far (``getrusage``; kilobytes on Linux)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def fresh(path: str) -> str:
     """``path`` with nothing left from an earlier run: a job's output folder resumes the chunks it already
     holds (and an index folder is reused), so a timed job that found them would time nothing."""

@@ -26,7 +26,7 @@ import time
 import traceback
 from pathlib import Path
 
-from benchmarks.common import commit, device_name
+from benchmarks.common import commit, device_name, peak_resident_bytes
 
 JOBS = ("pagerank", "index", "topk-ppr", "ppr", "influence", "simrank")
 
@@ -152,13 +152,6 @@ def resident_bytes() -> int:
     """This process's resident set now (Linux ``/proc/self/statm``)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_resident_bytes() -> int:
-    """This process's largest resident set so far (``getrusage``; kilobytes on Linux)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def where() -> str:

@@ -6,14 +6,13 @@ its seed, on the same device)."""
 
 from __future__ import annotations
 
-import resource
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import graphs
-from benchmarks.common import Reporter
+from benchmarks.common import Reporter, peak_resident_bytes
 from graphs._build import expand_rows
 from graphs._device import array_module, to_host
 from graphs.stream import read_parquet_dataset
@@ -49,7 +48,7 @@ def write_dataset(g, folder: Path) -> int:
 
 
 def _rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
+    return peak_resident_bytes() / 2**30
 
 
 def run(rep: Reporter, device: str, scales, workdir: str | None = None) -> None:
