@@ -149,13 +149,14 @@ def _host_estimate(g, options, count: int):
     from operators._cpu_threads import cpu_threads
     from operators._gpu.memory import MemoryEstimate, graph_bytes
     from operators.ppr import CPU_SOLVE_BYTES, MC_CHUNK
+    from operators.ppr.power import CPU_BLOCK
 
     method = "powerpush" if options.method == "auto" else options.method
     n, m = g.n, g.m
     gb = graph_bytes(n, m)
     parts, held = [("graph", gb)], ["graph"]
     if method == "power":
-        block = max(1, min(options.block or 32, count))
+        block = max(1, min(options.block or CPU_BLOCK, count))
         parts += [("weighted transpose", gb + 8 * m + n), ("iterates", 3 * 8 * n * block)]  # x, y, |y - x|
         held += ["weighted transpose"] if g.has_derived("ppr_transition") else []
     elif method == "montecarlo":  # per batch of MC_CHUNK walks: their ends (and the end counts)

@@ -20,6 +20,8 @@ from operators._checks import check_count
 from operators.errors import ConvergenceError
 from operators.ppr.epochs import rounding
 
+CPU_BLOCK = 32  # sources iterated together on the CPU unless ``block`` is given
+
 
 def _transition(G: CSRGraph):
     """In-neighbour CSR with entry 1/d_out(u) for edge u -> t, and the dangling mask (cached)."""
@@ -76,7 +78,7 @@ def power_steps(G, alpha, tol, block, max_iter, dtype=np.float64):
         from operators.ppr.power_gpu import LANES, block_size, power_gpu
 
         block = min(block or block_size(G.n), LANES)
-    block = check_count("block", block or 32)
+    block = check_count("block", block or CPU_BLOCK)
 
     def step(ids):
         ids = ids[:block]

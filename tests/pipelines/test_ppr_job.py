@@ -243,6 +243,11 @@ def test_a_cpu_chunks_memory_is_stated_and_checked_against_the_hosts(tmp_path, c
     assert record["estimate_bytes"] == graph_bytes(g.n, g.m) + 49 * g.n * solves + 16 * 4 * 10
     pull = _host_estimate(g, PPROptions(method="pull", topk=10), 4)
     assert dict(pull.parts)["transpose"] == graph_bytes(g.n, g.m)
+    power = dict(_host_estimate(g, PPROptions(method="power", topk=10), 4).parts)  # a block of the 4
+    assert (
+        power["iterates"] == 3 * 8 * g.n * 4
+        and power["weighted transpose"] == graph_bytes(g.n, g.m) + 8 * g.m + g.n
+    )
     monkeypatch.setattr(memory, "free_memory", lambda device: 49 * g.n)  # not even one workspace and rows
     assert main(["ppr", "rmat:8", *opts, "--out", str(tmp_path / "p")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
