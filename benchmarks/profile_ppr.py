@@ -2,6 +2,10 @@
 alone (wall clock and CUDA events), the set-up around it, and the Python profile of ``ppr``.
 
     python -m benchmarks.profile_ppr soc-Epinions1 rmat:22 --tols 1e-6,1e-8 --method hybrid
+
+``--method power``: per call, the whole call beside each of its two PageRank-style phases (float32,
+then float64): wall clock, iterations, iterations launched, and the set-up and loop times of each phase
+from CUDA events; then the Python profile of ``ppr`` by own time.
 """
 
 from __future__ import annotations
@@ -77,17 +81,67 @@ def profile(name: str, tol: float, method: str, sources: int, blocks=None, quiet
     pstats.Stats(prof).sort_stats("cumulative").print_stats(12)
 
 
+def profile_power(name: str, tol: float, sources: int, quiet=False) -> None:
+    import cupy as cp
+
+    import operators.pagerank.gpu as pagerank_module
+
+    sync = cp.cuda.Device().synchronize
+    g = gpu_graph(name)
+    srcs = _sources(g, sources, seed=1)
+    ppr(g, srcs[:1], tol=tol, method="power")  # compile, layouts
+    phases: list = []
+    inner = pagerank_module.pagerank_gpu
+
+    def timed(G, **kw):
+        t0 = time.perf_counter()
+        out = inner(G, **kw)
+        wall = time.perf_counter() - t0
+        phases.append((np.dtype(kw["dtype"]).itemsize, kw["method"], out[1], wall, out[3]))
+        return out
+
+    pagerank_module.pagerank_gpu = timed
+    try:
+        for s in srcs:
+            phases.clear()
+            sync()
+            t0 = time.perf_counter()
+            ppr(g, [s], tol=tol, method="power")
+            sync()
+            total = (time.perf_counter() - t0) * 1e3
+            parts = " | ".join(
+                f"f{8 * size} {method} {it} it ({t['launched']} launched) {wall * 1e3:.3f} ms: set-up "
+                f"{t['setup_s'] * 1e3:.3f}, loop {t['loop_s'] * 1e3:.3f}"
+                for size, method, it, wall, t in phases
+            )
+            rest = total - sum(p[3] for p in phases) * 1e3
+            print(f"{name} tol={tol:g} power: {total:.3f} ms = {parts} | outside the phases {rest:.3f}")
+    finally:
+        pagerank_module.pagerank_gpu = inner
+    if quiet:
+        return
+    prof = cProfile.Profile()
+    prof.enable()
+    for s in srcs[:10]:
+        ppr(g, [s], tol=tol, method="power")
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("graphs", nargs="+", help="SNAP names (from the datasets folder) or rmat:SCALE")
     ap.add_argument("--tols", default="1e-6,1e-8")
-    ap.add_argument("--method", default="hybrid", choices=["push", "pull", "hybrid"])
+    ap.add_argument("--method", default="hybrid", choices=["push", "pull", "hybrid", "power"])
     ap.add_argument("--sources", type=int, default=20)
     ap.add_argument("--blocks", default="", help="cost-model (and grid) blocks to try, e.g. 264,528")
     ap.add_argument("--quiet", action="store_true", help="no Python profile")
     args = ap.parse_args(argv)
     for name in args.graphs:
         for tol in (float(t) for t in args.tols.split(",")):
+            if args.method == "power":
+                profile_power(name, tol, args.sources, args.quiet)
+                continue
             for blocks in [int(b) for b in args.blocks.split(",") if b] or [None]:
                 profile(name, tol, args.method, args.sources, blocks, args.quiet)
 
