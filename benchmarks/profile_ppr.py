@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib
 import pstats
 import time
 
@@ -84,7 +85,7 @@ def profile(name: str, tol: float, method: str, sources: int, blocks=None, quiet
 def profile_power(name: str, tol: float, sources: int, quiet=False) -> None:
     import cupy as cp
 
-    import operators.pagerank.gpu as pagerank_module
+    pagerank_module = importlib.import_module("operators.pagerank.gpu")
 
     sync = cp.cuda.Device().synchronize
     g = gpu_graph(name)
