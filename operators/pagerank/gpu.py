@@ -2,8 +2,9 @@
 
 One iteration is one launch (pull, see ``_pagerank_pull``) or two (push: scatter, then finish; binned:
 fill, then sum, see ``_pagerank_binned_gpu``).
-Iterations are launched in batches; a kernel whose predecessor converged does nothing, so the host
-reads the errors once per batch and the converged vector stays in its buffer.
+The iteration's vectors (in its dtype and over the ids it iterates) are made in one pass,
+``gj_pagerank_start``. Iterations are launched in batches; a kernel whose predecessor converged does
+nothing, so the host reads the errors once per batch and the converged vector stays in its buffer.
 """
 
 from __future__ import annotations
@@ -65,39 +66,70 @@ PUSH = Kernel(
     label="pagerank-push",
 )
 
+START_KERNEL = r"""
+// An iteration's start in one pass over the iterated ids i (G's id j = perm[i], or i): inv[i], x[i] (1/n
+// where no x_in), c[i] = x[i] * inv[i], p[i] and dw[i] where given, in VAL; each block's sum of x over
+// dangling vertices (inv 0) goes to part[blockIdx.x], so that the whole sum is taken in a fixed order.
+extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_start(const double* __restrict__ inv_in,
+        const double* __restrict__ x_in, const double* __restrict__ p_in, const double* __restrict__ dw_in,
+        const long long* __restrict__ perm, long long n, int has_x, int has_p, int has_dw, int has_perm,
+        VAL* __restrict__ inv, VAL* __restrict__ x, VAL* __restrict__ c, VAL* __restrict__ p,
+        VAL* __restrict__ dw, double* __restrict__ part) {
+    __shared__ double sh[THREADS / 32];
+    const VAL uniform = (VAL)(1.0 / (double)n);
+    const long long stride = (long long)gridDim.x * THREADS;
+    double dang = 0.0;
+    for (long long i = blockIdx.x * (long long)THREADS + threadIdx.x; i < n; i += stride) {
+        const long long j = has_perm ? perm[i] : i;
+        const VAL w = (VAL)inv_in[j];
+        const VAL xv = has_x ? (VAL)x_in[j] : uniform;
+        inv[i] = w;
+        x[i] = xv;
+        c[i] = xv * w;
+        if (has_p) p[i] = (VAL)p_in[j];
+        if (has_dw) dw[i] = (VAL)dw_in[j];
+        if (w == (VAL)0) dang += (double)xv;
+    }
+    for (int o = 16; o > 0; o >>= 1) dang += __shfl_down_sync(0xffffffffu, dang, o);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = dang;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (int k = 0; k < THREADS / 32; ++k) total += sh[k];
+        part[blockIdx.x] = total;
+    }
+}
+"""
 
-def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold, dtype):
-    """Run the power iteration on the GPU; returns ``(x, iterations, last_error)``."""
+START = Kernel(
+    START_KERNEL,
+    ("gj_pagerank_start",),
+    defines={"THREADS": THREADS},
+    variants=({"VAL": "float"}, {"VAL": "double"}),
+    label="pagerank-start",
+)
+
+
+def pagerank_gpu(
+    G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, threshold, dtype, ordered=False
+):
+    """Run the power iteration on the GPU; returns ``(x, iterations, last_error, timings)``.
+
+    ``ordered``: ``x0``, ``p`` and ``dw`` are given over the ids the method iterates
+    (``iterated_order(G, method)``: the binned layout's renumbering, or ``G``'s own) and ``x`` is
+    returned over them, so that a caller running several phases permutes once."""
     cp = import_cupy()
     n = G.n
     dtype = np.dtype(dtype)
     start = cp.cuda.Event()
     start.record()
-    vec = {k: (None if a is None else cp.asarray(a, dtype=dtype)) for k, a in (("p", p), ("dw", dw))}
-    inv = cp.asarray(inv_out, dtype=dtype)
     dummy = cp.zeros(1, dtype=dtype)
-    x_old = cp.full(n, 1.0 / n, dtype=dtype) if x0 is None else cp.asarray(x0, dtype=dtype)
-    x_new = cp.empty(n, dtype=dtype)
-    c_old, c_new = x_old * inv, cp.empty(n, dtype=dtype)
-    acc = cp.zeros(
-        (max_iter + 1, 3), dtype=cp.float64
-    )  # per iteration: L1 change, dangling mass, isolated value
-    acc[0, 1] = cp.where(inv == 0, x_old.astype(cp.float64), 0.0).sum()
-    acc[0, 2] = float(x_old[0]) if n else 0.0
-    has_p, has_dw = vec["p"] is not None, vec["dw"] is not None
-    pv, dwv = (vec["p"] if has_p else dummy), (vec["dw"] if has_dw else dummy)
-    tail = (np.int32(has_p), np.int32(has_dw))
-    thr = np.float64(threshold)
-    scal = (np.float64(alpha), np.float64(1.0 / n))
     isolated = None
     perm = None
     if method == "binned":
         from operators.pagerank.binned.gpu import binned_step
 
         step, perm = binned_step(G, weighted, dtype)
-        if perm is not None:  # iterate over the layout's ids; the result comes back in G's
-            inv, x_old, c_old = inv[perm], x_old[perm], c_old[perm]
-            pv, dwv = (pv[perm] if has_p else pv), (dwv[perm] if has_dw else dwv)
     elif method == "pull":
         uniform = x0 is None and p is None and dw is None
         kernel, grid, block, smem, head, plan_args, sizes, isolated = persistent_pull(
@@ -112,6 +144,17 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         accv = cp.zeros(n, dtype=dtype)
         egrid, _ = launch_config(G.m, THREADS, max_blocks=sm_count() * 32)
         vgrid, _ = launch_config(n, THREADS, max_blocks=sm_count() * 16)
+    # per iteration: L1 change, dangling mass, isolated value
+    acc = cp.zeros((max_iter + 1, 3), dtype=cp.float64)
+    inv, x_old, c_old, pv, dwv = start_vectors(inv_out, x0, p, dw, None if ordered else perm, dtype, acc[0])
+    x_new, c_new = cp.empty(n, dtype=dtype), cp.empty(n, dtype=dtype)
+    has_p, has_dw = pv is not None, dwv is not None
+    pv, dwv = (pv if has_p else dummy), (dwv if has_dw else dummy)
+    tail = (np.int32(has_p), np.int32(has_dw))
+    thr = np.float64(threshold)
+    scal = (np.float64(alpha), np.float64(1.0 / n))
+    if ordered:
+        perm = None  # the caller's order: nothing to map back
     acc[0, 0] = math.inf  # "error before the first iteration": never converged
     bufs_x, bufs_c = (x_old, x_new), (c_old, c_new)
     loop = cp.cuda.Event()
@@ -139,6 +182,53 @@ def pagerank_gpu(G, *, method, alpha, x0, p, dw, inv_out, weighted, max_iter, th
         it, batch = stop, min(2 * batch, 16)
     x = fill_isolated(bufs_x[max_iter % 2], isolated, acc[max_iter, 2])
     return _ids(x, perm), max_iter, float(errs[-1]), _timings(start, loop, max_iter)
+
+
+def iterated_order(G, method: str):
+    """The ids ``method`` iterates over: ``perm`` (iterated id i is ``G``'s ``perm[i]``), None for ``G``'s."""
+    if method != "binned":
+        return None
+    from operators.pagerank.binned import binned_order
+
+    return binned_order(G)
+
+
+def start_vectors(inv_out, x0, p, dw, perm, dtype, acc0):
+    """``(inv, x, c, p, dw)`` over the iterated ids (``G``'s ``perm[i]`` at i; ``perm`` None: the same
+    ids) in ``dtype``, in one pass (``gj_pagerank_start``): ``x`` is ``x0`` (1/n where None), ``c`` is
+    ``x * inv``; ``p`` and ``dw`` are None where not given, one array where they are one. Writes the
+    dangling mass of ``x`` (summed in a fixed order) and ``x[0]`` into ``acc0[1]`` and ``acc0[2]``."""
+    cp = import_cupy()
+    n = len(inv_out)
+    f64 = lambda v: None if v is None else cp.asarray(v, dtype=cp.float64)  # noqa: E731
+    inv_in, x_in, p_in = f64(inv_out), f64(x0), f64(p)
+    dw_in = p_in if dw is p else f64(dw)
+    out = {k: cp.empty(n, dtype=dtype) for k in ("inv", "x", "c")}
+    out["p"] = None if p_in is None else cp.empty(n, dtype=dtype)
+    out["dw"] = out["p"] if dw is p else (None if dw_in is None else cp.empty(n, dtype=dtype))
+    grid, _ = launch_config(n, THREADS, max_blocks=sm_count() * 8)
+    part = cp.empty(grid[0], dtype=cp.float64)
+    none64, none = cp.zeros(1, dtype=cp.float64), cp.zeros(1, dtype=dtype)
+    kernel = START.get("gj_pagerank_start", VAL="float" if dtype == np.float32 else "double")
+    args = (
+        inv_in,
+        none64 if x_in is None else x_in,
+        none64 if p_in is None else p_in,
+        none64 if dw_in is None or dw is p else dw_in,
+        cp.zeros(1, dtype=cp.int64) if perm is None else perm,
+        np.int64(n),
+        np.int32(x_in is not None),
+        np.int32(p_in is not None),
+        np.int32(dw_in is not None and dw is not p),
+        np.int32(perm is not None),
+        *(none if out[k] is None else out[k] for k in ("inv", "x", "c", "p", "dw")),
+        part,
+    )
+    if n:
+        kernel(grid, (THREADS,), args)
+        acc0[1] = part.sum()
+        acc0[2] = out["x"][0]
+    return out["inv"], out["x"], out["c"], out["p"], out["dw"]
 
 
 def _ids(x, perm):

@@ -66,39 +66,64 @@ def _one_source(G, s, alpha, tol, max_iter, out):
     cp = import_cupy()
     from operators.pagerank import auto_method, inverse_out_weight
     from operators.pagerank.binned.gpu import binned_fits
-    from operators.pagerank.gpu import pagerank_gpu
+    from operators.pagerank.gpu import iterated_order, pagerank_gpu
 
     inv = inverse_out_weight(G, False)
-    e = cp.zeros(G.n, dtype=cp.float64)
-    e[s] = 1.0
-    args = dict(alpha=alpha, p=e, dw=e, inv_out=inv, weighted=False)
     certify = _certifying_change(alpha, tol, max_iter, out)
     first = max(certify, F32_FLOOR)
     method = auto_method(G, np.float32, False)
+    # both phases run over the ids their method iterates (binned: its layout's renumbering), so the
+    # row is permuted once, at the end
+    order = iterated_order(G, method)
+    e = _one_hot(G.n, s, order)
+    args = dict(alpha=alpha, inv_out=inv, weighted=False, ordered=True)
     x, it32, _, _ = pagerank_gpu(
         G,
         method=method,
         x0=e,
+        p=e,
+        dw=e,
         max_iter=min(max_iter, _f32_steps(alpha, first)),
         threshold=first,
         dtype=np.float32,
         **args,
     )
-    wide = dict(x0=x.astype(cp.float64), max_iter=max(1, max_iter - it32), threshold=certify)
-    wide["dtype"] = np.float64
+    wide = dict(max_iter=max(1, max_iter - it32), threshold=certify, dtype=np.float64)
     # where float32 steps are binned, so are float64 ones (a second layout, kept with G), unless the
     # layout does not fit
-    method = "binned" if method == "binned" and binned_fits(G.n, np.float64) else "pull"
-    try:
-        x, it64, change, _ = pagerank_gpu(G, method=method, **wide, **args)
-    except MemoryError:
-        if method != "binned":
-            raise
-        x, it64, change, _ = pagerank_gpu(G, method="pull", **wide, **args)
+    methods = ["binned", "pull"] if method == "binned" and binned_fits(G.n, np.float64) else ["pull"]
+    for i, wide_method in enumerate(methods):
+        to = iterated_order(G, wide_method)
+        x0 = _reorder(x, order, to).astype(cp.float64)
+        e = e if to is order else _one_hot(G.n, s, to)
+        try:
+            x64, it64, change, _ = pagerank_gpu(G, method=wide_method, x0=x0, p=e, dw=e, **wide, **args)
+            break
+        except MemoryError:
+            if i + 1 == len(methods):
+                raise
     bound = alpha / (1.0 - alpha) * change + rounding(it64, np.float64, out)
     if not bound <= tol:
         raise ConvergenceError("ppr", it32 + it64, float(bound), tol)
-    return x[None, :], np.array([bound]), it32 + it64
+    return _reorder(x64, to, None)[None, :], np.array([bound]), it32 + it64
+
+
+def _one_hot(n: int, s: int, order):
+    """``e_s`` (float64) over the ids of ``order`` (iterated id i is ``G``'s ``order[i]``; None: ``G``'s)."""
+    cp = import_cupy()
+    e = cp.zeros(n, dtype=cp.float64)
+    e[s] = 1.0
+    return e if order is None else e[order]
+
+
+def _reorder(x, order, to):
+    """``x`` over the ids of ``order`` as a vector over those of ``to`` (None: ``G``'s own)."""
+    if order is to:
+        return x
+    from operators.pagerank.order import back
+
+    x = x if order is None else back(x, order)
+    return x if to is None else x[to]
 
 
 SPMM_CUDA = r"""
