@@ -68,11 +68,13 @@ PUSH = Kernel(
 
 START_KERNEL = r"""
 // An iteration's start in one pass over the iterated ids i (G's id j = perm[i], or i): inv[i], x[i] (1/n
-// where no x_in), c[i] = x[i] * inv[i], p[i] and dw[i] where given, in VAL; each block's sum of x over
+// where no x_in), c[i] = x[i] * inv[i], p[i] and dw[i] where given, in VAL. inv_in is over G's ids; x_in,
+// p_in and dw_in too, unless `ordered` (then over the iterated ids already). Each block's sum of x over
 // dangling vertices (inv 0) goes to part[blockIdx.x], so that the whole sum is taken in a fixed order.
 extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_start(const double* __restrict__ inv_in,
         const double* __restrict__ x_in, const double* __restrict__ p_in, const double* __restrict__ dw_in,
         const long long* __restrict__ perm, long long n, int has_x, int has_p, int has_dw, int has_perm,
+        int ordered,
         VAL* __restrict__ inv, VAL* __restrict__ x, VAL* __restrict__ c, VAL* __restrict__ p,
         VAL* __restrict__ dw, double* __restrict__ part) {
     __shared__ double sh[THREADS / 32];
@@ -80,14 +82,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_pagerank_start(const do
     const long long stride = (long long)gridDim.x * THREADS;
     double dang = 0.0;
     for (long long i = blockIdx.x * (long long)THREADS + threadIdx.x; i < n; i += stride) {
-        const long long j = has_perm ? perm[i] : i;
+        const long long j = has_perm ? perm[i] : i, k = ordered ? i : j;
         const VAL w = (VAL)inv_in[j];
-        const VAL xv = has_x ? (VAL)x_in[j] : uniform;
+        const VAL xv = has_x ? (VAL)x_in[k] : uniform;
         inv[i] = w;
         x[i] = xv;
         c[i] = xv * w;
-        if (has_p) p[i] = (VAL)p_in[j];
-        if (has_dw) dw[i] = (VAL)dw_in[j];
+        if (has_p) p[i] = (VAL)p_in[k];
+        if (has_dw) dw[i] = (VAL)dw_in[k];
         if (w == (VAL)0) dang += (double)xv;
     }
     for (int o = 16; o > 0; o >>= 1) dang += __shfl_down_sync(0xffffffffu, dang, o);
@@ -146,7 +148,7 @@ def pagerank_gpu(
         vgrid, _ = launch_config(n, THREADS, max_blocks=sm_count() * 16)
     # per iteration: L1 change, dangling mass, isolated value
     acc = cp.zeros((max_iter + 1, 3), dtype=cp.float64)
-    inv, x_old, c_old, pv, dwv = start_vectors(inv_out, x0, p, dw, None if ordered else perm, dtype, acc[0])
+    inv, x_old, c_old, pv, dwv = start_vectors(inv_out, x0, p, dw, perm, ordered, dtype, acc[0])
     x_new, c_new = cp.empty(n, dtype=dtype), cp.empty(n, dtype=dtype)
     has_p, has_dw = pv is not None, dwv is not None
     pv, dwv = (pv if has_p else dummy), (dwv if has_dw else dummy)
@@ -193,11 +195,13 @@ def iterated_order(G, method: str):
     return binned_order(G)
 
 
-def start_vectors(inv_out, x0, p, dw, perm, dtype, acc0):
+def start_vectors(inv_out, x0, p, dw, perm, ordered, dtype, acc0):
     """``(inv, x, c, p, dw)`` over the iterated ids (``G``'s ``perm[i]`` at i; ``perm`` None: the same
     ids) in ``dtype``, in one pass (``gj_pagerank_start``): ``x`` is ``x0`` (1/n where None), ``c`` is
-    ``x * inv``; ``p`` and ``dw`` are None where not given, one array where they are one. Writes the
-    dangling mass of ``x`` (summed in a fixed order) and ``x[0]`` into ``acc0[1]`` and ``acc0[2]``."""
+    ``x * inv``; ``p`` and ``dw`` are None where not given, one array where they are one. ``inv_out`` is
+    over ``G``'s ids; ``x0``, ``p`` and ``dw`` too, unless ``ordered`` (over the iterated ids already).
+    Writes the dangling mass of ``x`` (summed in a fixed order) and ``x[0]`` into ``acc0[1]`` and
+    ``acc0[2]``."""
     cp = import_cupy()
     n = len(inv_out)
     f64 = lambda v: None if v is None else cp.asarray(v, dtype=cp.float64)  # noqa: E731
@@ -221,6 +225,7 @@ def start_vectors(inv_out, x0, p, dw, perm, dtype, acc0):
         np.int32(p_in is not None),
         np.int32(dw_in is not None and dw is not p),
         np.int32(perm is not None),
+        np.int32(bool(ordered)),
         *(none if out[k] is None else out[k] for k in ("inv", "x", "c", "p", "dw")),
         part,
     )
