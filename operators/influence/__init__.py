@@ -31,6 +31,7 @@ from operators._checks import check_graph
 from operators._gpu.memory import MemoryEstimate, graph_bytes
 from operators._progress import report
 from operators.influence import cpu as _im_cpu
+from operators.influence.kernels import FIRST_MEAN
 from operators.influence.model import build_estimate, diffusion_model, model_bytes
 from operators.options import IMMOptions
 
@@ -43,8 +44,8 @@ class InfluenceResult:
     """Seeds chosen by IMM with the figures behind them (``seconds``: per phase, wall clock;
     ``estimation``: one dict per round of the estimation phase, its ``x``, ``rr_sets`` drawn so far,
     ``covered`` (n times the fraction its greedy seeds cover) and the seconds of its sampling and its
-    greedy; ``memory``: the final sampling phase's estimate, ``operators._gpu.memory``, None on a
-    cluster); ``to_frame()`` and ``to_dict()`` give the seeds with their gains."""
+    greedy; ``memory``: the largest of the sampling phases' estimates, ``operators._gpu.memory``, None
+    on a cluster); ``to_frame()`` and ``to_dict()`` give the seeds with their gains."""
 
     seeds: np.ndarray
     seed_rounds: np.ndarray
@@ -202,11 +203,20 @@ def run_imm(
     b = imm_bounds(n, k, eps, ell, rounds)
     cap = max_rr_sets or np.iinfo(np.int64).max
     pool = make_pool(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
-    lower, capped, steps = 1.0, False, []
+    lower, capped, steps, memory = 1.0, False, [], None
+
+    def check(count: int, mean: float) -> dict | None:
+        """Each sampling phase's estimate is checked before it draws; the largest is reported."""
+        if not local:
+            return None
+        record = _check_memory(G, count, mean, rounds, kind)
+        return record if memory is None or record["estimate_bytes"] > memory["estimate_bytes"] else memory
+
     for i in range(1, max(2, math.ceil(math.log2(n)))):
         x = n / 2**i
         want = math.ceil(b["lambda_prime"] / x)
         capped |= want > cap
+        memory = check(max(min(want, cap), pool.count), pool.expected or FIRST_MEAN * rounds)
         t0 = time.perf_counter()
         pool.grow(min(want, cap))
         t1 = time.perf_counter()
@@ -228,7 +238,8 @@ def run_imm(
     theta = math.ceil(b["lambda_star"] / lower)
     capped |= theta > cap
     final_count = min(theta, cap)
-    memory = _check_memory(G, final_count, pool.expected, rounds, kind) if local else None
+    # reused samples stay held: the estimation's last pool may outnumber theta
+    memory = check(final_count if not reuse_rr_sets else max(final_count, pool.count), pool.expected)
     if not reuse_rr_sets:
         mean = pool.expected
         pool = make_pool(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
@@ -329,7 +340,8 @@ def _gpu_backend():
 
 
 def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) -> dict:
-    """The final sampling phase's memory estimate, checked before it draws (``MemoryEstimate.check``):
+    """A sampling phase's memory estimate for ``count`` samples held, checked before it draws
+    (``MemoryEstimate.check``; the graph and the model are allocated already):
     the graph, the diffusion model (``model.model_bytes``), the samples (their elements kept, gathered
     and indexed for the greedy: 3 copies on the GPU, 1.5 on the CPU, and 16 bytes of offsets each) and,
     on the GPU, the sampler's buffers (at most ``gpu._BUDGET`` and a quarter of the free memory). The
@@ -337,6 +349,7 @@ def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) 
     build): the call's peak is one or the other."""
     item = 4 if rounds * G.n < 2**31 else 8
     samples = int(count * (mean * item * (3.0 if G.device == "gpu" else 1.5) + 16))
+    held = ("graph", "model")  # built before any sampling
     parts = [
         ("graph", graph_bytes(G.n, G.m, weighted=G.weighted)),
         ("model", model_bytes(G.n, G.m, kind)),
@@ -345,7 +358,7 @@ def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) 
     if G.device == "gpu":
         parts.append(("sampler", min(_gpu_backend()._BUDGET, free_memory("gpu") // 4)))
     record = MemoryEstimate(
-        f"the final {count:,} RR samples (about {mean:.1f} elements each)", G.device, tuple(parts)
+        f"{count:,} RR samples (about {mean:.1f} elements each)", G.device, tuple(parts), held
     ).check(
         "raise epsilon, set max_rr_sets (voids the guarantee), or sample on several workers "
         "with pipelines.influence_job"

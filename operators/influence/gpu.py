@@ -18,7 +18,7 @@ from graphs._device import import_cupy
 from operators._gpu.device import sm_count
 from operators._gpu.registry import Kernel
 from operators.influence.greedy import cover, cover_index, greedy  # noqa: F401  (the backend interface of _im_cpu)
-from operators.influence.kernels import IM_DEFINES, IM_DEVICE
+from operators.influence.kernels import FIRST_MEAN, IM_DEFINES, IM_DEVICE
 
 _SCRATCH = 1 << 13  # first-pass queue capacity per warp (elements)
 _BUDGET = 4 << 30  # bytes of bitmaps and queues for all warps together
@@ -120,7 +120,8 @@ def _launch_samples(rev, lt, key, root_key, rounds, jobs, cap, pool_cap, block: 
 def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: int, expected=None):
     """Members (int32 elements ``t*n + v``) and offsets of samples ``j0 .. j0+count-1``, in order.
 
-    ``expected``: the mean sample size seen so far, to size the pool (16 per round when unknown).
+    ``expected``: the mean sample size seen so far, to size the pool (``FIRST_MEAN`` per round when
+    unknown).
     The first pass gives each sample a warp and a queue of ``_SCRATCH``; samples that outgrow it
     (the heavy tail of near-critical cascades, e.g. weighted cascade on social graphs) are redone
     by blocks of 512 threads with room for every vertex.
@@ -130,7 +131,7 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
     if rounds * n >= 2**31:
         raise ValueError(f"GPU influence maximization needs rounds * n < 2**31, got {rounds} * {n}")
     jobs = cp.arange(j0, j0 + count, dtype=np.int64)
-    pool_cap = int(count * 1.25 * (expected or 16 * rounds)) + rounds * n
+    pool_cap = int(count * 1.25 * (expected or FIRST_MEAN * rounds)) + rounds * n
     sizes = cp.zeros(count, dtype=np.int64)
     passes = []
     todo = [(jobs, min(_SCRATCH, rounds * n), False, pool_cap)]

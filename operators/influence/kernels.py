@@ -7,6 +7,7 @@ from __future__ import annotations
 from graphs._mix import MIX_CUDA, MIX_DEFINES
 from operators.influence.cpu import LN2, LOG1M_TERMS, LOG_TERMS, SKIP_DRAWS, SKIP_LIVE, SQRT_HALF
 
+FIRST_MEAN = 16  # elements a sample holds per round, assumed before any sample is drawn (GPU pools, checks)
 IM_DEFINES = {  # the defines IM_DEVICE uses (a double's repr reads back as the same double)
     **MIX_DEFINES,
     "GJ_IM_SKIP_LIVE": repr(float(SKIP_LIVE)),

@@ -196,6 +196,33 @@ def test_the_estimation_rounds_halve_x_and_stop_where_the_coverage_first_clears_
     assert all(s["sample_s"] >= 0 and s["greedy_s"] >= 0 for s in steps)
 
 
+def test_every_sampling_phase_states_and_checks_its_memory_before_it_draws(monkeypatch):
+    """Each estimation round and the final phase check the memory of the samples they will hold (the
+    estimation's pool is reused, so the final phase holds at least as many as its last round drew); the
+    result states the largest estimate. A limit below a round's estimate stops IMM there, in one line."""
+    import importlib
+
+    im_mod = importlib.import_module("operators.influence")
+    real, seen = im_mod._check_memory, []
+
+    def spy(G, count, mean, rounds, kind):
+        record = real(G, count, mean, rounds, kind)
+        seen.append((count, record["estimate_bytes"]))
+        return record
+
+    monkeypatch.setattr(im_mod, "_check_memory", spy)
+    g = graphs.rmat(12, seed=4, device="cpu")
+    res = influence_maximization(g, 10, epsilon=0.2, model="IC", weights="wc", seed=5)
+    counts = [c for c, _ in seen]
+    assert counts[:-1] == [s["rr_sets"] for s in res.estimation]
+    assert counts[-1] == max(res.theta, res.estimation[-1]["rr_sets"]) == res.rr_sets
+    assert res.memory["estimate_bytes"] == max(b for _, b in seen)
+    assert res.memory["parts"]["samples"] >= res.rr_size * 4 * 1.5  # 1.5 copies of 4-byte elements
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", str(int(res.memory["parts"]["samples"] / 0.9 * 0.95)))
+    with pytest.raises(operators.errors.InsufficientMemoryError, match="RR samples"):
+        influence_maximization(g, 10, epsilon=0.2, model="IC", weights="wc", seed=5)
+
+
 def celf(g, k, model, n_sim):
     """Lazy greedy (CELF) on Monte Carlo spreads: the slow reference seed set."""
     ids = to_host(g.ids) if g.ids is not None else np.arange(g.n)
