@@ -305,13 +305,22 @@ def binned_order(G, *, keep: bool = True):
     return G.derived("pagerank_binned_order", build) if keep else build(G)
 
 
+def _layout_key(weighted: bool, bits: dict) -> str:
+    return f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}"
+
+
 def kept_layout(G, weighted: bool, bits: dict, perm=None) -> dict:
     """``binned_layout_of(G)`` for chunk and bin ``bits`` (renumbered by ``perm``), kept with ``G``."""
-    key = f"pagerank_binned_{bool(weighted)}_{bits['chunk_bits']}_{bits['bin_bits']}"
     return G.derived(
-        key + ("_ordered" if perm is not None else ""),
+        _layout_key(weighted, bits) + ("_ordered" if perm is not None else ""),
         lambda g: binned_layout_of(g, weighted, **bits, perm=perm),
     )
+
+
+def has_layout(G, weighted: bool, dtype) -> bool:
+    """Whether ``G`` keeps the layout that ``dtype``'s binned iteration runs on (no build left to do)."""
+    key = _layout_key(weighted, TUNING[np.dtype(dtype).itemsize])
+    return G.has_derived(key) or G.has_derived(key + "_ordered")
 
 
 def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int, perm=None) -> dict:

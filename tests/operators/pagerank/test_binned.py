@@ -188,6 +188,29 @@ def test_auto_method_on_the_gpu_pulls_while_the_vector_fits_in_l2():
 
 
 @pytest.mark.gpu
+def test_auto_bins_where_the_layout_is_kept_even_without_room_for_a_build(monkeypatch):
+    """``method='auto'`` asks for free memory to build the layout only where none is kept: a graph
+    that keeps its layout from an earlier call is binned again (also under ``reorder=True``, with no
+    copy), however little memory a new build would find."""
+    import importlib
+
+    gpu_binned = importlib.import_module("operators.pagerank.binned.gpu")
+    monkeypatch.setattr(gpu_binned, "l2_cache_bytes", lambda: 1024)  # the vector outgrows the L2
+    g = graphs.rmat(11, seed=4, device="gpu")
+    monkeypatch.setattr(gpu_binned, "build_bytes", lambda m, weighted: 1 << 60)  # no room to build
+    assert auto_method(g, np.float32, False) == "pull"
+    want = to_host(pagerank(g, method="pull", dtype=np.float64, tol=1e-12))
+    pagerank(g, method="binned", tol=1e-9)  # builds the layout, kept with g
+    assert auto_method(g, np.float32, False) == "binned"
+    info: dict = {}
+    got = to_host(pagerank(g, reorder=True, info=info, tol=3e-7 / g.n))
+    assert not info["degree_order"] and not g.has_derived("pagerank_degree_order")
+    assert np.abs(got - want).sum() < 3e-6
+    g.forget_derived()
+    assert auto_method(g, np.float32, False) == "pull"
+
+
+@pytest.mark.gpu
 def test_reorder_makes_no_copy_where_auto_bins_the_degree_order(monkeypatch):
     """``reorder=True`` with ``method='auto'``: where binned would run on the degree order (here an L2
     made small), no renumbered copy is built and binned runs on the graph as it is - over its own
