@@ -215,9 +215,9 @@ def warn_loose_tol(n: int, tol: float) -> None:
 
 def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
     """'binned' for float32 on a GPU whose free memory holds the layout's build (or where ``G`` keeps its
-    layout from an earlier call), once the value vector
-    outgrows half the L2 cache (a quarter when pull's shared-memory cache of the first vertices would
-    take under a fifth of the gathers: graphs not in degree order), else 'pull'."""
+    layout from an earlier call), once the value vector outgrows half the L2 cache (a quarter when pull's
+    shared-memory cache of the first vertices would take under a fifth of the gathers: graphs not in
+    degree order), else 'pull'."""
     if G.device != "gpu":
         return "pull"
     from operators.pagerank.binned import has_layout, hot_share
