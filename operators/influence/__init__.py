@@ -344,7 +344,8 @@ def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) 
     (``MemoryEstimate.check``; the graph and the model are allocated already):
     the graph, the diffusion model (``model.model_bytes``), the samples (their elements kept, gathered
     and indexed for the greedy: 3 copies on the GPU, 1.5 on the CPU, and 16 bytes of offsets each) and,
-    on the GPU, the sampler's buffers (at most ``gpu._BUDGET`` and a quarter of the free memory). The
+    on the GPU, the sampler's buffers (at most ``gpu._BUDGET`` and a quarter of the free memory) and the
+    pool of its pass for samples that outgrow their queue (``gpu.REDO_SHARE``). The
     record states the larger of it and the model's build (``model.build_estimate``, checked before the
     build): the call's peak is one or the other."""
     item = 4 if rounds * G.n < 2**31 else 8
@@ -356,7 +357,9 @@ def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) 
         ("samples", samples),
     ]
     if G.device == "gpu":
-        parts.append(("sampler", min(_gpu_backend()._BUDGET, free_memory("gpu") // 4)))
+        free, backend = free_memory("gpu"), _gpu_backend()
+        parts.append(("sampler", min(backend._BUDGET, free // 4)))
+        parts.append(("redo pool", free // backend.REDO_SHARE))
     record = MemoryEstimate(
         f"{count:,} RR samples (about {mean:.1f} elements each)", G.device, tuple(parts), held
     ).check(

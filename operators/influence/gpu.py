@@ -22,6 +22,7 @@ from operators.influence.kernels import FIRST_MEAN, IM_DEFINES, IM_DEVICE
 
 _SCRATCH = 1 << 13  # first-pass queue capacity per warp (elements)
 _BUDGET = 4 << 30  # bytes of bitmaps and queues for all warps together
+REDO_SHARE = 16  # the pool of the pass that redoes samples outgrowing their queue: 1/16 of the free bytes
 
 
 def _free_bytes() -> int:
@@ -147,7 +148,7 @@ def sample(rev, lt: bool, key: int, root_key: int, rounds: int, j0: int, count: 
         if bool(full.any()):
             todo.append((jobs[full], cap, block, int(size[full].sum())))
         if bool(grew.any()):
-            spare = max(_free_bytes() // 16, rounds * n)
+            spare = max(_free_bytes() // REDO_SHARE // 4, rounds * n)  # int32 elements
             todo.append((jobs[grew], rounds * n, True, min(int(cp.count_nonzero(grew)) * rounds * n, spare)))
     offsets = cp.zeros(count + 1, dtype=np.int64)
     cp.cumsum(sizes, out=offsets[1:])
