@@ -205,18 +205,18 @@ def run_imm(
     pool = make_pool(stream_key(seed, _ESTIMATE), stream_key(seed, _ESTIMATE_ROOTS))
     lower, capped, steps, memory = 1.0, False, [], None
 
-    def check(count: int, mean: float) -> dict | None:
+    def check(count: int, mean: float, drawn: int) -> dict | None:
         """Each sampling phase's estimate is checked before it draws; the largest is reported."""
         if not local:
             return None
-        record = _check_memory(G, count, mean, rounds, kind)
+        record = _check_memory(G, count, mean, rounds, kind, drawn)
         return record if memory is None or record["estimate_bytes"] > memory["estimate_bytes"] else memory
 
     for i in range(1, max(2, math.ceil(math.log2(n)))):
         x = n / 2**i
         want = math.ceil(b["lambda_prime"] / x)
         capped |= want > cap
-        memory = check(max(min(want, cap), pool.count), pool.expected or FIRST_MEAN * rounds)
+        memory = check(max(min(want, cap), pool.count), pool.expected or FIRST_MEAN * rounds, pool.count)
         t0 = time.perf_counter()
         pool.grow(min(want, cap))
         t1 = time.perf_counter()
@@ -239,7 +239,10 @@ def run_imm(
     capped |= theta > cap
     final_count = min(theta, cap)
     # reused samples stay held: the estimation's last pool may outnumber theta
-    memory = check(final_count if not reuse_rr_sets else max(final_count, pool.count), pool.expected)
+    if reuse_rr_sets:
+        memory = check(max(final_count, pool.count), pool.expected, pool.count)
+    else:  # the estimation's samples go before the final ones are drawn
+        memory = check(final_count, pool.expected, 0)
     if not reuse_rr_sets:
         mean = pool.expected
         pool = make_pool(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
@@ -339,9 +342,10 @@ def _gpu_backend():
     return _im_gpu
 
 
-def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) -> dict:
-    """A sampling phase's memory estimate for ``count`` samples held, checked before it draws
-    (``MemoryEstimate.check``; the graph and the model are allocated already):
+def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str, drawn: int = 0) -> dict:
+    """A sampling phase's memory estimate for ``count`` samples held, ``drawn`` of them drawn already,
+    checked before it draws (``MemoryEstimate.check``; the graph, the model and the drawn samples, one
+    copy each, are allocated already):
     the graph, the diffusion model (``model.model_bytes``), the samples (their elements kept, gathered
     and indexed for the greedy: 3 copies on the GPU, 1.5 on the CPU, and 16 bytes of offsets each) and,
     on the GPU, the sampler's buffers (at most ``gpu._BUDGET`` and a quarter of the free memory) and the
@@ -350,16 +354,18 @@ def _check_memory(G: CSRGraph, count: int, mean: float, rounds: int, kind: str) 
     build): the call's peak is one or the other."""
     item = 4 if rounds * G.n < 2**31 else 8
     samples = int(count * (mean * item * (3.0 if G.device == "gpu" else 1.5) + 16))
-    held = ("graph", "model")  # built before any sampling
+    kept = min(samples, int(drawn * (mean * item + 16)))  # the drawn samples' elements and offsets
+    held = ("graph", "model", "samples drawn")
     parts = [
         ("graph", graph_bytes(G.n, G.m, weighted=G.weighted)),
         ("model", model_bytes(G.n, G.m, kind)),
-        ("samples", samples),
+        ("samples drawn", kept),
+        ("samples", samples - kept),
     ]
     if G.device == "gpu":
         free, backend = free_memory("gpu"), _gpu_backend()
         parts.append(("sampler", min(backend._BUDGET, free // 4)))
-        parts.append(("redo pool", free // backend.REDO_SHARE))
+        parts.append(("redo pool", max(free // backend.REDO_SHARE, 4 * rounds * G.n)))
     record = MemoryEstimate(
         f"{count:,} RR samples (about {mean:.1f} elements each)", G.device, tuple(parts), held
     ).check(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs._device import import_cupy
+from graphs._device import free_memory, import_cupy
 from operators._gpu.device import sm_count
 from operators._gpu.registry import Kernel
 from operators.influence.greedy import cover, cover_index, greedy  # noqa: F401  (the backend interface of _im_cpu)
@@ -26,9 +26,9 @@ REDO_SHARE = 16  # the pool of the pass that redoes samples outgrowing their que
 
 
 def _free_bytes() -> int:
-    """Device memory free to allocate: the driver's free memory plus what CuPy's pool holds unused."""
-    cp = import_cupy()
-    return int(cp.cuda.runtime.memGetInfo()[0]) + int(cp.get_default_memory_pool().free_bytes())
+    """Device memory free to allocate (``free_memory``: the driver's free memory plus what CuPy's pool
+    holds unused, within ``$GRAPHJOBS_MEMORY_LIMIT``), as the memory estimate reads it."""
+    return free_memory("gpu")
 
 
 def _grid(per_warp_bytes: int, want_warps: int):

@@ -214,17 +214,17 @@ def warn_loose_tol(n: int, tol: float) -> None:
 
 
 def auto_method(G: CSRGraph, dtype, weighted: bool) -> str:
-    """'binned' for float32 on a GPU whose free memory holds the layout's build (or where ``G`` keeps its
-    layout from an earlier call), once the value vector outgrows half the L2 cache (a quarter when pull's
+    """'binned' for float32 on a GPU whose free memory holds the layout's build (or a run of the layout
+    ``G`` keeps from an earlier call), once the value vector outgrows half the L2 cache (a quarter when pull's
     shared-memory cache of the first vertices would take under a fifth of the gathers: graphs not in
     degree order), else 'pull'."""
     if G.device != "gpu":
         return "pull"
-    from operators.pagerank.binned import has_layout, hot_share
+    from operators.pagerank.binned import hot_share, kept_run_bytes
     from operators.pagerank.binned.gpu import binned_pays
 
-    built = has_layout(G, weighted, dtype)
-    return "binned" if binned_pays(G.n, G.m, hot_share(G), dtype, weighted, built) else "pull"
+    kept = kept_run_bytes(G, weighted, dtype)
+    return "binned" if binned_pays(G.n, G.m, hot_share(G), dtype, weighted, kept) else "pull"
 
 
 def _bins_in_degree_order(G: CSRGraph, dtype, weighted: bool) -> bool:
@@ -235,7 +235,7 @@ def _bins_in_degree_order(G: CSRGraph, dtype, weighted: bool) -> bool:
     if G.device != "gpu" or np.dtype(dtype) != np.float32:  # binned runs in float32 only
         return False
     from graphs.reorder import order_permutation
-    from operators.pagerank.binned import TUNING, has_layout
+    from operators.pagerank.binned import TUNING, kept_run_bytes
     from operators.pagerank.binned.gpu import binned_pays
 
     def share(g):
@@ -243,7 +243,7 @@ def _bins_in_degree_order(G: CSRGraph, dtype, weighted: bool) -> bool:
         return int((g.indptr[first + 1] - g.indptr[first]).sum()) / g.m if g.m else 1.0
 
     hot = G.derived(f"pagerank_degree_order_share_{TUNING['hot_vertices']}", share)
-    return binned_pays(G.n, G.m, hot, dtype, weighted, has_layout(G, weighted, dtype))
+    return binned_pays(G.n, G.m, hot, dtype, weighted, kept_run_bytes(G, weighted, dtype))
 
 
 def inverse_out_weight(G: CSRGraph, weighted: bool):

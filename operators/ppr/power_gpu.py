@@ -63,49 +63,62 @@ def _f32_steps(alpha: float, change: float) -> int:
 
 
 def _one_source(G, s, alpha, tol, max_iter, out):
-    cp = import_cupy()
     from operators.pagerank import auto_method, inverse_out_weight
     from operators.pagerank.binned.gpu import binned_fits
-    from operators.pagerank.gpu import iterated_order, pagerank_gpu
 
     inv = inverse_out_weight(G, False)
     certify = _certifying_change(alpha, tol, max_iter, out)
     first = max(certify, F32_FLOOR)
     method = auto_method(G, np.float32, False)
-    # both phases run over the ids their method iterates (binned: its layout's renumbering), so the
-    # row is permuted once, at the end
-    order = iterated_order(G, method)
-    e = _one_hot(G.n, s, order)
-    args = dict(alpha=alpha, inv_out=inv, weighted=False, ordered=True)
-    x, it32, _, _ = pagerank_gpu(
-        G,
-        method=method,
-        x0=e,
-        p=e,
-        dw=e,
-        max_iter=min(max_iter, _f32_steps(alpha, first)),
-        threshold=first,
-        dtype=np.float32,
-        **args,
-    )
-    wide = dict(max_iter=max(1, max_iter - it32), threshold=certify, dtype=np.float64)
+    # each phase runs over the ids its method iterates (binned: its layout's renumbering), so the row is
+    # permuted once, at the end; where binned runs out of memory, the phase pulls instead
+    narrow = ["binned", "pull"] if method == "binned" else [method]
+    steps = min(max_iter, _f32_steps(alpha, first))
+    x, it32, _, order, e = _phase(G, s, narrow, None, None, None, alpha, inv, steps, first, np.float32)
     # where float32 steps are binned, so are float64 ones (a second layout, kept with G), unless the
     # layout does not fit
-    methods = ["binned", "pull"] if method == "binned" and binned_fits(G.n, np.float64) else ["pull"]
-    for i, wide_method in enumerate(methods):
-        to = iterated_order(G, wide_method)
-        x0 = _reorder(x, order, to).astype(cp.float64)
-        e = e if to is order else _one_hot(G.n, s, to)
-        try:
-            x64, it64, change, _ = pagerank_gpu(G, method=wide_method, x0=x0, p=e, dw=e, **wide, **args)
-            break
-        except MemoryError:
-            if i + 1 == len(methods):
-                raise
+    wide = ["binned", "pull"] if method == "binned" and binned_fits(G.n, np.float64) else ["pull"]
+    steps = max(1, max_iter - it32)
+    x, it64, change, order, _ = _phase(G, s, wide, x, order, e, alpha, inv, steps, certify, np.float64)
     bound = alpha / (1.0 - alpha) * change + rounding(it64, np.float64, out)
     if not bound <= tol:
         raise ConvergenceError("ppr", it32 + it64, float(bound), tol)
-    return _reorder(x64, to, None)[None, :], np.array([bound]), it32 + it64
+    return _reorder(x, order, None)[None, :], np.array([bound]), it32 + it64
+
+
+def _phase(G, s, methods, x, order, e, alpha, inv, max_iter, threshold, dtype):
+    """PageRank's GPU iteration personalized to ``s`` in ``dtype`` by the first of ``methods`` that
+    finds the memory (a ``MemoryError`` moves on to the next), from ``x`` over the ids of ``order`` (x
+    None: from ``e_s``; ``e``: ``e_s`` over them, where made already). Returns the result over the ids
+    its method iterates, its iterations, its last L1 change, those ids and ``e_s`` over them."""
+    cp = import_cupy()
+    from operators.pagerank.gpu import iterated_order, pagerank_gpu
+
+    for i, method in enumerate(methods):
+        to = iterated_order(G, method)
+        e = e if e is not None and to is order else _one_hot(G.n, s, to)
+        x0 = e if x is None else _reorder(x, order, to).astype(cp.float64)
+        try:
+            y, it, change, _ = pagerank_gpu(
+                G,
+                method=method,
+                alpha=alpha,
+                x0=x0,
+                p=e,
+                dw=e,
+                inv_out=inv,
+                weighted=False,
+                ordered=True,
+                max_iter=max_iter,
+                threshold=threshold,
+                dtype=dtype,
+            )
+            return y, it, change, to, e
+        except MemoryError:
+            x0 = e = None  # freed before the next method's try
+            if i + 1 == len(methods):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _one_hot(n: int, s: int, order):

@@ -317,10 +317,17 @@ def kept_layout(G, weighted: bool, bits: dict, perm=None) -> dict:
     )
 
 
-def has_layout(G, weighted: bool, dtype) -> bool:
-    """Whether ``G`` keeps the layout that ``dtype``'s binned iteration runs on (no build left to do)."""
-    key = _layout_key(weighted, TUNING[np.dtype(dtype).itemsize])
-    return G.has_derived(key) or G.has_derived(key + "_ordered")
+def kept_run_bytes(G, weighted: bool, dtype) -> int | None:
+    """Where ``G`` keeps the layout that ``dtype``'s binned iteration runs on (no build left to do), the
+    device bytes a run of it allocates beside it (``layout_step``: a value per padded edge, a row sum per
+    destination, a counter per bin); None where no such layout is kept."""
+    dtype = np.dtype(dtype)
+    key = _layout_key(weighted, TUNING[dtype.itemsize])
+    for name in (key, key + "_ordered"):
+        if G.has_derived(name):
+            lay = G.derived(name, lambda g: None)
+            return dtype.itemsize * (int(lay["m_pad"]) + int(lay["rows"])) + 4 * int(lay["bins"])
+    return None
 
 
 def binned_layout_of(G, weighted: bool, *, chunk_bits: int, bin_bits: int, perm=None) -> dict:

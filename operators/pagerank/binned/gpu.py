@@ -216,22 +216,20 @@ def binned_step(G, weighted: bool, dtype):
     return layout_step(kept_layout(G, weighted, bits, perm), weighted, dtype), perm
 
 
-def binned_pays(n: int, m: int, hot: float, dtype, weighted: bool, built: bool = False) -> bool:
+def binned_pays(n: int, m: int, hot: float, dtype, weighted: bool, run_bytes: int | None = None) -> bool:
     """``method='auto'``'s rule for ``m`` edges among ``n`` vertices whose first ``TUNING['hot_vertices']``
     ids hold the share ``hot`` of the out-edges: binned in float32 once the value vector outgrows half
     the GPU's L2 (a quarter when ``hot`` is under ``order_below``: pull's shared-memory cache of the first
-    ids then saves little), within ``binned_fits``, and when free memory holds the layout's build, unless
-    the layout is ``built`` (kept with the graph) already."""
+    ids then saves little), within ``binned_fits``, and when free memory holds the layout's build, or
+    where the layout is kept with the graph already (``kept_run_bytes``), the ``run_bytes`` of a run."""
     if np.dtype(dtype) != np.float32 or m == 0 or not binned_fits(n, dtype):
         return False
     cp = import_cupy()
     l2 = l2_cache_bytes()
     if n * 4 <= (l2 // 2 if hot >= TUNING["order_below"] else l2 // 4):
         return False
-    if built:
-        return True
     free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
-    return free >= build_bytes(m, weighted)
+    return free >= (build_bytes(m, weighted) if run_bytes is None else run_bytes)
 
 
 def check_fits(n: int, dtype) -> None:

@@ -197,30 +197,46 @@ def test_the_estimation_rounds_halve_x_and_stop_where_the_coverage_first_clears_
 
 
 def test_every_sampling_phase_states_and_checks_its_memory_before_it_draws(monkeypatch):
-    """Each estimation round and the final phase check the memory of the samples they will hold (the
-    estimation's pool is reused, so the final phase holds at least as many as its last round drew); the
-    result states the largest estimate. A limit below a round's estimate stops IMM there, in one line."""
+    """Each estimation round and the final phase check the memory of the samples they will hold before
+    they draw (with ``reuse_rr_sets`` the final phase keeps the estimation's samples, which can outnumber
+    theta); the result states the largest estimate. A limit between two rounds' estimates stops IMM at
+    the later round, before it draws, in one line."""
     import importlib
 
     im_mod = importlib.import_module("operators.influence")
     real, seen = im_mod._check_memory, []
 
-    def spy(G, count, mean, rounds, kind):
-        record = real(G, count, mean, rounds, kind)
-        seen.append((count, record["estimate_bytes"]))
+    def spy(G, count, mean, rounds, kind, drawn=0):
+        record = real(G, count, mean, rounds, kind, drawn)
+        asked = int(count * (mean * 4 * 1.5 + 16)) - int(drawn * (mean * 4 + 16))  # on the CPU: 1.5 copies
+        seen.append((count, drawn, record["estimate_bytes"], asked))
         return record
 
     monkeypatch.setattr(im_mod, "_check_memory", spy)
     g = graphs.rmat(12, seed=4, device="cpu")
-    res = influence_maximization(g, 10, epsilon=0.2, model="IC", weights="wc", seed=5)
-    counts = [c for c, _ in seen]
+    run = lambda **kw: influence_maximization(g, 20, epsilon=0.3, model="IC", weights="wc", seed=5, **kw)  # noqa: E731
+    res = run()
+    counts = [c for c, *_ in seen]
     assert counts[:-1] == [s["rr_sets"] for s in res.estimation]
-    assert counts[-1] == max(res.theta, res.estimation[-1]["rr_sets"]) == res.rr_sets
-    assert res.memory["estimate_bytes"] == max(b for _, b in seen)
-    assert res.memory["parts"]["samples"] >= res.rr_size * 4 * 1.5  # 1.5 copies of 4-byte elements
-    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", str(int(res.memory["parts"]["samples"] / 0.9 * 0.95)))
-    with pytest.raises(operators.errors.InsufficientMemoryError, match="RR samples"):
-        influence_maximization(g, 10, epsilon=0.2, model="IC", weights="wc", seed=5)
+    assert counts[-1] == res.theta == res.rr_sets and seen[-1][1] == 0  # new samples, none kept
+    assert [d for _, d, *_ in seen[:-1]] == [0, *counts[:-2]]  # each round holds the rounds before
+    assert res.memory["estimate_bytes"] == max(b for _, _, b, _ in seen)
+    parts = res.memory["parts"]
+    assert parts["samples drawn"] + parts["samples"] >= res.rr_size * 4 * 1.5  # 1.5 copies of 4-byte elements
+    seen.clear()
+    res = run(reuse_rr_sets=True)
+    last = res.estimation[-1]["rr_sets"]
+    assert res.theta < last == res.rr_sets == seen[-1][0] == seen[-1][1]  # the kept samples, no new ones
+    rounds = seen[:-1]
+    unheld = [u for *_, u in rounds]  # what each round's check asks of the free memory (on the CPU)
+    assert len(rounds) >= 3 and unheld[2] > max(unheld[:2])  # the first round guesses its mean
+    limit = (max(unheld[:2]) + unheld[2]) / 2 / 0.9  # the first two rounds fit, the third does not
+    seen.clear()
+    monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", str(int(limit)))
+    third = res.estimation[2]["rr_sets"]
+    with pytest.raises(operators.errors.InsufficientMemoryError, match=f"{third:,} RR samples"):
+        run()
+    assert [c for c, *_ in seen] == [s["rr_sets"] for s in res.estimation[:2]]  # the third raised
 
 
 def celf(g, k, model, n_sim):

@@ -191,7 +191,8 @@ def test_auto_method_on_the_gpu_pulls_while_the_vector_fits_in_l2():
 def test_auto_bins_where_the_layout_is_kept_even_without_room_for_a_build(monkeypatch):
     """``method='auto'`` asks for free memory to build the layout only where none is kept: a graph
     that keeps its layout from an earlier call is binned again (also under ``reorder=True``, with no
-    copy), however little memory a new build would find."""
+    copy), however little memory a new build would find; the kept layout counts only for its own
+    weighting and value type."""
     import importlib
 
     gpu_binned = importlib.import_module("operators.pagerank.binned.gpu")
@@ -208,6 +209,10 @@ def test_auto_bins_where_the_layout_is_kept_even_without_room_for_a_build(monkey
     assert np.abs(got - want).sum() < 3e-6
     g.forget_derived()
     assert auto_method(g, np.float32, False) == "pull"
+    w = graphs.rmat(11, seed=4, weighted=True, device="gpu")  # a kept layout serves its own weighting
+    pagerank(w, method="binned", weighted=False, tol=1e-9)
+    assert auto_method(w, np.float32, False) == "binned" and auto_method(w, np.float32, True) == "pull"
+    assert auto_method(w, np.float64, False) == "pull"  # binned runs in float32 only under auto
 
 
 @pytest.mark.gpu

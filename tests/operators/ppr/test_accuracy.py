@@ -170,9 +170,10 @@ def test_top_values_from_a_sample_threshold_are_the_exact_top(monkeypatch, shape
 @pytest.mark.gpu
 def test_gpu_power_one_source_over_a_renumbered_binned_layout_matches_exact_rows(monkeypatch):
     """One GPU source whose float32 steps are binned over the layout's own renumbering (the graph's
-    first ids hold few edges): the row is permuted once, at the end, and matches the exact row; likewise
-    where the float64 layout does not fit (float64 steps pull over ``G``'s ids) and where building it
-    runs out of memory."""
+    first ids hold few edges): the row is permuted once, at the end, and matches the exact row, in as
+    many steps as pulling takes (a float64 phase started from a wrongly ordered iterate would need many
+    more); likewise where the float64 layout does not fit (float64 steps pull over ``G``'s ids), and where
+    a binned phase runs out of memory (float64, or both: it pulls instead)."""
     import importlib
 
     from tests.operators.pagerank.test_binned import skewed_graph, small_tuning
@@ -182,7 +183,6 @@ def test_gpu_power_one_source_over_a_renumbered_binned_layout_matches_exact_rows
     pb = importlib.import_module("operators.pagerank.binned")
     small_tuning(monkeypatch, chunk_bits=6, bin_bits=5, fill_edges=256, sum_edges=128)
     monkeypatch.setitem(pb.TUNING, "hot_vertices", 16)
-    monkeypatch.setattr(pr, "auto_method", lambda *a: "binned")
     cpu = skewed_graph()
     deg = np.diff(cpu.indptr)
     picks = [int(np.argmax(deg)), int(np.flatnonzero(deg > 0)[7]), int(np.flatnonzero(deg == 0)[0])]
@@ -190,26 +190,36 @@ def test_gpu_power_one_source_over_a_renumbered_binned_layout_matches_exact_rows
     labels = to_host(cpu.ids) if cpu.ids is not None else np.arange(cpu.n)
     sources = [labels[s] for s in picks]
 
-    def errors(g):
-        x = np.concatenate([to_host(ppr(g, [s], method="power", tol=1e-9)) for s in sources])
-        return np.abs(x - exact).sum(axis=1)
+    def errors_and_steps(g):
+        rows, steps = [], []
+        for s in sources:
+            info: dict = {}
+            rows.append(to_host(ppr(g, [s], method="power", tol=1e-9, info=info)))
+            steps.append(info["iterations"][0])
+        return np.abs(np.concatenate(rows) - exact).sum(axis=1), np.array(steps)
 
+    monkeypatch.setattr(pr, "auto_method", lambda *a: "pull")
+    err, pulled = errors_and_steps(cpu.to("gpu"))
+    assert (err <= 1e-9).all(), err
+    monkeypatch.setattr(pr, "auto_method", lambda *a: "binned")
     g = cpu.to("gpu")
-    err = errors(g)
+    err, binned = errors_and_steps(g)
     assert g.has_derived("pagerank_binned_order") and g.has_derived("pagerank_binned_False_6_5_ordered")
     assert (err <= 1e-9).all(), err
+    assert (np.abs(binned - pulled) <= 3).all(), (binned, pulled)
     fits = gpu_binned.binned_fits
     monkeypatch.setattr(gpu_binned, "binned_fits", lambda n, dtype: np.dtype(dtype) == np.float32)
-    err = errors(cpu.to("gpu"))  # float64 steps pull over G's ids
-    assert (err <= 1e-9).all(), err
+    err, steps = errors_and_steps(cpu.to("gpu"))  # float64 steps pull over G's ids
+    assert (err <= 1e-9).all() and (np.abs(steps - pulled) <= 3).all(), (err, steps, pulled)
     monkeypatch.setattr(gpu_binned, "binned_fits", fits)
     step = gpu_binned.binned_step
+    for short in ({np.dtype(np.float64)}, {np.dtype(np.float32), np.dtype(np.float64)}):
 
-    def no_room_in_float64(G, weighted, dtype):
-        if np.dtype(dtype) == np.float64:
-            raise MemoryError("out of memory (simulated)")
-        return step(G, weighted, dtype)
+        def no_room(G, weighted, dtype, short=short):
+            if np.dtype(dtype) in short:
+                raise MemoryError("out of memory (simulated)")
+            return step(G, weighted, dtype)
 
-    monkeypatch.setattr(gpu_binned, "binned_step", no_room_in_float64)
-    err = errors(cpu.to("gpu"))
-    assert (err <= 1e-9).all(), err
+        monkeypatch.setattr(gpu_binned, "binned_step", no_room)
+        err, steps = errors_and_steps(cpu.to("gpu"))
+        assert (err <= 1e-9).all() and (np.abs(steps - pulled) <= 3).all(), (short, err, steps, pulled)
