@@ -100,14 +100,16 @@ def test_imm_states_its_estimate_and_refuses_what_does_not_fit(monkeypatch):
     g = graphs.rmat(9, seed=2, device="cpu")
     res = influence_maximization(g, 5, epsilon=0.5, seed=0)
     parts = res.memory["parts"]
-    assert set(parts) == {"graph", "model", "samples"} and res.memory["device"] == "cpu"
+    assert set(parts) == {"graph", "model", "samples drawn", "samples"} and res.memory["device"] == "cpu"
     # IC: row pointer, sources and probabilities of the in-edge view, probabilities of the forward one,
     # and one array of zero interval starts
     assert parts["graph"] == graph_bytes(g.n, g.m) and parts["model"] == 8 * (g.n + 1) + 16 * g.m
     assert res.memory["estimate_bytes"] == sum(parts.values())
     monkeypatch.setenv("GRAPHJOBS_MEMORY_LIMIT", "20kB")  # the graph alone takes more
-    # the model is kept with the graph: the second call's first check is its final phase's
-    with pytest.raises(InsufficientMemoryError, match=r"the final [\d,]+ RR samples .* on the host"):
+    # the model is kept with the graph: the second call's first check is its first sampling round's
+    with pytest.raises(
+        InsufficientMemoryError, match=r"[\d,]+ RR samples \(about [\d.]+ elements each\) on the host"
+    ):
         influence_maximization(g, 5, epsilon=0.5, seed=0)
     fresh = graphs.rmat(9, seed=2, device="cpu")
     with pytest.raises(
