@@ -301,7 +301,7 @@ class InfluenceSummary(Summary):
     """Influence maximization: ``out`` (CSV), the ``seeds`` with their ``rounds`` and ``gains``, the RR
     estimate ``spread``, ``theta``, ``lower_bound``, ``rr_sets``, ``rr_size``, ``theta_capped``,
     ``seconds`` by step, ``device``, ``workers``, the simulated ``mc_spread`` ({"mean", "stderr",
-    "n_sim"}, or None) and the final sampling phase's ``memory`` estimate (None on a cluster)."""
+    "n_sim"}, or None) and the largest of IMM's sampling phases' ``memory`` estimates (None on a cluster)."""
 
     job: ClassVar[str] = "influence"
     out: str
