@@ -99,7 +99,7 @@ def ppr_job(
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     g = graph.get()
-    labels = to_host(g.ids)[ids] if g.ids is not None else np.asarray(ids)
+    labels = to_host(g.ids)[ids] if g.has_labels else np.asarray(ids)  # no 0..n-1 labels made for nothing
     info: dict = {}
     memory = _memory(g, opts["options"], len(labels))
     vertices, values = operators.ppr(g, labels, info=info, options=opts["options"], progress=progress)

@@ -174,7 +174,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
     device = worker_device()
     g = graph.get("cpu")  # for the labels: on a GPU only the index's graph is held, not this one beside it
     idx = _state.ppr_index(opts["index"].path, g, device)
-    labels = to_host(g.ids)[ids] if g.ids is not None else ids
+    labels = to_host(g.ids)[ids] if g.has_labels else ids  # no 0..n-1 labels made for nothing
     streams = opts.get("streams") if device == "gpu" else None
     t0 = time.perf_counter()
     more = (

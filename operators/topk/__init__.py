@@ -46,7 +46,7 @@ from operators._gpu.streams import exhaust, stream_count
 from operators._progress import compiling, report
 from operators._ranked import RankedRows, clear_padding, padded_labels
 from operators.options import TopkOptions, TopkTuning
-from operators.topk.batch import CPU_WORKSPACE_BYTES, answer_all, workspace
+from operators.topk.batch import CPU_CONSTANT_BYTES, CPU_WORKSPACE_BYTES, answer_all, workspace
 from operators.topk.cpu import tie_order
 from operators.topk.exact import EXACT_REACH, closed_reach_topk, without_rounds
 from operators.topk.index import PPRIndex, walks_bound
@@ -268,8 +268,8 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
     device (``operators._gpu.streams.stream_count``: the workspaces that fit) and its device memory
     estimate (``operators._gpu.memory.MemoryEstimate``): the index's arrays, its graph, with ``refine``
     the graph's in-edges (a transpose, whose build's transient - on the host its counts and cursors -
-    comes before new workspaces are made),
-    on the GPU the constants the workspaces share (``CONSTANT_BYTES`` a vertex), and the query
+    comes before new workspaces are made), the constants the workspaces share (``CONSTANT_BYTES`` a
+    vertex on the GPU, ``batch.CPU_CONSTANT_BYTES`` on the CPU), and the query
     workspaces: on the GPU the calling thread's own and one a stream, of which those kept from earlier
     calls and idle now are reused; on the CPU one a thread (``batch.CPU_WORKSPACE_BYTES`` a vertex; a
     second thread only where a quarter of the free memory holds its workspace). The index, its graph,
@@ -292,11 +292,12 @@ def query_memory(index: PPRIndex, queries: int, *, k: int, refine: bool, streams
         ("index", index.nbytes),
         ("graph", g),
         ("in-edges", g if refine else 0),
-        ("constants", CONSTANT_BYTES * G.n if gpu else 0),
+        ("constants", (CONSTANT_BYTES if gpu else CPU_CONSTANT_BYTES) * G.n),
         ("workspaces kept", kept * per_vertex * G.n),
         ("in-edges build or new workspaces", max(build, max(at_once - kept, 0) * per_vertex * G.n)),
     )
     held = ("index", "graph", "workspaces kept") + (("in-edges",) if G.has_derived("transpose") else ())
+    held += ("constants",) if not gpu and "cpu_query_constants" in index.cache else ()
     return streams, MemoryEstimate(f"top-{k} PPR of {queries:,} sources, n={G.n:,}", G.device, parts, held)
 
 

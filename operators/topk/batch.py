@@ -22,6 +22,7 @@ L2_FETCH_BYTES = 32
 # least this many sources left to rounds set it, so that the saving outweighs that fixed cost
 L2_HINT_SOURCES = 256
 CPU_WORKSPACE_BYTES = 37  # per vertex: residues, reserves, marks, touched list, queue, refine's cache
+CPU_CONSTANT_BYTES = 24  # per vertex, once per index: the CPU queries' degrees, ones and omega (float64)
 
 
 def workspace(index):

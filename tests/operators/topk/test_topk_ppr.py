@@ -211,6 +211,21 @@ def test_a_later_batch_counts_the_workspaces_it_reuses_as_held(monkeypatch):
     assert dict(est.parts)["in-edges build or new workspaces"] == 0
 
 
+def test_a_cpu_query_counts_the_constants_its_workspaces_share(rmat13):
+    """On the CPU the estimate counts the per-index arrays every query reads (degrees, ones, omega), as
+    many bytes as they take once made, and holds them as allocated on later calls."""
+    from operators import topk
+
+    idx = build_ppr_index(rmat13, seed=9)
+    _, est = topk.query_memory(idx, 10, k=10, refine=True)
+    assert "constants" not in est.held
+    topk_ppr(idx, _sources(rmat13, 4), k=10)
+    made = idx.cache.get("cpu_query_constants")
+    assert dict(est.parts)["constants"] == sum(a.nbytes for a in made) > 0
+    _, est = topk.query_memory(idx, 10, k=10, refine=True)
+    assert "constants" in est.held
+
+
 @pytest.mark.gpu
 def test_gpu_streams_answer_as_one_at_a_time(rmat13):
     """Sources answered at once on 4 streams (workspaces kept for the next call) equal those in turn."""
