@@ -221,7 +221,7 @@ def topk_ppr(
     src = G.internal_ids(labels)
     ops = workspace(index)
     b = src.size
-    out = _empty_result(G.ids[src], k)  # the labels as the graph holds them (3.0 given is 3)
+    out = _empty_result(G.ids[src] if G.has_labels else src, k)  # the labels as the graph holds them (3.0: 3)
     streams, memory = query_memory(index, b, k=k, refine=refine, streams=streams)
     more = (
         "fewer streams, or a GPU with more memory" if G.device == "gpu" else "or a machine with more memory"
@@ -259,7 +259,7 @@ def topk_ppr(
     # by less than a float32 step, are made non-increasing too
     np.minimum.accumulate(out.ppr, axis=1, out=out.ppr)
     out.counts = clear_padding(out.vertices, out.ppr)  # estimates of 0 (unreached) are no answer
-    out.vertices = padded_labels(G.ids, out.vertices, out.counts) if G.ids is not None else out.vertices
+    out.vertices = padded_labels(G.ids, out.vertices, out.counts) if G.has_labels else out.vertices
     return out
 
 
