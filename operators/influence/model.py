@@ -214,4 +214,4 @@ def _thirds(key, m):
 
 
 def _label(G: CSRGraph, v: int):
-    return to_host(G.ids)[v].item() if G.ids is not None else v
+    return to_host(G.ids)[v].item() if G.has_labels else v

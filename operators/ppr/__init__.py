@@ -288,7 +288,7 @@ def _dense_result(G, rows: int, dtype):
 
 
 def _label_dtype(G):
-    return to_host(G.ids).dtype if G.ids is not None else np.int64
+    return to_host(G.ids).dtype if G.has_labels else np.int64
 
 
 def _warm_up(G, src, step, dtype, topk, key, progress=None) -> float:
