@@ -238,15 +238,13 @@ def run_imm(
     theta = math.ceil(b["lambda_star"] / lower)
     capped |= theta > cap
     final_count = min(theta, cap)
-    # reused samples stay held: the estimation's last pool may outnumber theta
-    if reuse_rr_sets:
+    if reuse_rr_sets:  # reused samples stay held: the estimation's last pool may outnumber theta
         memory = check(max(final_count, pool.count), pool.expected, pool.count)
-    else:  # the estimation's samples go before the final ones are drawn
-        memory = check(final_count, pool.expected, 0)
-    if not reuse_rr_sets:
+    else:  # the estimation's samples go (their memory freed) before the final ones are checked and drawn
         mean = pool.expected
         pool = make_pool(stream_key(seed, _FINAL), stream_key(seed, _FINAL_ROOTS))
         pool.expected = mean
+        memory = check(final_count, mean, 0)
     pool.grow(final_count)
     t_sample = time.perf_counter()
     picks, gains = pool.select(k)

@@ -74,12 +74,12 @@ def _one_source(G, s, alpha, tol, max_iter, out):
     # permuted once, at the end; where binned runs out of memory, the phase pulls instead
     narrow = ["binned", "pull"] if method == "binned" else [method]
     steps = min(max_iter, _f32_steps(alpha, first))
-    x, it32, _, order, e = _phase(G, s, narrow, None, None, None, alpha, inv, steps, first, np.float32)
-    # where float32 steps are binned, so are float64 ones (a second layout, kept with G), unless the
+    x, it32, _, order, e, ran = _phase(G, s, narrow, None, None, None, alpha, inv, steps, first, np.float32)
+    # where float32 steps were binned, so are float64 ones (a second layout, kept with G), unless the
     # layout does not fit
-    wide = ["binned", "pull"] if method == "binned" and binned_fits(G.n, np.float64) else ["pull"]
+    wide = ["binned", "pull"] if ran == "binned" and binned_fits(G.n, np.float64) else ["pull"]
     steps = max(1, max_iter - it32)
-    x, it64, change, order, _ = _phase(G, s, wide, x, order, e, alpha, inv, steps, certify, np.float64)
+    x, it64, change, order, _, _ = _phase(G, s, wide, x, order, e, alpha, inv, steps, certify, np.float64)
     bound = alpha / (1.0 - alpha) * change + rounding(it64, np.float64, out)
     if not bound <= tol:
         raise ConvergenceError("ppr", it32 + it64, float(bound), tol)
@@ -90,15 +90,15 @@ def _phase(G, s, methods, x, order, e, alpha, inv, max_iter, threshold, dtype):
     """PageRank's GPU iteration personalized to ``s`` in ``dtype`` by the first of ``methods`` that
     finds the memory (a ``MemoryError`` moves on to the next), from ``x`` over the ids of ``order`` (x
     None: from ``e_s``; ``e``: ``e_s`` over them, where made already). Returns the result over the ids
-    its method iterates, its iterations, its last L1 change, those ids and ``e_s`` over them."""
+    its method iterates, its iterations, its last L1 change, those ids, ``e_s`` over them and the method."""
     cp = import_cupy()
     from operators.pagerank.gpu import iterated_order, pagerank_gpu
 
     for i, method in enumerate(methods):
-        to = iterated_order(G, method)
-        e = e if e is not None and to is order else _one_hot(G.n, s, to)
-        x0 = e if x is None else _reorder(x, order, to).astype(cp.float64)
         try:
+            to = iterated_order(G, method)
+            e = e if e is not None and to is order else _one_hot(G.n, s, to)
+            x0 = e if x is None else _reorder(x, order, to).astype(cp.float64)
             y, it, change, _ = pagerank_gpu(
                 G,
                 method=method,
@@ -113,7 +113,7 @@ def _phase(G, s, methods, x, order, e, alpha, inv, max_iter, threshold, dtype):
                 threshold=threshold,
                 dtype=dtype,
             )
-            return y, it, change, to, e
+            return y, it, change, to, e, method
         except MemoryError:
             x0 = e = None  # freed before the next method's try
             if i + 1 == len(methods):

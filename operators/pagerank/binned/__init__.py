@@ -324,8 +324,8 @@ def kept_run_bytes(G, weighted: bool, dtype) -> int | None:
     dtype = np.dtype(dtype)
     key = _layout_key(weighted, TUNING[dtype.itemsize])
     for name in (key, key + "_ordered"):
-        if G.has_derived(name):
-            lay = G.derived(name, lambda g: None)
+        lay = G.derived(name, lambda g: None) if G.has_derived(name) else None
+        if lay is not None:  # (None: forgotten in between, by another thread)
             return dtype.itemsize * (int(lay["m_pad"]) + int(lay["rows"])) + 4 * int(lay["bins"])
     return None
 
