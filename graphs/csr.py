@@ -116,6 +116,13 @@ class CSRGraph:
     def has_labels(self) -> bool:
         return self._ids is not None
 
+    def labels_of(self, internal):
+        """Original labels of the internal ids ``internal`` (host); the ids themselves (int64) where the
+        graph has no labels, without making its 0..n-1 ``ids``."""
+        if self._ids is None:
+            return np.asarray(internal, dtype=np.int64)
+        return self._ids[internal]
+
     def internal_ids(self, labels) -> np.ndarray:
         """Internal ids (int64, host) of original ``labels``; KeyError naming those not in the graph."""
         labels = np.asarray(

@@ -11,7 +11,6 @@ import numpy as np
 
 import operators
 from cluster.worker import worker_device
-from graphs._device import to_host
 from operators.options import PPROptions
 
 from .job import Job
@@ -99,7 +98,7 @@ def ppr_job(
 
 def _chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) -> dict:
     g = graph.get()
-    labels = to_host(g.ids)[ids] if g.has_labels else np.asarray(ids)  # no 0..n-1 labels made for nothing
+    labels = g.labels_of(ids)
     info: dict = {}
     memory = _memory(g, opts["options"], len(labels))
     vertices, values = operators.ppr(g, labels, info=info, options=opts["options"], progress=progress)

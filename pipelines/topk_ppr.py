@@ -17,7 +17,6 @@ from dask.base import tokenize
 
 import operators
 from cluster.worker import worker_device
-from graphs._device import to_host
 from graphs.errors import OptionError
 from graphs.store import read_json
 from operators._checks import check_count
@@ -174,7 +173,7 @@ def _query_chunk(graph: GraphHandle, ids, opts: dict, path: str, progress=None) 
     device = worker_device()
     g = graph.get("cpu")  # for the labels: on a GPU only the index's graph is held, not this one beside it
     idx = _state.ppr_index(opts["index"].path, g, device)
-    labels = to_host(g.ids)[ids] if g.has_labels else ids  # no 0..n-1 labels made for nothing
+    labels = g.labels_of(ids)
     streams = opts.get("streams") if device == "gpu" else None
     t0 = time.perf_counter()
     more = (

@@ -249,7 +249,7 @@ def run_imm(
     t_sample = time.perf_counter()
     picks, gains = pool.select(k)
     t_end = time.perf_counter()
-    labels = to_host(G.ids)[picks % n] if G.has_labels else picks % n
+    labels = G.labels_of(picks % n)
     return InfluenceResult(
         seeds=labels,
         seed_rounds=(picks // n).astype(np.int64),

@@ -34,7 +34,7 @@ import numpy as np
 
 from graphs import CSRGraph
 from graphs._build import count_ids, expand_rows, in_edge_order_cpu
-from graphs._device import array_module, to_host
+from graphs._device import array_module
 from graphs._large import cumsum
 from graphs._mix import rand_u64, stream_key
 from graphs.errors import OptionError
@@ -214,4 +214,4 @@ def _thirds(key, m):
 
 
 def _label(G: CSRGraph, v: int):
-    return to_host(G.ids)[v].item() if G.has_labels else v
+    return G.labels_of(v).item()

@@ -123,20 +123,22 @@ def _phase(G, s, methods, x, order, e, alpha, inv, max_iter, threshold, dtype):
 
 def _one_hot(n: int, s: int, order):
     """``e_s`` (float64) over the ids of ``order`` (iterated id i is ``G``'s ``order[i]``; None: ``G``'s)."""
+    from operators.pagerank.order import into
+
     cp = import_cupy()
     e = cp.zeros(n, dtype=cp.float64)
     e[s] = 1.0
-    return e if order is None else e[order]
+    return e if order is None else into(e, order)
 
 
 def _reorder(x, order, to):
     """``x`` over the ids of ``order`` as a vector over those of ``to`` (None: ``G``'s own)."""
     if order is to:
         return x
-    from operators.pagerank.order import back
+    from operators.pagerank.order import back, into
 
     x = x if order is None else back(x, order)
-    return x if to is None else x[to]
+    return x if to is None else into(x, to)
 
 
 SPMM_CUDA = r"""

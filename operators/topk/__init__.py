@@ -221,7 +221,7 @@ def topk_ppr(
     src = G.internal_ids(labels)
     ops = workspace(index)
     b = src.size
-    out = _empty_result(G.ids[src] if G.has_labels else src, k)  # the labels as the graph holds them (3.0: 3)
+    out = _empty_result(G.labels_of(src), k)  # the labels as the graph holds them (3.0 given is 3)
     streams, memory = query_memory(index, b, k=k, refine=refine, streams=streams)
     more = (
         "fewer streams, or a GPU with more memory" if G.device == "gpu" else "or a machine with more memory"

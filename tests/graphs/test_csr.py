@@ -89,6 +89,18 @@ def test_undirected_stores_both_directions_and_loops_once():
     assert a[2, 2] == 1 and g.transpose() is g
 
 
+def test_labels_of_internal_ids_and_of_an_unlabelled_graph_without_making_its_ids():
+    g = from_edges(np.array([1000, 7, 7]), np.array([7, 99, 1000]))
+    np.testing.assert_array_equal(g.labels_of(np.array([2, 0])), [1000, 7])
+    h = from_edges(np.array(["x", "y"], dtype=object), np.array(["y", "z"], dtype=object))
+    assert h.labels_of([2, 0]).tolist() == ["z", "x"]
+    bare = from_edges(np.array([0, 1]), np.array([1, 2]), renumber=False)
+    got = bare.labels_of([2, 0])
+    assert got.dtype == np.int64 and got.tolist() == [2, 0] and got.tolist() == bare.ids[[2, 0]].tolist()
+    fresh = from_edges(np.array([0, 1]), np.array([1, 2]), renumber=False)
+    assert fresh.labels_of(1).item() == 1 and "ids" not in fresh._cache  # no 0..n-1 array made
+
+
 def test_renumbering_integers_sorted_and_strings_by_first_appearance():
     g = from_edges(np.array([1000, 7, 7]), np.array([7, 99, 1000]))
     assert g.ids.tolist() == [7, 99, 1000] and g.n == 3
