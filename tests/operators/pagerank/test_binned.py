@@ -325,3 +325,18 @@ def test_the_gpu_builds_the_cpu_layout(weighted, renumbered):
                 sorted(zip(seg_of.tolist(), to_host(lay["w"]).tolist(), strict=True)) for lay in (gpu, cpu)
             )
             assert got == want
+
+
+def test_a_kept_layout_states_the_bytes_of_a_run_of_it():
+    """``kept_run_bytes``: None until the graph keeps the layout a value type's binned iteration runs on;
+    then a value per padded edge, a row sum per destination and a counter per bin (as ``layout_step``
+    allocates them), for that layout's value type and weighting only."""
+    g = graphs.rmat(10, seed=4, device="cpu")
+    assert pb.kept_run_bytes(g, False, np.float64) is None
+    pagerank(g, method="binned")  # the CPU bins in float64
+    bits = pb.TUNING[8]
+    lay = g.derived(f"pagerank_binned_False_{bits['chunk_bits']}_{bits['bin_bits']}", lambda _: None)
+    assert lay is not None and lay["m_pad"] >= g.m
+    assert pb.kept_run_bytes(g, False, np.float64) == 8 * (lay["m_pad"] + lay["rows"]) + 4 * lay["bins"]
+    assert pb.kept_run_bytes(g, True, np.float64) is None  # another weighting
+    assert pb.kept_run_bytes(g, False, np.float32) is None  # float32's layout has other bits
