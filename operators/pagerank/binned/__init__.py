@@ -44,6 +44,7 @@ TUNING = {
     "min_item_edges": 16_384,
     "max_chunks": 4096,
     "sum_blocks": {4: 3, 8: 2},
+    "fill_unroll": 1,
     "hot_vertices": 32_768,
     "order_below": 0.2,
 }

@@ -48,26 +48,45 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_binned_fill(const uint4
     const int count = (int)min((long long)1 << CHUNK_BITS, (long long)n - base);
     for (int i = threadIdx.x; i < count; i += THREADS) cs[i] = c_old[base + i];
     __syncthreads();
+    // each thread loads FILL_UNROLL vectors (THREADS apart) before it writes any: more loads in flight
     const long long hi = item_hi[blockIdx.x];
-    for (long long j = item_lo[blockIdx.x] + threadIdx.x; j < hi; j += THREADS) {
-        const uint4 s = __ldcs(&src[j]);
-        const unsigned int q[4] = {s.x, s.y, s.z, s.w};
-        gj_vals r;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            r.v[2 * i] = cs[q[i] & 0xffffu];
-            r.v[2 * i + 1] = cs[q[i] >> 16];
-        }
+    for (long long j0 = item_lo[blockIdx.x] + threadIdx.x; j0 < hi; j0 += (long long)THREADS * FILL_UNROLL) {
+        uint4 s[FILL_UNROLL];
 #if WEIGHTED
-        const float4 w0 = __ldcs(reinterpret_cast<const float4*>(w) + 2 * j);
-        const float4 w1 = __ldcs(reinterpret_cast<const float4*>(w) + 2 * j + 1);
-        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) r.v[i] *= (VAL)wv[i];
+        float4 w0[FILL_UNROLL], w1[FILL_UNROLL];
 #endif
-        gj_pair* out = reinterpret_cast<gj_pair*>(val + 8 * j);
 #pragma unroll
-        for (int i = 0; i < kLoads; ++i) __stcs(out + i, *reinterpret_cast<const gj_pair*>(&r.v[i * kPer]));
+        for (int u = 0; u < FILL_UNROLL; ++u) {
+            const long long j = j0 + (long long)u * THREADS;
+            if (j < hi) {
+                s[u] = __ldcs(&src[j]);
+#if WEIGHTED
+                w0[u] = __ldcs(reinterpret_cast<const float4*>(w) + 2 * j);
+                w1[u] = __ldcs(reinterpret_cast<const float4*>(w) + 2 * j + 1);
+#endif
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < FILL_UNROLL; ++u) {
+            const long long j = j0 + (long long)u * THREADS;
+            if (j >= hi) break;
+            const unsigned int q[4] = {s[u].x, s[u].y, s[u].z, s[u].w};
+            gj_vals r;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                r.v[2 * i] = cs[q[i] & 0xffffu];
+                r.v[2 * i + 1] = cs[q[i] >> 16];
+            }
+#if WEIGHTED
+            const float wv[8] = {w0[u].x, w0[u].y, w0[u].z, w0[u].w, w1[u].x, w1[u].y, w1[u].z, w1[u].w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i) r.v[i] *= (VAL)wv[i];
+#endif
+            gj_pair* out = reinterpret_cast<gj_pair*>(val + 8 * j);
+#pragma unroll
+            for (int i = 0; i < kLoads; ++i)
+                __stcs(out + i, *reinterpret_cast<const gj_pair*>(&r.v[i * kPer]));
+        }
     }
 }
 """
@@ -180,6 +199,7 @@ def binned_variant(dtype, weighted: bool, threads: int) -> dict:
         "CHUNK_BITS": bits["chunk_bits"],
         "BIN_BITS": bits["bin_bits"],
         "SUM_BLOCKS": TUNING["sum_blocks"][dtype.itemsize],
+        "FILL_UNROLL": TUNING["fill_unroll"],
     }
 
 
