@@ -86,8 +86,15 @@ DIAGNOSTICS = {
 }
 
 
+def _elapsed(start, end) -> float:
+    import cupy as cp
+
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
 def _median_ms(log: list) -> float:
-    return float(np.median([s.elapsed_time(e) for s, e in log])) if log else float("nan")
+    return float(np.median([_elapsed(s, e) for s, e in log])) if log else float("nan")
 
 
 def run_variant(g, name: str, iterations: int):
