@@ -8,6 +8,7 @@ median per pass is printed with the bytes the pass moves over that time. Variant
 
 - ``base``: the kernels as they are (``TUNING``);
 - ``unrollK``: the fill loads K vectors a thread before it writes (``TUNING['fill_unroll']``);
+- ``fixed``: the sum adds into its rows in 64-bit fixed point (``TUNING['sum_fixed']``);
 - ``chunkB``: fill chunks of 2**B sources (a layout of its own);
 - ``nolocate``, ``noatomic`` (diagnostics, wrong ranks): the sum reads a stretch of its own in order
   instead of locating each vector's segment (scale 24 and up: it reads the layout's first 2**24
@@ -109,6 +110,8 @@ def run_variant(g, name: str, iterations: int):
     try:
         if name.startswith("unroll"):
             pb.TUNING["fill_unroll"] = int(name[6:])
+        elif name == "fixed":
+            pb.TUNING["sum_fixed"] = True
         elif name.startswith("chunk"):
             pb.TUNING[4] = {**pb.TUNING[4], "chunk_bits": int(name[5:])}
         elif name != "base" and name not in DIAGNOSTICS:

@@ -92,8 +92,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_binned_fill(const uint4
 """
 
 SUM_KERNEL = r"""
+// The bin's rows in shared memory: VAL, or with SUM_FIXED unsigned 64-bit fixed point (2**-60 a unit),
+// whose atomic add is one instruction where a float's is a compare-and-store loop. A row's sum is at most
+// the mass of the iterated vector (a probability vector: 1), far below the 16 units the fixed point holds.
+#if SUM_FIXED
+typedef unsigned long long gj_acc;
+#define GJ_TO_ACC(x) __float2ull_rn((float)(x) * 1152921504606846976.0f)
+#define GJ_FROM_ACC(a) ((double)(a) * 8.673617379884035e-19)
+#else
+typedef VAL gj_acc;
+#define GJ_TO_ACC(x) (x)
+#define GJ_FROM_ACC(a) ((double)(a))
+#endif
 // Adds one run of equal destinations (segments are sorted by destination) into the bin's rows.
-#define GJ_ADD(d, x) if ((d) != 0xffffu) atomicAdd(&ys[(d)], (x))
+#define GJ_ADD(d, x) if ((d) != 0xffffu) atomicAdd(&ys[(d)], GJ_TO_ACC(x))
 extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(const uint4* __restrict__ dst,
         const VAL* __restrict__ val, const int* __restrict__ pre, const int* __restrict__ segv, int chunks,
         const int* __restrict__ item_bin, const int* __restrict__ item_lo, const int* __restrict__ item_hi,
@@ -101,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(
         int n, GJ_VERTEX_ARGS) {
     GJ_SKIP_IF_CONVERGED();
     extern __shared__ unsigned char gj_smem[];
-    VAL* ys = reinterpret_cast<VAL*>(gj_smem);
+    gj_acc* ys = reinterpret_cast<gj_acc*>(gj_smem);
     int* pre_s = reinterpret_cast<int*>(ys + (1 << BIN_BITS));
     int* seg_s = pre_s + chunks + 1;
     __shared__ double sh[32];
@@ -109,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(
     const int b = item_bin[blockIdx.x], f1 = item_hi[blockIdx.x];
     const long long base = (long long)b << BIN_BITS;
     const int rows = (int)min((long long)1 << BIN_BITS, (long long)n - base);
-    for (int i = threadIdx.x; i < (1 << BIN_BITS); i += THREADS) ys[i] = (VAL)0;
+    for (int i = threadIdx.x; i < (1 << BIN_BITS); i += THREADS) ys[i] = (gj_acc)0;
     for (int i = threadIdx.x; i <= chunks; i += THREADS) pre_s[i] = pre[(long long)b * (chunks + 1) + i];
     for (int i = threadIdx.x; i < chunks; i += THREADS) seg_s[i] = segv[(long long)b * chunks + i];
     __syncthreads();
@@ -166,10 +178,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(
     double err = 0.0, dang = 0.0;
     const double dsum = acc_in[1];
     if (bin_items[b] == 1) {
-        for (int r = threadIdx.x; r < rows; r += THREADS) GJ_FINISH((int)(base + r), (double)ys[r]);
+        for (int r = threadIdx.x; r < rows; r += THREADS) GJ_FINISH((int)(base + r), GJ_FROM_ACC(ys[r]));
     } else {
         for (int r = threadIdx.x; r < rows; r += THREADS)
-            if (ys[r] != (VAL)0) atomicAdd(&y_acc[base + r], ys[r]);
+            if (ys[r] != (gj_acc)0) atomicAdd(&y_acc[base + r], (VAL)GJ_FROM_ACC(ys[r]));
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) last = atomicAdd(&bin_done[b], 1u) == (unsigned int)(bin_items[b] - 1);
@@ -200,7 +212,14 @@ def binned_variant(dtype, weighted: bool, threads: int) -> dict:
         "BIN_BITS": bits["bin_bits"],
         "SUM_BLOCKS": TUNING["sum_blocks"][dtype.itemsize],
         "FILL_UNROLL": TUNING["fill_unroll"],
+        "SUM_FIXED": int(sum_fixed(dtype)),
     }
+
+
+def sum_fixed(dtype) -> bool:
+    """Whether the sum kernel for values of ``dtype`` adds in 64-bit fixed point (``TUNING['sum_fixed']``,
+    float32 only): its shared rows are then 8 bytes each."""
+    return bool(TUNING["sum_fixed"]) and np.dtype(dtype) == np.float32
 
 
 def _variants(threads: int) -> tuple[dict, ...]:
@@ -216,7 +235,11 @@ FILL = Kernel(
 SUM = Kernel(
     COMMON_CUDA + VALS_CUDA + SUM_KERNEL,
     ("gj_binned_sum",),
-    variants=_variants(SUM_THREADS),
+    variants=_variants(SUM_THREADS)
+    + tuple(
+        {**binned_variant(np.float32, w, SUM_THREADS), "SUM_FIXED": 1 - int(sum_fixed(np.float32))}
+        for w in (0, 1)
+    ),
     label="binned-sum",
 )
 
@@ -275,7 +298,7 @@ def layout_step(lay: dict, weighted: bool, dtype, lo: int = 0):
     fill = FILL.get("gj_binned_fill", **binned_variant(dtype, weighted, FILL_THREADS))
     summ = SUM.get("gj_binned_sum", **binned_variant(dtype, weighted, SUM_THREADS))
     smem_fill = dtype.itemsize << bits["chunk_bits"]
-    smem_sum = (dtype.itemsize << bits["bin_bits"]) + 4 * (2 * lay["chunks"] + 1)
+    smem_sum = ((8 if sum_fixed(dtype) else dtype.itemsize) << bits["bin_bits"]) + 4 * (2 * lay["chunks"] + 1)
     fill.max_dynamic_shared_size_bytes = smem_fill
     summ.max_dynamic_shared_size_bytes = smem_sum
     val = cp.empty(lay["m_pad"], dtype=dtype)
