@@ -84,6 +84,7 @@ DIAGNOSTICS = {
         ),
     ),
     "noatomic": (("atomicAdd(&ys[(d)], (x))", "(ys[(d)] += (x))"),),
+    "fixednoatomic": (("old = atomicAdd(&ys[d], lo);", "old = ys[d]; ys[d] = old + lo;"),),
 }
 
 
@@ -110,7 +111,7 @@ def run_variant(g, name: str, iterations: int):
     try:
         if name.startswith("unroll"):
             pb.TUNING["fill_unroll"] = int(name[6:])
-        elif name == "fixed":
+        elif name in ("fixed", "fixednoatomic"):
             pb.TUNING["sum_fixed"] = True
         elif name.startswith("chunk"):
             pb.TUNING[4] = {**pb.TUNING[4], "chunk_bits": int(name[5:])}

@@ -92,20 +92,31 @@ extern "C" __global__ void __launch_bounds__(THREADS) gj_binned_fill(const uint4
 """
 
 SUM_KERNEL = r"""
-// The bin's rows in shared memory: VAL, or with SUM_FIXED unsigned 64-bit fixed point (2**-60 a unit),
-// whose atomic add is one instruction where a float's is a compare-and-store loop. A row's sum is at most
-// the mass of the iterated vector (a probability vector: 1), far below the 16 units the fixed point holds.
+// The bin's rows in shared memory: VAL, or with SUM_FIXED 64-bit fixed point (2**-56 a unit) held as two
+// 32-bit words, low words first, then high words: a float's atomic add is a load and compare-and-store
+// loop, a 32-bit integer's one instruction; the low word's carry goes into the high word. A row's sum is
+// at most the mass of the iterated vector (a probability vector: 1), far below the 256 units it holds.
 #if SUM_FIXED
-typedef unsigned long long gj_acc;
-#define GJ_TO_ACC(x) __float2ull_rn((float)(x) * 1152921504606846976.0f)
-#define GJ_FROM_ACC(a) ((double)(a) * 8.673617379884035e-19)
+typedef unsigned int gj_acc;
+constexpr int kAccWords = 2;
+__device__ __forceinline__ void gj_add_fixed(unsigned int* ys, unsigned int d, float x) {
+    const unsigned long long v = __float2ull_rn(x * 72057594037927936.0f);
+    const unsigned int lo = (unsigned int)v, old = atomicAdd(&ys[d], lo);
+    const unsigned int hi = (unsigned int)(v >> 32) + (old + lo < old ? 1u : 0u);
+    if (hi) atomicAdd(&ys[(1 << BIN_BITS) + d], hi);
+}
+#define GJ_ROW(r) ((double)(((unsigned long long)ys[(1 << BIN_BITS) + (r)] << 32) | ys[(r)]) \
+                   * 1.3877787807814457e-17)
+#define GJ_ROW_NONZERO(r) ((ys[(r)] | ys[(1 << BIN_BITS) + (r)]) != 0u)
+#define GJ_ADD(d, x) if ((d) != 0xffffu) gj_add_fixed(ys, (d), (x))
 #else
 typedef VAL gj_acc;
-#define GJ_TO_ACC(x) (x)
-#define GJ_FROM_ACC(a) ((double)(a))
-#endif
+constexpr int kAccWords = 1;
+#define GJ_ROW(r) ((double)ys[(r)])
+#define GJ_ROW_NONZERO(r) (ys[(r)] != (VAL)0)
 // Adds one run of equal destinations (segments are sorted by destination) into the bin's rows.
-#define GJ_ADD(d, x) if ((d) != 0xffffu) atomicAdd(&ys[(d)], GJ_TO_ACC(x))
+#define GJ_ADD(d, x) if ((d) != 0xffffu) atomicAdd(&ys[(d)], (x))
+#endif
 extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(const uint4* __restrict__ dst,
         const VAL* __restrict__ val, const int* __restrict__ pre, const int* __restrict__ segv, int chunks,
         const int* __restrict__ item_bin, const int* __restrict__ item_lo, const int* __restrict__ item_hi,
@@ -114,14 +125,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(
     GJ_SKIP_IF_CONVERGED();
     extern __shared__ unsigned char gj_smem[];
     gj_acc* ys = reinterpret_cast<gj_acc*>(gj_smem);
-    int* pre_s = reinterpret_cast<int*>(ys + (1 << BIN_BITS));
+    int* pre_s = reinterpret_cast<int*>(ys + kAccWords * (1 << BIN_BITS));
     int* seg_s = pre_s + chunks + 1;
     __shared__ double sh[32];
     __shared__ int last;
     const int b = item_bin[blockIdx.x], f1 = item_hi[blockIdx.x];
     const long long base = (long long)b << BIN_BITS;
     const int rows = (int)min((long long)1 << BIN_BITS, (long long)n - base);
-    for (int i = threadIdx.x; i < (1 << BIN_BITS); i += THREADS) ys[i] = (gj_acc)0;
+    for (int i = threadIdx.x; i < kAccWords * (1 << BIN_BITS); i += THREADS) ys[i] = (gj_acc)0;
     for (int i = threadIdx.x; i <= chunks; i += THREADS) pre_s[i] = pre[(long long)b * (chunks + 1) + i];
     for (int i = threadIdx.x; i < chunks; i += THREADS) seg_s[i] = segv[(long long)b * chunks + i];
     __syncthreads();
@@ -178,10 +189,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, SUM_BLOCKS) gj_binned_sum(
     double err = 0.0, dang = 0.0;
     const double dsum = acc_in[1];
     if (bin_items[b] == 1) {
-        for (int r = threadIdx.x; r < rows; r += THREADS) GJ_FINISH((int)(base + r), GJ_FROM_ACC(ys[r]));
+        for (int r = threadIdx.x; r < rows; r += THREADS) GJ_FINISH((int)(base + r), GJ_ROW(r));
     } else {
         for (int r = threadIdx.x; r < rows; r += THREADS)
-            if (ys[r] != (gj_acc)0) atomicAdd(&y_acc[base + r], (VAL)GJ_FROM_ACC(ys[r]));
+            if (GJ_ROW_NONZERO(r)) atomicAdd(&y_acc[base + r], (VAL)GJ_ROW(r));
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) last = atomicAdd(&bin_done[b], 1u) == (unsigned int)(bin_items[b] - 1);
@@ -218,7 +229,7 @@ def binned_variant(dtype, weighted: bool, threads: int) -> dict:
 
 def sum_fixed(dtype) -> bool:
     """Whether the sum kernel for values of ``dtype`` adds in 64-bit fixed point (``TUNING['sum_fixed']``,
-    float32 only): its shared rows are then 8 bytes each."""
+    float32 only): its shared rows are then two 4-byte words each."""
     return bool(TUNING["sum_fixed"]) and np.dtype(dtype) == np.float32
 
 
