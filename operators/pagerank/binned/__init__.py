@@ -45,7 +45,7 @@ TUNING = {
     "max_chunks": 4096,
     "sum_blocks": {4: 3, 8: 2},
     "fill_unroll": 1,
-    "sum_fixed": False,
+    "sum_fixed": True,
     "hot_vertices": 32_768,
     "order_below": 0.2,
 }
